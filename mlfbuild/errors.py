@@ -1,0 +1,85 @@
+"""One exception hierarchy; the CLI is the only place that maps it to exit codes.
+
+Every message is written for the user: one line that says what is wrong and where.
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_USAGE = 2
+EXIT_INVALID_INPUT = 3
+EXIT_BUILD = 4
+EXIT_OVER_BUDGET = 5
+EXIT_RUN = 6
+EXIT_MISMATCH = 7
+EXIT_FLASH = 8
+
+
+class MlfError(Exception):
+    """Base of every error mlfbuild reports to a user."""
+
+    exit_code = 1
+
+
+class UsageError(MlfError):
+    exit_code = EXIT_USAGE
+
+
+class InvalidInputError(MlfError):
+    """An input file (MLF, params, graph, board file, tensor file) is unusable."""
+
+    exit_code = EXIT_INVALID_INPUT
+
+
+class ArchiveError(InvalidInputError):
+    """The MLF tarball is hostile, broken or not a tar at all."""
+
+
+class MetadataError(InvalidInputError):
+    """metadata.json is missing, malformed or of an unsupported version."""
+
+
+class ParamsError(InvalidInputError):
+    """A .params file does not follow TVM's NDArray-list format."""
+
+
+class GraphError(InvalidInputError):
+    """An executor-config graph JSON is malformed or inconsistent."""
+
+
+class BoardError(InvalidInputError):
+    """A board file is malformed or names something unsupported."""
+
+
+class BuildError(MlfError):
+    """Rendering or compiling the firmware failed (toolchain missing, compiler error)."""
+
+    exit_code = EXIT_BUILD
+
+
+class OverBudgetError(MlfError):
+    """The firmware does not fit the board's flash or RAM (or a tighter budget)."""
+
+    exit_code = EXIT_OVER_BUDGET
+
+    def __init__(self, message: str, table: str = ""):
+        super().__init__(message)
+        self.table = table
+
+
+class RunError(MlfError):
+    """The firmware could not be run, crashed, hung or spoke garbage."""
+
+    exit_code = EXIT_RUN
+
+
+class MismatchError(MlfError):
+    """The firmware ran but its outputs differ from the reference."""
+
+    exit_code = EXIT_MISMATCH
+
+
+class FlashError(MlfError):
+    """Writing or verifying the image on a board failed."""
+
+    exit_code = EXIT_FLASH
