@@ -1,0 +1,50 @@
+"""Facts read from the generated C (where metadata.json is silent): interface structs, packed
+metadata tables and which functions are declared versus defined."""
+
+from __future__ import annotations
+
+import re
+
+_DLTYPE_CODES = {0: "int", 1: "uint", 2: "float"}
+
+
+def struct_fields(header: str, struct_name: str) -> list[str] | None:
+    """Field names of `struct <struct_name> { void* a; void* b; }` in a TVM interface header."""
+    match = re.search(r"struct\s+" + re.escape(struct_name) + r"\s*\{([^}]*)\}", header)
+    if not match:
+        return None
+    return re.findall(r"void\s*\*\s*([A-Za-z_][A-Za-z0-9_]*)\s*;", match.group(1))
+
+
+def packed_metadata_tensors(source: str, kind: str) -> list[tuple[str, tuple[int, ...], str]]:
+    """Tensors of `kTvmgenMetadata_<kind>` (inputs/outputs) in an AOT packed-interface metadata file."""
+    shapes: dict[int, tuple[int, ...]] = {}
+    for m in re.finditer(r"kTvmgenMetadata_" + kind + r"_(\d+)_shape\[\d+\]\s*=\s*\{([^}]*)\}", source):
+        shapes[int(m.group(1))] = tuple(int(v) for v in re.findall(r"(-?\d+)L", m.group(2)))
+    table = re.search(r"TVMTensorInfo\s+kTvmgenMetadata_" + kind + r"\[\d+\]\s*=\s*\{(.*?)\n\};", source, re.S)
+    if not table:
+        return []
+    tensors = []
+    for index, m in enumerate(re.finditer(r'"([^"]*)"\s*/\* name\*/.*?\{(\d+),\s*(\d+),\s*(\d+)\}', table.group(1), re.S)):
+        code, bits = int(m.group(2)), int(m.group(3))
+        dtype = "bool" if (code, bits) == (1, 1) else f"{_DLTYPE_CODES.get(code, 'unknown')}{bits}"
+        tensors.append((m.group(1), shapes.get(index, ()), dtype))
+    return tensors
+
+
+def defined_functions(source: str) -> set[str]:
+    """Names of functions with a body in this C file (a prototype ends in ';', a definition in '{')."""
+    return set(re.findall(r"\b([A-Za-z_][A-Za-z0-9_]*)\s*\([^;{)]*(?:\([^)]*\)[^;{)]*)*\)\s*\{", source))
+
+
+def referenced_functions(source: str, prefix: str) -> set[str]:
+    return set(re.findall(r"\b(" + re.escape(prefix) + r"[A-Za-z0-9_]*)\s*\(", source))
+
+
+def packed_arg_count(source: str, function: str) -> int | None:
+    """How many TVMValue arguments a packed `function` unpacks (`argN = ((TVMValue*)args)[N]`)."""
+    body = re.search(re.escape(function) + r"\s*\([^)]*\)\s*\{(.*?)\n\}", source, re.S)
+    if not body:
+        return None
+    indices = {int(i) for i in re.findall(r"\(\(TVMValue\*\)args\)\[(\d+)\]", body.group(1))}
+    return max(indices) + 1 if indices else None

@@ -1,0 +1,54 @@
+"""Human-readable summary of a ModelLibrary (the text form of `mlfbuild inspect`)."""
+
+from __future__ import annotations
+
+from .model import ModelLibrary, Module, TensorSpec
+
+
+def _tensor_line(kind: str, t: TensorSpec) -> str:
+    shape = "x".join(str(d) for d in t.shape) if t.shape is not None else "?"
+    alias = f" (C: {t.c_name})" if t.c_name != t.name else ""
+    return f"    {kind:<6} {t.name}{alias}: {t.dtype}[{shape}] {t.nbytes} B"
+
+
+def _module_lines(m: Module) -> list[str]:
+    executor = m.executor or "operator"
+    flags = []
+    if m.interface_api:
+        flags.append(f"interface {m.interface_api}")
+    if m.unpacked_api is not None:
+        flags.append("unpacked" if m.unpacked_api else "packed args")
+    flags.append("USMP on" if m.usmp else "USMP off")
+    if m.link_params is not None:
+        flags.append("weights linked" if m.link_params else "weights in params file")
+    if m.system_lib:
+        flags.append("system-lib")
+    lines = [f"  module {m.name}: {executor} ({', '.join(flags)})",
+             f"    target {'; '.join(t.raw for t in m.targets)}"]
+    code = [f"{len(m.sources)} C source(s)"] if m.sources else []
+    code += [f"{o.path.rsplit('/', 1)[-1]} ({o.machine}, {o.cpu or '?'}, {o.float_abi}-float)" for o in m.objects]
+    lines.append(f"    code   {', '.join(code)}")
+    lines += [_tensor_line("input", t) for t in m.inputs]
+    lines += [_tensor_line("output", t) for t in m.outputs]
+    for mem in m.memory:
+        lines.append(f"    memory device {mem.device}: workspace {mem.workspace_size_bytes} B, "
+                     f"constants {mem.constants_size_bytes} B, io {mem.io_size_bytes} B")
+    if m.operators:
+        lines.append(f"    operators {len(m.operators)}")
+    if m.params_path:
+        lines.append(f"    params {len(m.params)} arrays, {m.params_bytes} B ({m.params_path})")
+    return lines
+
+
+def format_summary(lib: ModelLibrary, source: str) -> str:
+    lines = [f"{source}: MLF version {lib.version}, {lib.style}, {len(lib.modules)} module(s)"]
+    for module in lib.modules:
+        lines += _module_lines(module)
+    if lib.runtime:
+        lines.append(f"  bundled runtime: TVM standalone CRT {lib.runtime.version or '?'} "
+                     f"({lib.runtime.path}/, {lib.runtime.build_system}"
+                     f"{', templates' if lib.runtime.templates else ''})")
+    else:
+        lines.append("  bundled runtime: none")
+    lines += [f"  warning: {w}" for w in lib.warnings]
+    return "\n".join(lines)

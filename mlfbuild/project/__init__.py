@@ -1,0 +1,240 @@
+"""Render a board project: ModelLibrary + Board → a folder a user can read and rebuild with `make`.
+
+Knows nothing of how the project will be compiled or run. Files are written only when their content
+changes, so an unchanged rebuild compiles nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+from ..boards import Board
+from ..errors import BuildError, InvalidInputError
+from ..mlf.model import ModelLibrary, Module
+from ..resources import data_dir
+from .abi import float_abi_for
+from .lowering import Lowered, lowering_for
+from .runtime import RuntimeChoice, runtime_files
+
+_TOOLCHAIN_DEFAULT_PREFIX = "arm-none-eabi-"
+
+
+@dataclass(frozen=True)
+class ProjectOptions:
+    runtime: str = "builtin"  # builtin (crt/) | tvm (TVM's standalone CRT)
+    crt_dir: Path | None = None  # TVM standalone CRT to use with runtime "tvm"
+    cmsis_nn: Path | None = None  # CMSIS-NN source tree, for MLFs that call arm_nnfunctions
+    optimize: str = "-Os"
+    toolchain_prefix: str = _TOOLCHAIN_DEFAULT_PREFIX
+    werror: bool = False  # -Werror for our code (the tests use it)
+    mlperf_model_id: str | None = None
+
+
+@dataclass
+class Project:
+    path: Path
+    board: Board
+    lowered: list[Lowered]
+    cflags: list[str]
+    float_abi: str | None
+    workspace_bytes: int
+    runtime: str
+    template_hash: str
+    notes: list[str] = field(default_factory=list)
+
+
+def template_environment() -> Environment:
+    env = Environment(loader=FileSystemLoader(str(data_dir("templates"))), undefined=StrictUndefined,
+                      trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+    env.filters["format_include"] = lambda path: f"-I{path}"
+    return env
+
+
+def templates_hash() -> str:
+    """Identifies the template and runtime versions that went into a build (recorded in build.json)."""
+    digest = hashlib.sha256()
+    for folder in (data_dir("templates"), data_dir("crt")):
+        for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+            digest.update(str(path.relative_to(folder)).encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+class _Writer:
+    """Writes files under the project root, only when their bytes differ (keeps make's mtimes)."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.written: set[str] = set()
+
+    def write(self, relative: str, data: bytes | str) -> None:
+        payload = data.encode() if isinstance(data, str) else data
+        target = self.root / relative
+        self.written.add(relative)
+        if target.is_file() and target.read_bytes() == payload:
+            return
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(payload)
+
+    def copy(self, source: Path, relative: str) -> None:
+        self.write(relative, source.read_bytes())
+
+    def prune(self, folder: str) -> None:
+        """Remove files a previous render wrote under `folder` that this render did not."""
+        base = self.root / folder
+        if not base.is_dir():
+            return
+        for path in sorted(base.rglob("*"), reverse=True):
+            relative = str(path.relative_to(self.root))
+            if path.is_file() and relative not in self.written:
+                path.unlink()
+            elif path.is_dir() and not any(path.iterdir()):
+                path.rmdir()
+
+
+def render_project(lib: ModelLibrary, board: Board, dest: Path, options: ProjectOptions = ProjectOptions()) -> Project:
+    for module in lib.modules:
+        if module.defects:
+            raise InvalidInputError(f"{module.name}: {module.defects[0]}")
+    _check_link_collisions(lib)
+    env = template_environment()
+    templates = data_dir("templates")
+    writer = _Writer(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+
+    lowered = [lowering_for(m).lower(m, lib.root, env) for m in lib.modules]
+    for item in lowered:
+        writer.write(f"src/model_{item.module.name}.c", item.code)
+    workspace = max((item.workspace_bytes for item in lowered), default=0)
+    writer.write("src/models.c", env.get_template("project/src/models.c.j2").render(lowered=lowered, workspace_bytes=workspace))
+    writer.copy(templates / "project" / "src" / "main.c", "src/main.c")
+    writer.copy(templates / "project" / "src" / "mlf_model.h", "src/mlf_model.h")
+
+    model_sources, model_objects, includes = _copy_model(lib, writer)
+    float_abi = float_abi_for(board, [o for m in lib.modules for o in m.objects])
+    runtime = runtime_files(RuntimeChoice(options.runtime, options.crt_dir), lib, board, writer)
+    libraries, library_flags = _cmsis_nn(lib, options, writer)
+
+    arch_flags = _arch_flags(board, float_abi)
+    defines = runtime.defines + _app_defines(lib, board, options)
+    linker_script = None
+    if not board.is_host:
+        linker_script = "linker.ld"
+        writer.write(linker_script, env.get_template("linker.ld.j2").render(
+            board=board, stack_bytes=board.memory.stack_bytes, heap_bytes=board.memory.heap_bytes))
+    toolchain = _toolchain_names(board, options.toolchain_prefix)
+    makefile = env.get_template("project/Makefile.j2").render(
+        board=board, toolchain=toolchain, arch_flags=arch_flags, opt_flags=[options.optimize, "-g"],
+        werror=options.werror, defines=defines, includes=["src", *runtime.includes, *includes, *library_flags],
+        ld_flags=_ld_flags(board, linker_script), ld_libs=["-lm"], linker_script=linker_script,
+        our_sources=["src/main.c", "src/models.c", *[f"src/model_{i.module.name}.c" for i in lowered], *runtime.sources],
+        model_sources=model_sources, model_objects=model_objects, library_sources=libraries,
+        library_flags=[], libraries_note="CMSIS-NN" if libraries else "")
+    writer.write("Makefile", makefile)
+    for folder in ("src", "crt", "model", "lib", "tvm_crt"):
+        writer.prune(folder)
+    notes = [note for item in lowered for note in item.notes] + runtime.notes
+    return Project(path=dest, board=board, lowered=lowered, cflags=arch_flags + [options.optimize], float_abi=float_abi,
+                   workspace_bytes=workspace, runtime=options.runtime, template_hash=templates_hash(), notes=notes)
+
+
+def _copy_model(lib: ModelLibrary, writer: _Writer) -> tuple[list[str], list[str], list[str]]:
+    """Copy each module's generated code under model/, keeping TVM's relative layout."""
+    sources, objects = [], []
+    for module in lib.modules:
+        for rel in module.sources:
+            writer.copy(lib.root / rel, f"model/{rel}")
+            sources.append(f"model/{rel}")
+        for obj in module.objects:
+            writer.copy(lib.root / obj.path, f"model/{obj.path}")
+            objects.append(f"model/{obj.path}")
+        if module.header:
+            writer.copy(lib.root / module.header, f"model/{module.header}")
+    includes = ["model/codegen/host/include"] if any(m.header for m in lib.modules) else []
+    return sources, objects, includes
+
+
+def _check_link_collisions(lib: ModelLibrary) -> None:
+    system_libs = [m.name for m in lib.modules if m.system_lib]
+    if len(system_libs) > 1:
+        raise InvalidInputError(f"modules {', '.join(system_libs)} each define TVMSystemLibEntryPoint and cannot "
+                                "be linked into one firmware; export all but one without system-lib")
+
+
+def _arch_flags(board: Board, float_abi: str | None) -> list[str]:
+    if board.is_host:
+        return []
+    flags = [f for f in board.cpu.cflags if not f.startswith("-mfloat-abi=")]
+    if float_abi:
+        flags.append(f"-mfloat-abi={float_abi}")
+    if float_abi == "soft":
+        flags = [f for f in flags if not f.startswith("-mfpu=")]
+    return flags
+
+
+def _ld_flags(board: Board, linker_script: str | None) -> list[str]:
+    if board.is_host:
+        return []
+    return [f"-T{linker_script}", "-nostartfiles", "--specs=nano.specs"]
+
+
+def _toolchain_names(board: Board, prefix: str) -> dict[str, str]:
+    if board.is_host:
+        return {"cc": "gcc", "objcopy": "objcopy"}
+    return {"cc": f"{prefix}gcc", "objcopy": f"{prefix}objcopy"}
+
+
+def _mlperf_model_id(lib: ModelLibrary, options: ProjectOptions) -> str:
+    if options.mlperf_model_id:
+        return options.mlperf_model_id
+    name = lib.modules[0].name
+    for known in ("kws", "vww", "ad", "ic"):
+        if name.startswith(known):
+            return f"{known}01"
+    return "ic01"
+
+
+def _app_defines(lib: ModelLibrary, board: Board, options: ProjectOptions) -> list[str]:
+    return [f'-DMLF_BOARD_NAME=\\"{board.name}\\"', f'-DMLF_MLPERF_MODEL_ID=\\"{_mlperf_model_id(lib, options)}\\"']
+
+
+def _cmsis_nn(lib: ModelLibrary, options: ProjectOptions, writer: _Writer) -> tuple[list[str], list[str]]:
+    """CMSIS-NN BYOC modules call arm_nnfunctions; compile the user's CMSIS-NN tree into lib/."""
+    needs = [m.name for m in lib.modules if any(
+        "arm_nnfunctions.h" in (lib.root / rel).read_text(errors="replace") for rel in m.sources)]
+    if not needs:
+        return [], []
+    if options.cmsis_nn is None:
+        raise BuildError(f"{', '.join(needs)}: the generated code calls CMSIS-NN (arm_nnfunctions.h); "
+                         "point --cmsis-nn at a CMSIS-NN source tree (github.com/ARM-software/CMSIS-NN)")
+    root = options.cmsis_nn
+    include, source = root / "Include", root / "Source"
+    if not (include / "arm_nnfunctions.h").is_file() or not source.is_dir():
+        raise BuildError(f"{root}: not a CMSIS-NN source tree (expected Include/arm_nnfunctions.h and Source/)")
+    sources = []
+    for path in sorted(source.rglob("*.c")):
+        relative = f"lib/cmsis-nn/Source/{path.relative_to(source)}"
+        writer.copy(path, relative)
+        sources.append(relative)
+    for path in sorted(include.rglob("*.h")):
+        writer.copy(path, f"lib/cmsis-nn/Include/{path.relative_to(include)}")
+    return sources, ["lib/cmsis-nn/Include"]
+
+
+def copy_tree_into(writer: _Writer, source: Path, relative: str, suffixes: tuple[str, ...]) -> list[str]:
+    copied = []
+    for path in sorted(source.rglob("*")):
+        if path.is_file() and path.suffix in suffixes:
+            target = f"{relative}/{path.relative_to(source)}"
+            writer.copy(path, target)
+            copied.append(target)
+    return copied
+
+
+__all__ = ["Project", "ProjectOptions", "render_project", "template_environment", "templates_hash",
+           "copy_tree_into", "shutil"]

@@ -1,0 +1,42 @@
+"""AOT executor with the packed interface: call the packed entry point with DLTensor arguments."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ...errors import InvalidInputError
+from ...mlf import csource
+from ...mlf.model import Module
+from .aot_c import io_tensors
+from .base import Lowered, Lowering, workspace_with_slack
+
+
+def packed_entry(module: Module, root: Path) -> str:
+    """The packed function that runs the whole model: tvmgen_<mod>_run when the MLF defines it
+    (C sources), else the AOT main itself (LLVM exports define only __tvm_main__)."""
+    defined: set[str] = set()
+    for rel in module.sources:
+        defined |= csource.defined_functions((root / rel).read_text(errors="replace"))
+    for obj in module.objects:
+        defined |= obj.symbols
+    for candidate in (f"tvmgen_{module.name}_run", f"tvmgen_{module.name}___tvm_main__"):
+        if candidate in defined:
+            return candidate
+    raise InvalidInputError(f"{module.name}: no AOT entry point (tvmgen_{module.name}_run or "
+                            f"tvmgen_{module.name}___tvm_main__) is defined by the generated code")
+
+
+class AotPacked(Lowering):
+    template = "packed_call.c.j2"
+
+    def applies(self, module: Module) -> bool:
+        return module.executor == "aot" and module.interface_api == "packed"
+
+    def lower(self, module: Module, root: Path, env) -> Lowered:
+        prefix = f"mlf_{module.name}"
+        inputs, outputs = io_tensors(module, prefix)
+        code = self.render(env, description="AOT executor, packed interface.", m=module, prefix=prefix, symbol=f"mlf_model_{module.name}",
+                           inputs=inputs, outputs=outputs, entry=packed_entry(module, root))
+        workspace = 0 if module.usmp else module.workspace_bytes()
+        return Lowered(module=module, symbol=f"mlf_model_{module.name}", code=code,
+                       workspace_bytes=workspace_with_slack(workspace, module, root))

@@ -1,0 +1,252 @@
+"""A small writer of Model Library Format exports, for tests and for the bundled example.
+
+It writes what TVM writes (tar layout, metadata v5/v7, interface header, C in the shape TVM's C
+codegen emits) for a tiny hand-written int8 model whose reference output is computed here with the
+same integer arithmetic, so the expected output is known exactly.
+
+    python tests/mlfwriter.py examples/     # regenerate the bundled example
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+import tarfile
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from mlfbuild.mlf.params import write_params  # noqa: E402
+
+EXPORT_DATETIME = "2026-01-01 00:00:00Z"
+_EMPTY_PARAMS = write_params({})
+
+
+# --- tar container --------------------------------------------------------------------------------
+
+def tar_tree(files: dict[str, bytes], dest: Path, *, compress: bool = False, prefix: str = "./") -> Path:
+    """Write `files` (relative path → bytes) as TVM does: '.' first, './'-prefixed names, sorted,
+    root-owned; with a fixed mtime so the same files give the same bytes."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        dirs = {"."} | {str(Path(p).parents[i]) for p in files for i in range(len(Path(p).parents) - 1)}
+        entries = sorted((d, None) for d in dirs) + sorted(files.items())
+        for name, data in sorted(entries, key=lambda e: (e[0] != ".", e[0])):
+            info = tarfile.TarInfo(prefix + name if name != "." else ".")
+            info.mtime = 1767225600
+            info.uid = info.gid = 0
+            info.uname = info.gname = "root"
+            if data is None:
+                info.type, info.mode = tarfile.DIRTYPE, 0o755
+                tar.addfile(info)
+            else:
+                info.size, info.mode = len(data), 0o644
+                tar.addfile(info, io.BytesIO(data))
+    raw = buffer.getvalue()
+    if compress:
+        import gzip
+        raw = gzip.compress(raw, mtime=0)
+    dest.write_bytes(raw)
+    return dest
+
+
+# --- the tiny model ------------------------------------------------------------------------------
+
+class TinyModel:
+    """input int8[1,16] → dense(8) + bias, >>6, relu-clip → dense(4) + bias, >>6, clip → int8[1,4]."""
+
+    def __init__(self, name: str = "tiny", seed: int = 7):
+        rng = np.random.default_rng(seed)
+        self.name = name
+        self.w1 = rng.integers(-64, 64, size=(8, 16), dtype=np.int8)
+        self.b1 = rng.integers(-512, 512, size=(8,), dtype=np.int32)
+        self.w2 = rng.integers(-64, 64, size=(4, 8), dtype=np.int8)
+        self.b2 = rng.integers(-512, 512, size=(4,), dtype=np.int32)
+        self.input = rng.integers(-128, 128, size=(1, 16), dtype=np.int8)
+
+    def reference(self, x: np.ndarray) -> np.ndarray:
+        h = (x.astype(np.int32) @ self.w1.T.astype(np.int32) + self.b1) >> 6
+        h = np.clip(h, 0, 127).astype(np.int8)
+        y = (h.astype(np.int32) @ self.w2.T.astype(np.int32) + self.b2) >> 6
+        return np.clip(y, -128, 127).astype(np.int8)
+
+    # C in the shape of TVM 0.15+'s AOT + C interface + unpacked API + USMP output.
+    def header(self) -> str:
+        n, N = self.name, self.name.upper()
+        return f"""#ifndef TVMGEN_{N}_H_
+#define TVMGEN_{N}_H_
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {{
+#endif
+
+/*!
+ * \\brief Input tensor input size (in bytes) for TVM module "{n}" 
+ */
+#define TVMGEN_{N}_INPUT_SIZE 16
+/*!
+ * \\brief Output tensor output size (in bytes) for TVM module "{n}" 
+ */
+#define TVMGEN_{N}_OUTPUT_SIZE 4
+/*!
+ * \\brief Input tensor pointers for TVM module "{n}" 
+ */
+struct tvmgen_{n}_inputs {{
+  void* input;
+}};
+
+/*!
+ * \\brief Output tensor pointers for TVM module "{n}" 
+ */
+struct tvmgen_{n}_outputs {{
+  void* output;
+}};
+
+/*!
+ * \\brief entrypoint function for TVM module "{n}"
+ * \\param inputs Input tensors for the module 
+ * \\param outputs Output tensors for the module 
+ */
+int32_t tvmgen_{n}_run(
+  struct tvmgen_{n}_inputs* inputs,
+  struct tvmgen_{n}_outputs* outputs
+);
+/*!
+ * \\brief Workspace size for TVM module "{n}" 
+ */
+#define TVMGEN_{N}_WORKSPACE_SIZE 16
+
+#ifdef __cplusplus
+}}
+#endif
+
+#endif // TVMGEN_{N}_H_
+"""
+
+    def lib0(self) -> str:
+        n = self.name
+        return f"""#include "tvm/runtime/c_runtime_api.h"
+#ifdef __cplusplus
+extern "C" {{
+#endif
+#include <tvmgen_{n}.h>
+static uint8_t global_workspace[16] __attribute__((section(".bss.noinit.tvm"), aligned(16)));
+TVM_DLL int32_t tvmgen_{n}___tvm_main__(int8_t* input_buffer_var,int8_t* output_buffer_var,uint8_t* global_workspace_0_var);
+int32_t tvmgen_{n}_run(struct tvmgen_{n}_inputs* inputs,struct tvmgen_{n}_outputs* outputs) {{return tvmgen_{n}___tvm_main__((int8_t*)inputs->input,(int8_t*)outputs->output,((uint8_t*)&global_workspace));
+}}
+#ifdef __cplusplus
+}}
+#endif
+;"""
+
+    @staticmethod
+    def _array(ctype: str, name: str, values: np.ndarray) -> str:
+        body = ", ".join(str(int(v)) for v in values.reshape(-1))
+        return (f'static const {ctype} __attribute__((section(".rodata.tvm"), aligned(16))) '
+                f"{name}[{values.size}] = {{\n    {body}\n}};\n")
+
+    def lib1(self) -> str:
+        n = self.name
+        dense = """TVM_DLL int32_t tvmgen_{n}_fused_nn_dense_add_right_shift_clip{suffix}(int8_t* p0, int8_t* T_clip, uint8_t* global_workspace_{ws}_var) {{
+  for (int32_t j = 0; j < {out}; ++j) {{
+    int32_t acc = {bias}[j];
+    for (int32_t k = 0; k < {inp}; ++k) {{
+      acc = (acc + (((int32_t)p0[k]) * ((int32_t){weights}[((j * {inp}) + k)])));
+    }}
+    acc = (acc >> 6);
+    T_clip[j] = ((int8_t)((acc) < ({hi}) ? ((acc) > ({lo}) ? (acc) : ({lo})) : ({hi})));
+  }}
+  return 0;
+}}
+
+"""
+        return (
+            "// tvm target: c -keys=cpu \n#define TVM_EXPORTS\n"
+            '#include "tvm/runtime/c_runtime_api.h"\n#include "tvm/runtime/c_backend_api.h"\n'
+            "#include <math.h>\n#include <stdbool.h>\n"
+            '#ifdef __cplusplus\nextern "C" {\n#endif\n'
+            + self._array("int8_t", "fused_constant", self.w1)
+            + self._array("int32_t", "fused_constant_1", self.b1)
+            + self._array("int8_t", "fused_constant_2", self.w2)
+            + self._array("int32_t", "fused_constant_3", self.b2)
+            + dense.format(n=n, suffix="", ws=1, out=8, inp=16, bias="fused_constant_1",
+                           weights="fused_constant", lo=0, hi=127)
+            + dense.format(n=n, suffix="_1", ws=2, out=4, inp=8, bias="fused_constant_3",
+                           weights="fused_constant_2", lo=-128, hi=127)
+            + f"""TVM_DLL int32_t tvmgen_{n}___tvm_main__(int8_t* input_buffer_var, int8_t* output_buffer_var, uint8_t* global_workspace_0_var) {{
+  void* sid_1_let = (&(global_workspace_0_var[0]));
+  if (tvmgen_{n}_fused_nn_dense_add_right_shift_clip(input_buffer_var, sid_1_let, global_workspace_0_var) != 0 ) return -1;
+  if (tvmgen_{n}_fused_nn_dense_add_right_shift_clip_1(sid_1_let, output_buffer_var, global_workspace_0_var) != 0 ) return -1;
+  return 0;
+}}
+
+#ifdef __cplusplus
+}}
+#endif
+;"""
+        )
+
+    def relay(self) -> str:
+        return ("def @main(%input: Tensor[(1, 16), int8], output_tensor_names=[\"output\"]) -> Tensor[(1, 4), int8] {\n"
+                "  %0 = nn.dense(%input, meta[relay.Constant][0], units=8, out_dtype=\"int32\");\n"
+                "  /* ... */\n}\n")
+
+    def module_metadata(self, *, per_tensor_io: bool = True) -> dict:
+        main = {"constants_size_bytes": int(self.w1.nbytes + self.b1.nbytes + self.w2.nbytes + self.b2.nbytes),
+                "device": 1, "io_size_bytes": 20, "workspace_size_bytes": 16}
+        if per_tensor_io:
+            main["inputs"] = {"input": {"dtype": "int8", "size": 16}}
+            main["outputs"] = {"output": {"dtype": "int8", "size": 4}}
+        ops = [f"tvmgen_{self.name}_fused_nn_dense_add_right_shift_clip",
+               f"tvmgen_{self.name}_fused_nn_dense_add_right_shift_clip_1"]
+        return {
+            "executors": ["aot"], "export_datetime": EXPORT_DATETIME,
+            "memory": {"functions": {
+                "main": [main],
+                "operator_functions": [{"function_name": f, "workspace": [{"device": 1, "workspace_size_bytes": 0}]}
+                                       for f in ops]}},
+            "model_name": self.name, "style": "full-model", "target": ["c -keys=cpu "],
+        }
+
+    def files(self) -> dict[str, bytes]:
+        """The MLF v7 tree of this model, as TVM 0.13+ would lay it out (minus the bundled CRT)."""
+        n = self.name
+        metadata = {"modules": {n: self.module_metadata()}, "version": 7}
+        return {
+            "codegen/host/include/" f"tvmgen_{n}.h": self.header().encode(),
+            f"codegen/host/src/{n}_lib0.c": self.lib0().encode(),
+            f"codegen/host/src/{n}_lib1.c": self.lib1().encode(),
+            "metadata.json": json.dumps(metadata, indent=2, sort_keys=True).encode(),
+            f"parameters/{n}.params": _EMPTY_PARAMS,
+            f"src/{n}.relay": self.relay().encode(),
+        }
+
+    def v5_files(self) -> dict[str, bytes]:
+        """The same model in TVM 0.8's flat metadata v5 layout."""
+        files = self.files()
+        meta = self.module_metadata(per_tensor_io=False)
+        meta["target"] = {"1": "c -keys=cpu -executor=aot -interface-api=c -link-params=1 -runtime=c -unpacked-api=1"}
+        meta["version"] = 5
+        files["metadata.json"] = json.dumps(meta, indent=2, sort_keys=True).encode()
+        files["src/relay.txt"] = files.pop(f"src/{self.name}.relay")
+        return files
+
+
+def write_example(folder: Path) -> tuple[Path, Path]:
+    """The bundled default: examples/tiny_aot.tar and its reference examples/tiny_aot.npz."""
+    model = TinyModel()
+    folder.mkdir(parents=True, exist_ok=True)
+    tar = tar_tree(model.files(), folder / "tiny_aot.tar")
+    npz = folder / "tiny_aot.npz"
+    np.savez(npz, input=model.input, output_0=model.reference(model.input))
+    return tar, npz
+
+
+if __name__ == "__main__":
+    for path in write_example(Path(sys.argv[1] if len(sys.argv) > 1 else REPO / "examples")):
+        print(path)
