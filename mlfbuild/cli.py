@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -81,7 +82,57 @@ class BoardsCommand(Command):
         return 0
 
 
-COMMANDS: list[Command] = [InspectCommand(), BoardsCommand()]
+def _add_board_arguments(parser: argparse.ArgumentParser, required: bool = False) -> None:
+    from .boards import DEFAULT_BOARD
+    parser.add_argument("--board", default=None if required else DEFAULT_BOARD,
+                        help=f"board name (default {DEFAULT_BOARD}; see `mlfbuild boards`)")
+    parser.add_argument("--board-file", type=Path, action="append", default=[],
+                        help="a board file of your own (TOML, same schema as boards/*.toml)")
+
+
+def _add_build_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--runtime", choices=["builtin", "tvm"], default="builtin",
+                        help="C runtime: mlfbuild's own (default) or TVM's standalone CRT")
+    parser.add_argument("--crt-dir", type=Path, help="TVM standalone CRT to use with --runtime tvm")
+    parser.add_argument("--cmsis-nn", type=Path, help="CMSIS-NN source tree, for MLFs built with the CMSIS-NN BYOC")
+    parser.add_argument("--toolchain-prefix", default="arm-none-eabi-", help="cross compiler prefix")
+    parser.add_argument("--opt", default="-Os", choices=["-Os", "-O2", "-O3", "-O1", "-O0", "-Og"],
+                        help="optimisation level (default -Os)")
+    parser.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 2, help="parallel compile jobs")
+
+
+def build_from_args(args: argparse.Namespace, mlf: Path, outdir: Path):
+    from .build import build
+    from .project import ProjectOptions
+
+    options = ProjectOptions(runtime=args.runtime, crt_dir=args.crt_dir, cmsis_nn=args.cmsis_nn,
+                             optimize=args.opt, toolchain_prefix=args.toolchain_prefix)
+    quiet = getattr(args, "json", False)
+    progress = None if quiet else (lambda line: print(f"  {line}", file=sys.stderr, flush=True))
+    return build(mlf, args.board, outdir, options=options, board_files=tuple(args.board_file),
+                 jobs=args.jobs, progress=progress)
+
+
+class BuildCommand(Command):
+    name = "build"
+    help = "render a board project around the MLF and compile it to firmware.elf/.bin/.hex"
+
+    def add_arguments(self, parser):
+        parser.add_argument("mlf", type=Path, help="MLF tarball or unpacked folder")
+        _add_board_arguments(parser)
+        parser.add_argument("-o", "--output", type=Path, default=None, help="output folder (default build/<mlf>-<board>)")
+        _add_build_arguments(parser)
+
+    def run(self, args):
+        outdir = args.output or Path("build") / f"{args.mlf.name.split('.')[0]}-{args.board}"
+        result = build_from_args(args, args.mlf, outdir)
+        compiled = len(result.make.compiled)
+        print(f"built {result.elf} for {result.board.name} "
+              f"({'nothing recompiled' if compiled == 0 else f'{compiled} file(s) compiled'})")
+        return 0
+
+
+COMMANDS: list[Command] = [InspectCommand(), BoardsCommand(), BuildCommand()]
 
 
 def build_parser() -> argparse.ArgumentParser:

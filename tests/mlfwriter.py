@@ -62,9 +62,9 @@ class TinyModel:
     def __init__(self, name: str = "tiny", seed: int = 7):
         rng = np.random.default_rng(seed)
         self.name = name
-        self.w1 = rng.integers(-64, 64, size=(8, 16), dtype=np.int8)
+        self.w1 = rng.integers(-16, 16, size=(8, 16), dtype=np.int8)
         self.b1 = rng.integers(-512, 512, size=(8,), dtype=np.int32)
-        self.w2 = rng.integers(-64, 64, size=(4, 8), dtype=np.int8)
+        self.w2 = rng.integers(-24, 24, size=(4, 8), dtype=np.int8)
         self.b2 = rng.integers(-512, 512, size=(4,), dtype=np.int32)
         self.input = rng.integers(-128, 128, size=(1, 16), dtype=np.int8)
 

@@ -46,8 +46,18 @@ class GraphExecutor(Lowering):
             raise InvalidInputError(f"{module.name}: graph executor module without a graph")
         prefix = f"mlf_{module.name}"
         param_nodes = {nid: graph.nodes[nid].name for nid in graph.arg_nodes if graph.nodes[nid].name in module.params}
-        params, param_symbols = [], {}
-        for index, (nid, name) in enumerate(sorted(param_nodes.items())):
+        params, param_symbols, linked = [], {}, []
+        if _defines_linked_params(module, root):
+            # TVM 0.8 link-params: the weights are compiled into the operators' file and handed out
+            # by _lookup_linked_param(storage id); the params file is a copy that is not loaded.
+            for nid in sorted(param_nodes):
+                eid = graph.entry_id(nid, 0)
+                linked.append({"entry": eid, "storage_id": graph.entries[eid].storage_id})
+                param_symbols[eid] = "NULL"
+            param_nodes_to_copy = {}
+        else:
+            param_nodes_to_copy = param_nodes
+        for index, (nid, name) in enumerate(sorted(param_nodes_to_copy.items())):
             param = module.params[name]
             entry = graph.entries[graph.entry_id(nid, 0)]
             if len(param.data) != entry.nbytes or param.dtype != entry.dtype:
@@ -103,6 +113,7 @@ class GraphExecutor(Lowering):
                            graph_source=module.graph_path, functions=functions, storage=offsets,
                            arena_bytes=arena_bytes, params=params, params_bytes=sum(p.nbytes for p in params),
                            entries=sorted(entries.values(), key=lambda e: e.id), calls=calls, max_args=max_args,
+                           linked=linked, linked_ids={item["entry"] for item in linked},
                            inputs=inputs, outputs=output_views)
         workspace = max((op.workspace_size_bytes for op in module.operators), default=0)
         return Lowered(module=module, symbol=f"mlf_model_{module.name}", code=code,
@@ -132,3 +143,9 @@ class GraphExecutor(Lowering):
             offsets[slot] = cursor
             cursor = _align(cursor + sizes[slot], WORKSPACE_ALIGNMENT)
         return slots, offsets, cursor
+
+
+def _defines_linked_params(module: Module, root: Path) -> bool:
+    if any("_lookup_linked_param" in o.symbols for o in module.objects):
+        return True
+    return any("_lookup_linked_param(" in (root / rel).read_text(errors="replace") for rel in module.sources)

@@ -1,0 +1,119 @@
+"""`mlfbuild build` as a library call: MLF + board → OUTDIR with firmware and build.json.
+
+Stages in order: read the MLF, load the board, render the project, run make, collect outputs and
+record what went in and came out. Each stage is its own module; this file only sequences them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from . import __version__
+from .boards import Board, load_board
+from .errors import BuildError
+from .mlf.archive import DEFAULT_MAX_TOTAL_BYTES
+from .mlf.model import ModelLibrary
+from .mlf.reader import read_mlf
+from .project import Project, ProjectOptions, render_project
+from .toolchain import MakeResult, compiler_version, find_compiler, run_make
+
+BUILD_RECORD = "build.json"
+OUTPUTS = ("firmware.elf", "firmware.bin", "firmware.hex", "firmware.map")
+
+
+@dataclass
+class BuildResult:
+    outdir: Path
+    library: ModelLibrary
+    board: Board
+    project: Project
+    make: MakeResult
+    record: dict
+
+    @property
+    def elf(self) -> Path:
+        return self.outdir / "firmware.elf"
+
+
+def build(mlf: Path, board_name: str, outdir: Path, *, options: ProjectOptions = ProjectOptions(),
+          board_files: tuple[Path, ...] = (), jobs: int = 2, progress: Callable[[str], None] | None = None,
+          max_mlf_bytes: int = DEFAULT_MAX_TOTAL_BYTES) -> BuildResult:
+    board = load_board(board_name, list(board_files))
+    outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    unpacked = outdir / "mlf"
+    if unpacked.exists() and not Path(mlf).is_dir():
+        shutil.rmtree(unpacked)
+    library = read_mlf(Path(mlf), outdir, max_total_bytes=max_mlf_bytes)
+    for warning in library.warnings:
+        if progress:
+            progress(f"warning: {warning}")
+
+    project = render_project(library, board, outdir / "project", options)
+    toolchain = "gcc" if board.is_host else f"{options.toolchain_prefix}gcc"
+    cc = find_compiler(toolchain)
+    make = run_make(project.path, jobs=jobs, progress=progress)
+    outputs = _collect_outputs(project.path / "build", outdir, board)
+    record = _record(Path(mlf), library, board, project, options, compiler_version(cc), outputs)
+    (outdir / BUILD_RECORD).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    return BuildResult(outdir=outdir, library=library, board=board, project=project, make=make, record=record)
+
+
+def _collect_outputs(build_dir: Path, outdir: Path, board: Board) -> dict[str, str]:
+    hashes = {}
+    for name in OUTPUTS:
+        source = build_dir / name
+        if not source.is_file():
+            if name in ("firmware.bin", "firmware.hex") and board.is_host:
+                continue
+            raise BuildError(f"make finished but {source} is missing")
+        target = outdir / name
+        if not target.is_file() or target.read_bytes() != source.read_bytes():
+            shutil.copyfile(source, target)
+            shutil.copymode(source, target)
+        hashes[name] = hashlib.sha256(source.read_bytes()).hexdigest()
+    return hashes
+
+
+def _record(mlf: Path, library: ModelLibrary, board: Board, project: Project, options: ProjectOptions,
+            toolchain: str, outputs: dict[str, str]) -> dict:
+    """build.json: the one record of what went in and what came out; later stages read it."""
+    return {
+        "mlfbuild_version": __version__,
+        "mlf": {"name": mlf.name, "sha256": library.sha256, "version": library.version, "style": library.style},
+        "board": board.to_json(),
+        "runtime": project.runtime,
+        "templates": project.template_hash,
+        "toolchain": toolchain,
+        "flags": {"cflags": project.cflags, "float_abi": project.float_abi},
+        "workspace_bytes": project.workspace_bytes,
+        "models": [
+            {"index": index, "name": item.module.name, "executor": item.module.executor or "operator",
+             "interface_api": item.module.interface_api,
+             "inputs": [t.to_json() for t in item.module.inputs],
+             "outputs": [t.to_json() for t in item.module.outputs],
+             "workspace_bytes": item.workspace_bytes}
+            for index, item in enumerate(project.lowered)],
+        "library": library.to_json(),
+        "outputs": outputs,
+        "notes": project.notes,
+    }
+
+
+def load_record(target: Path) -> dict:
+    """Read build.json from a build folder (or the folder of a firmware.elf)."""
+    folder = target if target.is_dir() else target.parent
+    path = folder / BUILD_RECORD
+    if not path.is_file():
+        from .errors import InvalidInputError
+        raise InvalidInputError(f"{folder}: no {BUILD_RECORD} — not an mlfbuild build folder")
+    try:
+        return json.loads(path.read_text())
+    except ValueError as exc:
+        from .errors import InvalidInputError
+        raise InvalidInputError(f"{path}: not valid JSON ({exc})") from None

@@ -1,0 +1,53 @@
+"""Which C runtime goes into the project: ours (crt/, the default) or TVM's standalone CRT."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..boards import Board
+from ..errors import BuildError
+from ..mlf.model import ModelLibrary
+from ..resources import data_dir
+
+# Sources of crt/src that belong to one platform only; every other file is portable.
+_PLATFORM_ONLY = {"host": ("platform_host.c",), "mcu": ("platform_cortexm.c", "startup_cortexm.c")}
+
+
+@dataclass(frozen=True)
+class RuntimeChoice:
+    name: str  # builtin | tvm
+    crt_dir: Path | None = None
+
+
+@dataclass
+class RuntimeFiles:
+    sources: list[str]
+    includes: list[str]
+    defines: list[str]
+    notes: list[str] = field(default_factory=list)
+
+
+def runtime_files(choice: RuntimeChoice, lib: ModelLibrary, board: Board, writer) -> RuntimeFiles:
+    if choice.name == "builtin":
+        return _builtin(board, writer)
+    if choice.name == "tvm":
+        from .tvm_runtime import tvm_runtime_files
+        return tvm_runtime_files(choice, lib, board, writer, _builtin(board, writer))
+    raise BuildError(f"unknown runtime '{choice.name}' (choose builtin or tvm)")
+
+
+def _builtin(board: Board, writer) -> RuntimeFiles:
+    crt = data_dir("crt")
+    platform = "host" if board.is_host else "mcu"
+    excluded = {name for kind, names in _PLATFORM_ONLY.items() if kind != platform for name in names}
+    for path in sorted((crt / "include").rglob("*.h")):
+        writer.copy(path, f"crt/include/{path.relative_to(crt / 'include')}")
+    sources = []
+    for path in sorted((crt / "src").glob("*.c")):
+        if path.name not in excluded:
+            writer.copy(path, f"crt/src/{path.name}")
+            sources.append(f"crt/src/{path.name}")
+    for path in sorted((crt / "src").glob("*.h")):
+        writer.copy(path, f"crt/src/{path.name}")
+    return RuntimeFiles(sources=sources, includes=["crt/include"], defines=board.c_defines())

@@ -1,0 +1,33 @@
+"""Shared pytest fixtures.
+
+`fixtures_dir`: the folder of real TVM-made MLF tarballs (read-only inputs, never copied into the
+repo). Taken from $MLFBUILD_FIXTURES, else `shared/fixtures` beside the repository. When it is
+missing, tests that use it fail under CI (CI=true) and are skipped elsewhere.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+FIXTURES_ENV = "MLFBUILD_FIXTURES"
+
+
+def fixtures_path() -> Path:
+    """Where the real MLF fixtures are expected (whether or not they exist)."""
+    configured = os.environ.get(FIXTURES_ENV)
+    return Path(configured) if configured else Path(__file__).resolve().parents[2] / "shared" / "fixtures"
+
+
+@pytest.fixture(scope="session")
+def fixtures_dir() -> Path:
+    """The fixtures folder; fails the test under CI=true when it is missing, skips it otherwise."""
+    path = fixtures_path()
+    if not path.is_dir():
+        message = f"MLF fixtures folder not found: {path} (set ${FIXTURES_ENV})"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
