@@ -31,3 +31,20 @@ def fixtures_dir() -> Path:
             pytest.fail(message)
         pytest.skip(message)
     return path
+
+
+def manifest_entries() -> list[tuple[str, dict]]:
+    """(fixture set, manifest entry) for every real MLF, for parametrised tests. When the folder is
+    missing this is one placeholder, so that the test asks for `fixtures_dir` and fails in CI."""
+    import json
+
+    root = fixtures_path()
+    entries = []
+    for manifest in sorted(root.glob("*/manifest.json")) if root.is_dir() else []:
+        for entry in json.loads(manifest.read_text())["fixtures"]:
+            entries.append((manifest.parent.name, entry))
+    return entries or [("missing", {"file": "missing"})]
+
+
+def entry_id(item: tuple[str, dict]) -> str:
+    return f"{item[0]}/{item[1]['file']}"
