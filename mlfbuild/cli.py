@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 
 from . import __version__
-from .errors import MlfError
+from .errors import MismatchError, MlfError
 
 
 class Command:
@@ -132,7 +132,50 @@ class BuildCommand(Command):
         return 0
 
 
-COMMANDS: list[Command] = [InspectCommand(), BoardsCommand(), BuildCommand()]
+class RunCommand(Command):
+    name = "run"
+    help = "run firmware (a build folder, or an MLF to build first) in QEMU, on the host or a board; check outputs"
+
+    def add_arguments(self, parser):
+        parser.add_argument("target", type=Path, help="build folder, or MLF tarball/folder (built first)")
+        _add_board_arguments(parser)
+        parser.add_argument("-o", "--output", type=Path, help="where to build when TARGET is an MLF (default: a temporary folder)")
+        parser.add_argument("--input", type=Path, help="input tensors (.npz keyed by input name, or .npy)")
+        parser.add_argument("--reference", action="append", default=[], metavar="[MODEL=]REF.npz",
+                            help="expected outputs (keys output_0.. or output names); inputs too when --input is absent")
+        parser.add_argument("--atol", type=float, help="absolute tolerance (default 0 for integers, 1e-5 for floats)")
+        parser.add_argument("--rtol", type=float, help="relative tolerance (default 0 for integers, 1e-5 for floats)")
+        parser.add_argument("--repeat", type=int, default=1, help="inferences per model (timing is reported per run)")
+        parser.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for any reply (default 60)")
+        parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs used without --input")
+        parser.add_argument("--port", help="serial port of a flashed board (instead of QEMU/host)")
+        parser.add_argument("--baud", type=int, default=115200)
+        parser.add_argument("--json", action="store_true", help="print the result as JSON")
+        parser.add_argument("--junit", type=Path, help="write a JUnit XML report")
+        _add_build_arguments(parser)
+
+    def run(self, args):
+        from .build import BUILD_RECORD
+        from .run import run_build
+        from .run.report import format_run, junit_xml
+
+        with tempfile.TemporaryDirectory(prefix="mlfbuild-run-") as scratch:
+            build_dir = args.target
+            if not (args.target / BUILD_RECORD).is_file():
+                build_dir = args.output or Path(scratch) / "build"
+                build_from_args(args, args.target, build_dir)
+            result = run_build(build_dir, port=args.port, baud=args.baud, inputs=args.input,
+                               references=args.reference, atol=args.atol, rtol=args.rtol, repeat=args.repeat,
+                               timeout=args.timeout, seed=args.seed)
+        if args.junit:
+            args.junit.write_bytes(junit_xml(result))
+        print(json.dumps(result.to_json(), indent=2, sort_keys=True) if args.json else format_run(result))
+        if not result.ok:
+            raise MismatchError("outputs differ from the reference (see above)")
+        return 0
+
+
+COMMANDS: list[Command] = [InspectCommand(), BoardsCommand(), BuildCommand(), RunCommand()]
 
 
 def build_parser() -> argparse.ArgumentParser:

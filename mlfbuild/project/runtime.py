@@ -11,7 +11,7 @@ from ..mlf.model import ModelLibrary
 from ..resources import data_dir
 
 # Sources of crt/src that belong to one platform only; every other file is portable.
-_PLATFORM_ONLY = {"host": ("platform_host.c",), "mcu": ("platform_cortexm.c", "startup_cortexm.c")}
+_PLATFORM_ONLY = {"host": ("platform_host.c",), "mcu": ("platform_cortexm.c", "startup_cortexm.c", "newlib_syscalls.c")}
 
 
 @dataclass(frozen=True)

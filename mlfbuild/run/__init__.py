@@ -1,0 +1,211 @@
+"""`mlfbuild run` as a library call: a build folder + a transport + tensors → outputs and metrics.
+
+Knows how to talk to the firmware and compare numbers; does not know how the build was made
+(it reads build.json for the model table and the board).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..build import load_record
+from ..errors import InvalidInputError, RunError
+from .compare import Comparison, compare
+from .protocol import Client
+from .transports import FAULT_EXIT_CODE, HostTransport, QemuTransport, SerialTransport, Transport
+
+
+@dataclass
+class ModelRun:
+    name: str
+    ticks: list[int]
+    timer_hz: int
+    workspace_peak: int
+    stack_peak: int
+    outputs: dict[str, np.ndarray]
+    comparisons: list[Comparison] = field(default_factory=list)
+    reference: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.comparisons)
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "ticks": self.ticks, "timer_hz": self.timer_hz,
+                "workspace_peak": self.workspace_peak, "stack_peak": self.stack_peak,
+                "reference": self.reference, "ok": self.ok,
+                "outputs": [c.to_json() for c in self.comparisons]}
+
+
+@dataclass
+class RunResult:
+    target: str
+    board: str
+    models: list[ModelRun]
+    exit_code: int | None
+    seconds: float
+
+    @property
+    def compared(self) -> bool:
+        return any(m.comparisons for m in self.models)
+
+    @property
+    def ok(self) -> bool:
+        return all(m.ok for m in self.models)
+
+    def to_json(self) -> dict:
+        return {"target": self.target, "board": self.board, "exit_code": self.exit_code, "seconds": self.seconds,
+                "ok": self.ok, "compared": self.compared, "models": [m.to_json() for m in self.models]}
+
+
+def make_transport(build_dir: Path, record: dict, *, port: str | None = None, baud: int = 115200,
+                   icount_shift: int = 0) -> Transport:
+    board = record["board"]
+    elf = build_dir / "firmware.elf"
+    if port:
+        return SerialTransport(port, baud)
+    if board["kind"] == "host":
+        return HostTransport(elf)
+    if board.get("qemu"):
+        return QemuTransport(elf, board["qemu"]["machine"], icount_shift=icount_shift)
+    raise InvalidInputError(f"board {board['name']} is real hardware: flash it (mlfbuild flash) and run with --port")
+
+
+def _load_tensors(path: Path | None) -> dict[str, np.ndarray]:
+    if path is None:
+        return {}
+    try:
+        if path.suffix == ".npy":
+            return {"": np.load(path, allow_pickle=False)}
+        with np.load(path, allow_pickle=False) as data:
+            return {key: data[key] for key in data.files}
+    except (OSError, ValueError) as exc:
+        raise InvalidInputError(f"{path}: not a readable .npz/.npy tensor file ({exc})") from None
+
+
+def _pick(tensors: dict[str, np.ndarray], model: dict, spec: dict, single: bool) -> np.ndarray | None:
+    for key in (f"{model['name']}/{spec['name']}", spec["name"], spec["c_name"]):
+        if key in tensors:
+            return tensors[key]
+    if "" in tensors and single:
+        return tensors[""]
+    return None
+
+
+def _as_input(value: np.ndarray, spec: dict, source: str) -> bytes:
+    dtype = np.dtype(spec["dtype"] if spec["dtype"] != "bool" else "bool")
+    if value.size * dtype.itemsize != spec["size_bytes"]:
+        raise InvalidInputError(f"{source}: input '{spec['name']}' has {value.size} elements of {value.dtype}, "
+                                f"the model expects shape {spec['shape']} of {spec['dtype']}")
+    return np.ascontiguousarray(value.astype(dtype, copy=False)).astype(dtype.newbyteorder("<")).tobytes()
+
+
+def _random_input(spec: dict, rng: np.random.Generator) -> bytes:
+    dtype = np.dtype(spec["dtype"])
+    shape = tuple(spec["shape"])
+    if np.issubdtype(dtype, np.integer):
+        info = np.iinfo(dtype)
+        value = rng.integers(info.min, info.max, size=shape, dtype=dtype, endpoint=True)
+    elif dtype == np.bool_:
+        value = rng.integers(0, 2, size=shape).astype(bool)
+    else:
+        value = rng.standard_normal(shape).astype(dtype)
+    return value.astype(dtype.newbyteorder("<")).tobytes()
+
+
+def _references(references: list[str], models: list[dict]) -> dict[str, tuple[str, dict[str, np.ndarray]]]:
+    """`--reference PATH` (every model whose inputs it names) or `--reference MODEL=PATH`."""
+    chosen: dict[str, tuple[str, dict[str, np.ndarray]]] = {}
+    for item in references:
+        name, _, path = item.rpartition("=") if "=" in item and not Path(item).exists() else ("", "", item)
+        tensors = _load_tensors(Path(path))
+        targets = [m for m in models if (m["name"] == name if name else
+                   all(_pick(tensors, m, s, len(m["inputs"]) == 1) is not None for s in m["inputs"]))]
+        if not targets:
+            raise InvalidInputError(f"{path}: matches no model of this firmware "
+                                    f"(models: {', '.join(m['name'] for m in models)}; use MODEL=PATH)")
+        for model in targets:
+            chosen[model["name"]] = (path, tensors)
+    return chosen
+
+
+def _expected(tensors: dict[str, np.ndarray], model: dict, index: int, spec: dict, path: str) -> np.ndarray:
+    for key in (f"output_{index}", f"{model['name']}/output_{index}", spec["name"], spec["c_name"]):
+        if key in tensors:
+            return tensors[key]
+    raise InvalidInputError(f"{path}: no reference for output {index} ('{spec['name']}'); "
+                            f"expected key output_{index} or {spec['name']}")
+
+
+def run_build(build_dir: Path, *, port: str | None = None, baud: int = 115200, inputs: Path | None = None,
+              references: list[str] = (), atol: float | None = None, rtol: float | None = None, repeat: int = 1,
+              timeout: float = 60.0, seed: int = 0, icount_shift: int = 0,
+              transport: Transport | None = None) -> RunResult:
+    record = load_record(build_dir)
+    models = record["models"]
+    given = _load_tensors(inputs)
+    refs = _references(list(references), models)
+    rng = np.random.default_rng(seed)
+    transport = transport or make_transport(build_dir, record, port=port, baud=baud, icount_shift=icount_shift)
+    started = time.monotonic()
+    transport.start()
+    client = Client(transport.port, timeout=timeout, is_alive=transport.is_alive)
+    results: list[ModelRun] = []
+    try:
+        hello = client.hello()
+        if hello.models != len(models):
+            raise RunError(f"the firmware has {hello.models} model(s), build.json lists {len(models)}: "
+                           "is this the firmware of this build?")
+        for model in models:
+            results.append(_run_model(client, model, given, refs.get(model["name"]), rng, repeat, atol, rtol,
+                                      hello.timer_hz, inputs))
+        client.quit(0)
+    except RunError:
+        ending = transport.close(timeout=2.0)
+        if ending.exit_code == FAULT_EXIT_CODE:
+            fault = next((line for line in (client.text.decode(errors="replace") + "\n" + ending.console).splitlines()
+                          if "FAULT" in line), "fault")
+            raise RunError(f"the firmware crashed on {transport.describe()}: {fault.strip()}") from None
+        raise
+    ending = transport.close(timeout=min(timeout, 10.0))
+    if ending.exit_code not in (0, None):
+        raise RunError(f"the firmware exited with status {ending.exit_code} on {transport.describe()}")
+    return RunResult(target=str(build_dir), board=record["board"]["name"], models=results,
+                     exit_code=ending.exit_code, seconds=time.monotonic() - started)
+
+
+def _run_model(client: Client, model: dict, given, reference, rng, repeat, atol, rtol, timer_hz, inputs_path) -> ModelRun:
+    index = model["index"]
+    ref_path, ref_tensors = reference if reference else (None, {})
+    payloads = []
+    for i, spec in enumerate(model["inputs"]):
+        value = _pick(given, model, spec, len(model["inputs"]) == 1)
+        source = str(inputs_path)
+        if value is None and ref_tensors:
+            value, source = _pick(ref_tensors, model, spec, len(model["inputs"]) == 1), str(ref_path)
+        payloads.append(_as_input(value, spec, source) if value is not None else _random_input(spec, rng))
+    ticks, outputs, workspace, stack = [], {}, 0, 0
+    for _ in range(max(repeat, 1)):
+        for i, payload in enumerate(payloads):
+            client.write_input(index, i, payload)
+        reply = client.run(index)
+        if reply.status != 0:
+            raise RunError(f"model {model['name']} returned status {reply.status} (an operator failed; "
+                           "a workspace too small shows this way)")
+        ticks.append(reply.ticks)
+        workspace, stack = max(workspace, reply.workspace_peak), max(stack, reply.stack_peak)
+    for i, spec in enumerate(model["outputs"]):
+        raw = client.read_output(index, i, spec["size_bytes"])
+        dtype = np.dtype(spec["dtype"]).newbyteorder("<")
+        outputs[spec["name"]] = np.frombuffer(raw, dtype=dtype).reshape(spec["shape"])
+    run = ModelRun(name=model["name"], ticks=ticks, timer_hz=timer_hz, workspace_peak=workspace,
+                   stack_peak=stack, outputs=outputs, reference=ref_path)
+    for i, spec in enumerate(model["outputs"]):
+        if ref_tensors:
+            expected = _expected(ref_tensors, model, i, spec, ref_path)
+            run.comparisons.append(compare(spec["name"], outputs[spec["name"]], expected, atol, rtol))
+    return run

@@ -1,0 +1,42 @@
+"""Text and JUnit forms of a RunResult."""
+
+from __future__ import annotations
+
+from xml.etree import ElementTree
+
+from . import RunResult
+
+
+def format_run(result: RunResult) -> str:
+    lines = [f"ran {result.target} on {result.board} ({result.seconds:.1f} s)"]
+    for model in result.models:
+        ticks = model.ticks
+        spread = "identical" if len(set(ticks)) == 1 else f"min {min(ticks)} max {max(ticks)}"
+        lines.append(f"  {model.name}: {ticks[-1]} ticks at {model.timer_hz} Hz per inference "
+                     f"({len(ticks)} run(s), {spread}); workspace peak {model.workspace_peak} B, "
+                     f"stack peak {model.stack_peak} B")
+        for c in model.comparisons:
+            verdict = "match" if c.ok else f"MISMATCH at {c.mismatches}/{c.size} (first {c.first_mismatches})"
+            lines.append(f"    {c.name}: {verdict}; max abs err {c.max_abs_error:.3g}, rmse {c.rmse:.3g}, "
+                         f"cosine {c.cosine:.6f}, top-1 {'agrees' if c.top1_agree else 'differs'}")
+        if not model.comparisons:
+            lines.append("    (no reference given: outputs not checked)")
+    return "\n".join(lines)
+
+
+def junit_xml(result: RunResult) -> bytes:
+    suite = ElementTree.Element("testsuite", name=f"mlfbuild run {result.board}", time=f"{result.seconds:.3f}")
+    failures = 0
+    for model in result.models:
+        checks = model.comparisons or [None]
+        for c in checks:
+            case = ElementTree.SubElement(suite, "testcase", classname=f"{result.board}.{model.name}",
+                                          name=c.name if c else "run", time=f"{result.seconds / max(len(result.models), 1):.3f}")
+            if c is not None and not c.ok:
+                failures += 1
+                ElementTree.SubElement(case, "failure", message=f"{c.mismatches} of {c.size} values differ").text = \
+                    f"max abs error {c.max_abs_error}, first mismatches {c.first_mismatches}"
+            ElementTree.SubElement(case, "system-out").text = f"ticks={model.ticks} hz={model.timer_hz}"
+    suite.set("tests", str(len(suite)))
+    suite.set("failures", str(failures))
+    return ElementTree.tostring(suite, encoding="utf-8", xml_declaration=True)

@@ -1,0 +1,200 @@
+"""Where firmware runs: QEMU (console over TCP), the host (a pipe) or a real board (serial port).
+
+Each transport starts the firmware, hands out a byte port for the protocol client, and on close
+reports how the firmware ended. Emulator and host processes get their own process group so a
+timeout kills everything they started; a run never outlives its wall-clock limit.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import RunError
+
+# Semihosting exit code the firmware's fault handler uses (crt/src/platform_cortexm.c).
+FAULT_EXIT_CODE = 3
+
+
+@dataclass
+class Ending:
+    exit_code: int | None  # None: still running when closed (killed) or unknown (real board)
+    console: str  # what the emulator/process printed outside the protocol (stderr etc.)
+
+
+class Transport:
+    port = None
+
+    def start(self) -> None: ...
+
+    def is_alive(self) -> bool:
+        return True
+
+    def close(self, timeout: float) -> Ending:
+        return Ending(None, "")
+
+    def describe(self) -> str:
+        return type(self).__name__
+
+
+def _kill_group(process: subprocess.Popen) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    process.wait()
+
+
+class _PipePort:
+    """pyserial-like read/write over a child's stdin/stdout (host firmware)."""
+
+    def __init__(self, process: subprocess.Popen, timeout: float = 0.1):
+        self.process = process
+        self.timeout = timeout
+
+    def read(self, size: int = 1) -> bytes:
+        fd = self.process.stdout.fileno()
+        ready, _, _ = select.select([fd], [], [], self.timeout)
+        return os.read(fd, size) if ready else b""
+
+    def write(self, data: bytes) -> int:
+        try:
+            self.process.stdin.write(data)
+            self.process.stdin.flush()
+        except (BrokenPipeError, ValueError):
+            raise RunError("the firmware closed its console (it exited or crashed)") from None
+        return len(data)
+
+
+class HostTransport(Transport):
+    def __init__(self, executable: Path):
+        self.executable = executable
+        self.process: subprocess.Popen | None = None
+        self._stderr = tempfile.TemporaryFile()
+
+    def start(self) -> None:
+        self.process = subprocess.Popen([str(self.executable)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=self._stderr, start_new_session=True)
+        self.port = _PipePort(self.process)
+
+    def is_alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def close(self, timeout: float) -> Ending:
+        code = None
+        if self.process is not None:
+            try:
+                code = self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                _kill_group(self.process)
+        self._stderr.seek(0)
+        text = self._stderr.read().decode(errors="replace")
+        self._stderr.close()
+        # A signal (segfault) shows as a negative code; report it like a fault.
+        return Ending(FAULT_EXIT_CODE if code is not None and code < 0 else code, text)
+
+    def describe(self) -> str:
+        return f"host executable {self.executable.name}"
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class QemuTransport(Transport):
+    """qemu-system-arm with the console on a TCP server socket (pyserial socket://), deterministic
+    instruction-count timing (-icount) and semihosting for the exit code."""
+
+    def __init__(self, elf: Path, machine: str, *, icount_shift: int = 0, qemu: str = "qemu-system-arm",
+                 connect_timeout: float = 10.0):
+        self.elf = elf
+        self.machine = machine
+        self.icount_shift = icount_shift
+        self.qemu = qemu
+        self.connect_timeout = connect_timeout
+        self.process: subprocess.Popen | None = None
+        self._stderr = tempfile.TemporaryFile()
+
+    def command(self, tcp_port: int) -> list[str]:
+        return [self.qemu, "-M", self.machine, "-display", "none", "-monitor", "none",
+                "-serial", f"tcp:127.0.0.1:{tcp_port},server=on,wait=on,nodelay=on",
+                "-icount", f"shift={self.icount_shift}",
+                "-semihosting-config", "enable=on,target=native", "-kernel", str(self.elf)]
+
+    def start(self) -> None:
+        import serial
+
+        if shutil.which(self.qemu) is None:
+            raise RunError(f"'{self.qemu}' not found; install the Debian package qemu-system-arm (bash scripts/setup.sh does)")
+        tcp_port = _free_port()
+        self.process = subprocess.Popen(self.command(tcp_port), stdin=subprocess.DEVNULL, stdout=self._stderr,
+                                        stderr=self._stderr, start_new_session=True)
+        deadline = time.monotonic() + self.connect_timeout
+        while True:
+            if self.process.poll() is not None:
+                raise RunError(f"QEMU ({self.machine}) exited before the console opened: {self._tail()}")
+            try:
+                self.port = serial.serial_for_url(f"socket://127.0.0.1:{tcp_port}", timeout=0.1)
+                return
+            except (serial.SerialException, OSError):
+                if time.monotonic() > deadline:
+                    _kill_group(self.process)
+                    raise RunError(f"could not connect to QEMU's console within {self.connect_timeout:g} s") from None
+                time.sleep(0.05)
+
+    def _tail(self) -> str:
+        self._stderr.seek(0)
+        lines = [line for line in self._stderr.read().decode(errors="replace").splitlines()
+                 if line.strip() and "Timer with period zero" not in line]
+        return lines[-1] if lines else "no output"
+
+    def is_alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def close(self, timeout: float) -> Ending:
+        code = None
+        if self.process is not None:
+            try:
+                code = self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                _kill_group(self.process)
+        if self.port is not None:
+            self.port.close()
+        self._stderr.seek(0)
+        text = self._stderr.read().decode(errors="replace")
+        self._stderr.close()
+        return Ending(code, text)
+
+    def describe(self) -> str:
+        return f"QEMU {self.machine}"
+
+
+class SerialTransport(Transport):
+    """A flashed real board: the firmware is already running; we only talk to it."""
+
+    def __init__(self, port: str, baud: int):
+        self.device = port
+        self.baud = baud
+
+    def start(self) -> None:
+        from ..serialport import open_port
+
+        self.port = open_port(self.device, baudrate=self.baud, timeout=0.1)
+
+    def close(self, timeout: float) -> Ending:
+        if self.port is not None:
+            self.port.close()
+        return Ending(None, "")
+
+    def describe(self) -> str:
+        return f"serial port {self.device}"
