@@ -48,6 +48,9 @@ def test_inspect_agrees_with_manifest(item, fixtures_dir, tmp_path):
     if entry.get("known_issue"):
         assert lib.warnings and any("defines it" in w for w in lib.warnings)
         assert all(m.defects for m in lib.modules)
+    elif entry["file"] == "kws_aot_llvm_cm4_packed.tar":
+        # Real producer defect: the arm_cpu micro-kernels the objects call are not in the tar.
+        assert any("micro-kernels" in d and "kernel_convolve_int8" in d for d in lib.modules[0].defects)
     else:
         assert not any(m.defects for m in lib.modules)
 

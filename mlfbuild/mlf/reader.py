@@ -183,7 +183,7 @@ def _full_model_module(root: Path, meta: _Obj, name: str, version: int) -> Modul
         params_path=params_rel if (root / params_rel).is_file() else None,
         inputs=tuple(inputs), outputs=tuple(outputs), memory=tuple(memory), operators=tuple(operators),
         graph=graph, params=params, entry_function=f"tvmgen_{name}_run" if executor == "aot" else None,
-        defects=tuple(_aot_defects(name, executor, source_text)),
+        defects=tuple(_aot_defects(name, executor, source_text) + _object_defects(objects)),
     )
 
 
@@ -302,6 +302,27 @@ def _aot_defects(name: str, executor: str, source_text: dict[str, str]) -> list[
                 "This is a TVM 0.8 defect: AOT exports made without link-params drop the model's main "
                 "function. Re-export with link-params enabled (target option --link-params=1) or with TVM >= 0.9.")
     return defects
+
+
+# What an MLF's object files may leave undefined: the TVM runtime API, compiler helpers and libc/libm.
+_PROVIDED_ELSEWHERE = re.compile(
+    r"^(TVM\w+|__\w+|_lookup_linked_param|mem(cpy|set|move|cmp)|str\w+|abort|"
+    r"(exp|log|log2|log10|sqrt|tanh|pow|round|floor|ceil|fabs|sin|cos|tan|atan|atan2|erf|fmod|fmax|fmin|"
+    r"trunc|nearbyint|rint|lround|exp2|expm1|log1p|sinh|cosh|asin|acos)f?)$")
+
+
+def _object_defects(objects: tuple[ObjectFile, ...]) -> list[str]:
+    """Functions the LLVM objects call that neither they nor any runtime or C library define.
+    TVM's arm_cpu schedules tensorize with C micro-kernels that the LLVM export leaves out."""
+    defined = set().union(*(o.symbols for o in objects)) if objects else set()
+    missing = sorted({name for o in objects for name in o.undefined
+                      if name not in defined and not _PROVIDED_ELSEWHERE.match(name)})
+    if not missing:
+        return []
+    shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+    return [f"the object code calls {shown}, which the MLF does not contain. TVM's arm_cpu schedules "
+            "emit these tensorize micro-kernels as C next to LLVM code, and the LLVM export leaves them out. "
+            "Re-export with target 'c' (or without the arm_cpu micro-kernel schedules)."]
 
 
 # --- operator-style exports ---------------------------------------------------------------------
