@@ -48,3 +48,38 @@ def manifest_entries() -> list[tuple[str, dict]]:
 
 def entry_id(item: tuple[str, dict]) -> str:
     return f"{item[0]}/{item[1]['file']}"
+
+
+@pytest.fixture(scope="session")
+def build_firmware(tmp_path_factory):
+    """build_firmware(mlf, board, **ProjectOptions) → build folder; each combination is built once
+    per session (our code with -Werror), so build and run tests share the work."""
+    from mlfbuild.build import build
+    from mlfbuild.project import ProjectOptions
+
+    root = tmp_path_factory.mktemp("builds")
+    cache: dict[tuple, Path] = {}
+
+    def get(mlf: Path, board: str, **options) -> Path:
+        key = (str(mlf), board, tuple(sorted(options.items())))
+        if key not in cache:
+            out = root / f"{len(cache)}-{Path(mlf).name.split('.')[0]}-{board}"
+            build(Path(mlf), board, out, options=ProjectOptions(werror=True, **options), jobs=2)
+            cache[key] = out
+        return cache[key]
+
+    return get
+
+
+def references_for(fixture_set: str, entry: dict, fixtures: Path) -> list[str]:
+    return [f"{m['mod_name']}={fixtures / fixture_set / m['reference_npz']}" for m in entry["modules"]]
+
+
+def buildable(entry: dict, board: str) -> bool:
+    """Fixtures whose code builds: not the known-defective ones, not CMSIS-NN (needs the library),
+    and LLVM Cortex-M objects only for Cortex-M boards."""
+    if "target" not in entry:  # the placeholder for missing fixtures: let the test ask for them
+        return True
+    if entry.get("known_issue") or entry.get("cmsisnn") or entry["file"] == "kws_aot_llvm_cm4_packed.tar":
+        return False
+    return not (board == "host" and entry["target"].startswith("llvm"))

@@ -12,7 +12,7 @@
 
 #define PROTOCOL_VERSION 1u
 #ifndef MLF_MAX_PAYLOAD
-#define MLF_MAX_PAYLOAD 1024u
+#define MLF_MAX_PAYLOAD 256u
 #endif
 #ifndef MLF_FRAME_TIMEOUT_MS
 #define MLF_FRAME_TIMEOUT_MS 1000u /* a frame whose bytes stop arriving is dropped (resync) */
