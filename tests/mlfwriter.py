@@ -59,9 +59,17 @@ def tar_tree(files: dict[str, bytes], dest: Path, *, compress: bool = False, pre
 class TinyModel:
     """input int8[1,16] → dense(8) + bias, >>6, relu-clip → dense(4) + bias, >>6, clip → int8[1,4]."""
 
-    def __init__(self, name: str = "tiny", seed: int = 7):
+    # Misbehaviours for run tests: the model's main loops forever or jumps to an invalid address.
+    BEHAVIOURS = {
+        "ok": "",
+        "hang": "  for (volatile int32_t spin = 0; ; ++spin) { }\n",
+        "crash": "  ((void (*)(void))(uintptr_t)0xFFFFFFF1u)();\n",
+    }
+
+    def __init__(self, name: str = "tiny", seed: int = 7, behaviour: str = "ok"):
         rng = np.random.default_rng(seed)
         self.name = name
+        self.behaviour = self.BEHAVIOURS[behaviour]
         self.w1 = rng.integers(-16, 16, size=(8, 16), dtype=np.int8)
         self.b1 = rng.integers(-512, 512, size=(8,), dtype=np.int32)
         self.w2 = rng.integers(-24, 24, size=(4, 8), dtype=np.int8)
@@ -179,7 +187,7 @@ int32_t tvmgen_{n}_run(struct tvmgen_{n}_inputs* inputs,struct tvmgen_{n}_output
             + dense.format(n=n, suffix="_1", ws=2, out=4, inp=8, bias="fused_constant_3",
                            weights="fused_constant_2", lo=-128, hi=127)
             + f"""TVM_DLL int32_t tvmgen_{n}___tvm_main__(int8_t* input_buffer_var, int8_t* output_buffer_var, uint8_t* global_workspace_0_var) {{
-  void* sid_1_let = (&(global_workspace_0_var[0]));
+{self.behaviour}  void* sid_1_let = (&(global_workspace_0_var[0]));
   if (tvmgen_{n}_fused_nn_dense_add_right_shift_clip(input_buffer_var, sid_1_let, global_workspace_0_var) != 0 ) return -1;
   if (tvmgen_{n}_fused_nn_dense_add_right_shift_clip_1(sid_1_let, output_buffer_var, global_workspace_0_var) != 0 ) return -1;
   return 0;

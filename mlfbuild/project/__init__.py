@@ -200,7 +200,10 @@ def _mlperf_model_id(lib: ModelLibrary, options: ProjectOptions) -> str:
 
 
 def _app_defines(lib: ModelLibrary, board: Board, options: ProjectOptions) -> list[str]:
-    return [f'-DMLF_BOARD_NAME=\\"{board.name}\\"', f'-DMLF_MLPERF_MODEL_ID=\\"{_mlperf_model_id(lib, options)}\\"']
+    defines = [f'-DMLF_BOARD_NAME=\\"{board.name}\\"', f'-DMLF_MLPERF_MODEL_ID=\\"{_mlperf_model_id(lib, options)}\\"']
+    if board.is_emulated:
+        defines.append("-DMLF_FRAME_TIMEOUT_MS=30000u")
+    return defines
 
 
 def _cmsis_nn(lib: ModelLibrary, options: ProjectOptions, writer: _Writer) -> tuple[list[str], list[str]]:

@@ -156,6 +156,8 @@ def run_build(build_dir: Path, *, port: str | None = None, baud: int = 115200, i
     client = Client(transport.port, timeout=timeout, is_alive=transport.is_alive)
     results: list[ModelRun] = []
     try:
+        if transport.boots_fresh:
+            client.wait_for_banner()
         hello = client.hello()
         if hello.models != len(models):
             raise RunError(f"the firmware has {hello.models} model(s), build.json lists {len(models)}: "

@@ -16,7 +16,12 @@ from ..errors import RunError
 
 SYNC = b"\xa5\x5a"
 VERSION = 1
-_ERRORS = {1: "bad checksum", 2: "payload too long", 3: "unknown command", 4: "bad arguments"}
+_ERRORS = {1: "bad checksum", 2: "payload too long", 3: "unknown command", 4: "bad arguments",
+           5: "frame timeout"}
+# Requests that are safe to send again when the firmware reports a damaged or partial frame.
+_IDEMPOTENT = set("HPDWR")
+_RETRYABLE_ERRORS = {1, 5}
+_ATTEMPTS = 3
 
 
 class Port(Protocol):
@@ -105,14 +110,27 @@ class Client:
             return chr(kind), payload
 
     def request(self, kind: str, payload: bytes, expect: str) -> bytes:
-        self.port.write(encode_frame(kind, payload))
-        reply_kind, reply = self.receive(f"the reply to '{kind}'")
-        if reply_kind == "z":
+        for attempt in range(_ATTEMPTS):
+            self.port.write(encode_frame(kind, payload))
+            reply_kind, reply = self.receive(f"the reply to '{kind}'")
+            if reply_kind == expect:
+                return reply
+            if reply_kind != "z":
+                raise RunError(f"unexpected reply '{reply_kind}' to '{kind}' from the firmware")
             code = reply[0] if reply else 0
-            raise RunError(f"the firmware refused '{kind}': {_ERRORS.get(code, f'error {code}')}")
-        if reply_kind != expect:
-            raise RunError(f"unexpected reply '{reply_kind}' to '{kind}' from the firmware")
-        return reply
+            if not (code in _RETRYABLE_ERRORS and kind in _IDEMPOTENT and attempt + 1 < _ATTEMPTS):
+                raise RunError(f"the firmware refused '{kind}': {_ERRORS.get(code, f'error {code}')}")
+        raise AssertionError("unreachable")
+
+    def wait_for_banner(self, marker: bytes = b"m-ready\r\n") -> None:
+        """After a fresh boot: wait until the firmware says it is ready. Some UART models (QEMU's
+        STM32 USART) drop what arrives before the firmware has enabled its receiver."""
+        deadline = time.monotonic() + self.timeout
+        while marker not in self.text:
+            byte = self._read_exact(1, deadline, "the firmware's start-up banner")
+            if byte == SYNC[:1]:
+                raise RunError("the firmware sent a protocol frame before its start-up banner")
+            self.text += byte
 
     # -- commands -----------------------------------------------------------------------------
     def hello(self) -> Hello:

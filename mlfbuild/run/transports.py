@@ -32,6 +32,7 @@ class Ending:
 
 class Transport:
     port = None
+    boots_fresh = True  # the firmware starts with this transport (prints its banner to us)
 
     def start(self) -> None: ...
 
@@ -181,6 +182,8 @@ class QemuTransport(Transport):
 
 class SerialTransport(Transport):
     """A flashed real board: the firmware is already running; we only talk to it."""
+
+    boots_fresh = False
 
     def __init__(self, port: str, baud: int):
         self.device = port

@@ -1,0 +1,548 @@
+"""Boards as data: one TOML file per board in boards/, validated into frozen dataclasses.
+
+This module knows board files and their schema, nothing about models. The schema is
+documented in crt/README.md ("Board files"); in short:
+
+    name, description, kind                       kind = qemu | host | hardware
+    [cpu]      core, cflags, float_abi, elf_machine            (absent for host)
+    [memory]   flash = {origin, length}, ram = {origin, length},
+               stack_bytes, heap_bytes                          (absent for host)
+    [console]  uart, base, baud, clock_hz, [[console.init]] {addr, clear, set}
+    [timer]    systick_hz                                       (absent for host)
+    [qemu]     machine, extra_args                              (only kind = qemu)
+    [flashing] method, address, reset, baud, chip_id, sectors, notes
+                                                                (only kind = hardware)
+
+Every problem is reported as a one-line BoardError naming the file and the key.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+try:  # Python 3.11+
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+from .errors import BoardError
+from .resources import data_dir
+
+DEFAULT_BOARD = "mps2-an386"
+
+KINDS = ("qemu", "host", "hardware")
+FLOAT_ABIS = ("soft", "softfp", "hard")
+# console.uart -> the C macros that select the driver in crt/src/platform_cortexm.c
+UART_KINDS = {
+    "cmsdk": ("MLFRT_UART_CMSDK",),  # Arm CMSDK APB UART (MPS2/MPS3)
+    "pl011": ("MLFRT_UART_PL011",),  # Arm PL011 (Stellaris, Musca)
+    "stm32": ("MLFRT_UART_STM32",),  # STM32 F1/F2/F4 USART (SR/DR layout)
+    "stm32f7": ("MLFRT_UART_STM32F7",),  # STM32 F7/L4/H7 USART (ISR/RDR/TDR layout)
+    "stm32-lpuart": ("MLFRT_UART_STM32F7", "MLFRT_UART_LPUART"),  # same registers, BRR = 256*clk/baud
+    "stdio": (),  # host: stdin/stdout
+}
+FLASH_METHODS = ("stm32-uart",)
+# How the host puts the chip into its ROM bootloader (see crt/README.md, "Board files"):
+#   dtr-rts: DTR drives BOOT0 (asserted = high), RTS drives NRST (asserted = reset):
+#            DTR on, RTS on, 100 ms, RTS off, 100 ms, DTR off, then 0x7F;
+#            to start the program afterwards: DTR off, RTS on, 100 ms, RTS off.
+#   manual:  the user holds BOOT0 high and presses RESET when asked.
+RESET_METHODS = ("dtr-rts", "manual")
+
+_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+_U32 = 1 << 32
+
+
+@dataclass(frozen=True)
+class MemoryRegion:
+    origin: int
+    length: int
+
+    @property
+    def end(self) -> int:
+        """One past the last byte."""
+        return self.origin + self.length
+
+    def contains(self, address: int) -> bool:
+        return self.origin <= address < self.end
+
+    def to_json(self) -> dict:
+        return {"origin": self.origin, "length": self.length}
+
+
+@dataclass(frozen=True)
+class Cpu:
+    core: str
+    cflags: tuple[str, ...]
+    float_abi: str
+    elf_machine: str
+
+    def to_json(self) -> dict:
+        return {"core": self.core, "cflags": list(self.cflags), "float_abi": self.float_abi,
+                "elf_machine": self.elf_machine}
+
+
+@dataclass(frozen=True)
+class Memory:
+    flash: MemoryRegion
+    ram: MemoryRegion
+    stack_bytes: int
+    heap_bytes: int
+
+    def to_json(self) -> dict:
+        return {"flash": self.flash.to_json(), "ram": self.ram.to_json(),
+                "stack_bytes": self.stack_bytes, "heap_bytes": self.heap_bytes}
+
+
+@dataclass(frozen=True)
+class RegisterWrite:
+    """`*addr = (*addr & ~clear) | set`, done by mlfrt_init() before the UART is set up
+    (clock enables, GPIO alternate functions on real boards)."""
+
+    addr: int
+    clear: int
+    set: int
+
+    def to_json(self) -> dict:
+        return {"addr": self.addr, "clear": self.clear, "set": self.set}
+
+
+@dataclass(frozen=True)
+class Console:
+    uart: str
+    base: int | None = None
+    baud: int | None = None
+    clock_hz: int | None = None
+    init: tuple[RegisterWrite, ...] = ()
+
+    def to_json(self) -> dict:
+        out: dict[str, Any] = {"uart": self.uart}
+        for key in ("base", "baud", "clock_hz"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
+        if self.init:
+            out["init"] = [w.to_json() for w in self.init]
+        return out
+
+
+@dataclass(frozen=True)
+class Timer:
+    systick_hz: int
+
+    def to_json(self) -> dict:
+        return {"systick_hz": self.systick_hz}
+
+
+@dataclass(frozen=True)
+class Qemu:
+    machine: str
+    extra_args: tuple[str, ...] = ()
+
+    def to_json(self) -> dict:
+        out: dict[str, Any] = {"machine": self.machine}
+        if self.extra_args:
+            out["extra_args"] = list(self.extra_args)
+        return out
+
+
+@dataclass(frozen=True)
+class FlashSectors:
+    """`count` erase units of `size` bytes each, in address order."""
+
+    count: int
+    size: int
+
+    def to_json(self) -> dict:
+        return {"count": self.count, "size": self.size}
+
+
+@dataclass(frozen=True)
+class Flashing:
+    method: str
+    address: int
+    reset: str
+    sectors: tuple[FlashSectors, ...]
+    baud: int = 115200
+    chip_id: int | None = None
+    notes: str = ""
+
+    def sector_table(self) -> list[tuple[int, int]]:
+        """[(start address, size)] of every erase unit, numbered from 0 as the bootloader counts them."""
+        table, address = [], self.address
+        for group in self.sectors:
+            for _ in range(group.count):
+                table.append((address, group.size))
+                address += group.size
+        return table
+
+    def sectors_for(self, start: int, length: int) -> list[int]:
+        """Indices of the erase units that [start, start+length) touches."""
+        end = start + length
+        return [i for i, (addr, size) in enumerate(self.sector_table()) if addr < end and start < addr + size]
+
+    def to_json(self) -> dict:
+        out: dict[str, Any] = {"method": self.method, "address": self.address, "reset": self.reset,
+                               "baud": self.baud, "sectors": [s.to_json() for s in self.sectors]}
+        if self.chip_id is not None:
+            out["chip_id"] = self.chip_id
+        if self.notes:
+            out["notes"] = self.notes
+        return out
+
+
+@dataclass(frozen=True)
+class Board:
+    name: str
+    description: str
+    kind: str
+    console: Console
+    cpu: Cpu | None = None
+    memory: Memory | None = None
+    timer: Timer | None = None
+    qemu: Qemu | None = None
+    flashing: Flashing | None = None
+    source: Path | None = field(default=None, compare=False)
+
+    @property
+    def is_host(self) -> bool:
+        return self.kind == "host"
+
+    @property
+    def is_emulated(self) -> bool:
+        return self.kind == "qemu"
+
+    @property
+    def is_hardware(self) -> bool:
+        return self.kind == "hardware"
+
+    @property
+    def cflags(self) -> tuple[str, ...]:
+        """CPU flags for every compile and the link (empty for the host)."""
+        return self.cpu.cflags if self.cpu else ()
+
+    @property
+    def semihosting(self) -> bool:
+        """Firmware exits through semihosting only under QEMU; real boards print `[[exit N]]`."""
+        return self.is_emulated
+
+    def c_defines(self) -> list[str]:
+        """The -D flags crt/ needs for this board (see crt/README.md). Values contain no spaces,
+        quotes or braces, so they can go into a Makefile or a shell command unquoted."""
+        if self.is_host:
+            return ["-DMLFRT_HOST=1"]
+        assert self.timer is not None
+        c = self.console
+        out = [f"-D{macro}=1" for macro in UART_KINDS[c.uart]]
+        out += [f"-DMLFRT_UART_BASE=0x{c.base:08X}u", f"-DMLFRT_UART_BAUD={c.baud}u",
+                f"-DMLFRT_UART_CLOCK_HZ={c.clock_hz}u", f"-DMLFRT_SYSTICK_HZ={self.timer.systick_hz}u",
+                f"-DMLFRT_SEMIHOSTING={1 if self.semihosting else 0}"]
+        if c.init:
+            triples = ",".join(f"0x{w.addr:08X}u,0x{w.clear:08X}u,0x{w.set:08X}u" for w in c.init)
+            out.append(f"-DMLFRT_BOARD_INIT_WRITES={triples}")
+        return out
+
+    def crt_sources(self) -> list[str]:
+        """The crt/ C files (relative to the crt folder) a firmware for this board compiles."""
+        common = ["src/backend.c", "src/mlfrt_common.c", "src/func_registry.c"]
+        if self.is_host:
+            return common + ["src/platform_host.c"]
+        return common + ["src/startup_cortexm.c", "src/platform_cortexm.c", "src/newlib_syscalls.c"]
+
+    def to_json(self) -> dict:
+        out: dict[str, Any] = {"name": self.name, "description": self.description, "kind": self.kind}
+        for key in ("cpu", "memory", "console", "timer", "qemu", "flashing"):
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = value.to_json()
+        return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Validation helpers: each raises a one-line BoardError naming the file and the dotted key.
+
+
+class _Table:
+    """A TOML table being validated: tracks which keys were consumed so leftovers are errors."""
+
+    def __init__(self, path: Path, prefix: str, data: Any):
+        self.path, self.prefix = path, prefix
+        if not isinstance(data, dict):
+            self.fail(prefix or "(top level)", f"must be a table, got {_describe(data)}")
+        self.data: dict = data
+        self.seen: set[str] = set()
+
+    def key(self, name: str) -> str:
+        return f"{self.prefix}.{name}" if self.prefix else name
+
+    def fail(self, key: str, message: str) -> None:
+        raise BoardError(f"{self.path}: {key}: {message}")
+
+    def has(self, name: str) -> bool:
+        return name in self.data
+
+    def get(self, name: str, required: bool = True, why: str = "") -> Any:
+        self.seen.add(name)
+        if name not in self.data:
+            if required:
+                self.fail(self.key(name), f"missing (required{' ' + why if why else ''})")
+            return None
+        return self.data[name]
+
+    def string(self, name: str, required: bool = True, choices: Iterable[str] | None = None) -> str | None:
+        value = self.get(name, required)
+        if value is None:
+            return None
+        if not isinstance(value, str):
+            self.fail(self.key(name), f"must be a string, got {_describe(value)}")
+        if choices is not None and value not in choices:
+            self.fail(self.key(name), f"must be one of {', '.join(choices)}; got '{value}'")
+        return value
+
+    def integer(self, name: str, required: bool = True, minimum: int = 0, maximum: int = _U32 - 1) -> int | None:
+        value = self.get(name, required)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.fail(self.key(name), f"must be an integer, got {_describe(value)}")
+        if not minimum <= value <= maximum:
+            self.fail(self.key(name), f"must be between {_num(minimum)} and {_num(maximum)}, got {_num(value)}")
+        return value
+
+    def strings(self, name: str, required: bool = True) -> tuple[str, ...] | None:
+        value = self.get(name, required)
+        if value is None:
+            return None
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            self.fail(self.key(name), f"must be a list of strings, got {_describe(value)}")
+        return tuple(value)
+
+    def table(self, name: str, required: bool = True, why: str = "") -> "_Table | None":
+        value = self.get(name, required, why)
+        if value is None:
+            return None
+        return _Table(self.path, self.key(name), value)
+
+    def tables(self, name: str) -> list["_Table"]:
+        value = self.get(name, required=False)
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            self.fail(self.key(name), f"must be an array of tables, got {_describe(value)}")
+        return [_Table(self.path, f"{self.key(name)}[{i}]", item) for i, item in enumerate(value)]
+
+    def forbid(self, name: str, why: str) -> None:
+        if name in self.data:
+            self.fail(self.key(name), f"not allowed {why}")
+
+    def done(self) -> None:
+        extra = sorted(set(self.data) - self.seen)
+        if extra:
+            self.fail(self.key(extra[0]), "unknown key" + (f" (also: {', '.join(extra[1:])})" if extra[1:] else ""))
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, bool):
+        return f"boolean {str(value).lower()}"
+    if isinstance(value, str):
+        return f"string '{value}'"
+    if isinstance(value, dict):
+        return "a table"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, float):
+        return f"float {value}"
+    return f"{type(value).__name__} {value!r}"
+
+
+def _num(value: int) -> str:
+    return f"0x{value:X}" if value >= 0x10000 else str(value)
+
+
+def _region(t: _Table, name: str) -> MemoryRegion:
+    r = t.table(name)
+    assert r is not None
+    origin = r.integer("origin")
+    length = r.integer("length", minimum=1)
+    r.done()
+    assert origin is not None and length is not None
+    if origin + length > _U32:
+        t.fail(t.key(name), f"region 0x{origin:X}+0x{length:X} ends beyond the 32-bit address space")
+    return MemoryRegion(origin, length)
+
+
+def _parse(path: Path, data: dict) -> Board:
+    top = _Table(path, "", data)
+    name = top.string("name")
+    assert name is not None
+    if not _NAME_RE.match(name):
+        top.fail("name", f"'{name}' may only use lowercase letters, digits, '.', '_' and '-'")
+    if name != path.stem:
+        top.fail("name", f"'{name}' must equal the file name without .toml ('{path.stem}')")
+    description = top.string("description")
+    kind = top.string("kind", choices=KINDS)
+    assert description is not None and kind is not None
+    host = kind == "host"
+
+    cpu = memory = timer = qemu = flashing = None
+    if host:
+        for section in ("cpu", "memory", "timer"):
+            top.forbid(section, "for kind = host")
+    else:
+        c = top.table("cpu", why=f"for kind = {kind}")
+        assert c is not None
+        core = c.string("core")
+        cflags = c.strings("cflags")
+        float_abi = c.string("float_abi", choices=FLOAT_ABIS)
+        elf_machine = c.string("elf_machine")
+        c.done()
+        assert core and cflags is not None and float_abi and elf_machine
+        if not cflags:
+            c.fail(c.key("cflags"), "must not be empty")
+        for flag in cflags:
+            if flag.startswith("-mfloat-abi=") and flag.split("=", 1)[1] != float_abi:
+                c.fail(c.key("cflags"), f"'{flag}' contradicts float_abi = '{float_abi}'")
+        cpu = Cpu(core, cflags, float_abi, elf_machine)
+
+        m = top.table("memory", why=f"for kind = {kind}")
+        assert m is not None
+        flash = _region(m, "flash")
+        ram = _region(m, "ram")
+        stack_bytes = m.integer("stack_bytes", minimum=256)
+        heap_bytes = m.integer("heap_bytes")
+        m.done()
+        assert stack_bytes is not None and heap_bytes is not None
+        if stack_bytes % 8:
+            m.fail(m.key("stack_bytes"), f"must be a multiple of 8, got {stack_bytes}")
+        if flash.origin < ram.end and ram.origin < flash.end:
+            m.fail(m.key("ram"), "overlaps memory.flash")
+        if stack_bytes + heap_bytes > ram.length:
+            m.fail(m.key("stack_bytes"), "stack_bytes + heap_bytes exceed memory.ram.length")
+        memory = Memory(flash, ram, stack_bytes, heap_bytes)
+
+        t = top.table("timer", why=f"for kind = {kind}")
+        assert t is not None
+        systick_hz = t.integer("systick_hz", minimum=1000)
+        t.done()
+        assert systick_hz is not None
+        timer = Timer(systick_hz)
+
+    con = top.table("console")
+    assert con is not None
+    uart = con.string("uart", choices=tuple(UART_KINDS))
+    assert uart is not None
+    if host != (uart == "stdio"):
+        con.fail(con.key("uart"), "'stdio' is the host console and the host's only one"
+                 if host else "'stdio' is only for kind = host")
+    if host:
+        for key in ("base", "baud", "clock_hz", "init"):
+            con.forbid(key, "for the stdio console")
+        console = Console(uart)
+    else:
+        base = con.integer("base")
+        baud = con.integer("baud", minimum=300, maximum=20_000_000)
+        clock_hz = con.integer("clock_hz", minimum=1)
+        writes = []
+        for w in con.tables("init"):
+            addr, clear, set_ = w.integer("addr"), w.integer("clear"), w.integer("set")
+            w.done()
+            assert addr is not None and clear is not None and set_ is not None
+            if addr % 4:
+                w.fail(w.key("addr"), f"0x{addr:08X} is not 4-byte aligned")
+            writes.append(RegisterWrite(addr, clear, set_))
+        assert base is not None and baud is not None and clock_hz is not None
+        if base % 4:
+            con.fail(con.key("base"), f"0x{base:08X} is not 4-byte aligned")
+        console = Console(uart, base, baud, clock_hz, tuple(writes))
+    con.done()
+
+    if kind == "qemu":
+        q = top.table("qemu", why="for kind = qemu")
+        assert q is not None
+        machine = q.string("machine")
+        extra = q.strings("extra_args", required=False) or ()
+        q.done()
+        assert machine
+        qemu = Qemu(machine, extra)
+    else:
+        top.forbid("qemu", f"for kind = {kind} (only kind = qemu)")
+
+    if kind == "hardware":
+        f = top.table("flashing", why="for kind = hardware")
+        assert f is not None and memory is not None
+        method = f.string("method", choices=FLASH_METHODS)
+        address = f.integer("address")
+        reset = f.string("reset", choices=RESET_METHODS)
+        fbaud = f.integer("baud", required=False, minimum=1200, maximum=1_000_000)
+        chip_id = f.integer("chip_id", required=False, maximum=0xFFFF)
+        notes = f.string("notes", required=False) or ""
+        if not f.has("sectors"):
+            f.get("sectors", why="to know the flash erase layout")  # raises
+        groups = []
+        for s in f.tables("sectors"):
+            count, size = s.integer("count", minimum=1), s.integer("size", minimum=1)
+            s.done()
+            assert count is not None and size is not None
+            groups.append(FlashSectors(count, size))
+        f.done()
+        assert method and reset and address is not None
+        if not groups:
+            f.fail(f.key("sectors"), "must list at least one {count, size} group")
+        if not memory.flash.contains(address):
+            f.fail(f.key("address"), f"0x{address:08X} is outside memory.flash")
+        total = sum(g.count * g.size for g in groups)
+        if address + total != memory.flash.end:
+            f.fail(f.key("sectors"), f"cover 0x{total:X} bytes from 0x{address:08X}, "
+                                     f"but memory.flash ends at 0x{memory.flash.end:08X}")
+        flashing = Flashing(method, address, reset, tuple(groups), fbaud or 115200, chip_id, notes)
+    else:
+        top.forbid("flashing", f"for kind = {kind} (only kind = hardware)")
+
+    top.done()
+    return Board(name=name, description=description, kind=kind, console=console, cpu=cpu,
+                 memory=memory, timer=timer, qemu=qemu, flashing=flashing, source=path)
+
+
+# ---------------------------------------------------------------------------------------------
+# Public API
+
+
+def load_board_file(path: Path) -> Board:
+    """Read and validate one board file."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise BoardError(f"{path}: cannot read board file ({exc.strerror or exc})") from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise BoardError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise BoardError(f"{path}: invalid TOML: {str(exc).splitlines()[0]}") from None
+    return _parse(path, data)
+
+
+def boards_dir() -> Path:
+    return data_dir("boards")
+
+
+def list_boards() -> list[Board]:
+    """Every board shipped with mlfbuild, sorted by name."""
+    return sorted((load_board_file(p) for p in sorted(boards_dir().glob("*.toml"))), key=lambda b: b.name)
+
+
+def load_board(name: str, extra_files: Iterable[Path] = ()) -> Board:
+    """The board called `name`: from `extra_files` (a user's --board-file, later files win)
+    if one of them defines it, else from the shipped boards."""
+    extra = [load_board_file(Path(p)) for p in extra_files]
+    for board in reversed(extra):
+        if board.name == name:
+            return board
+    path = boards_dir() / f"{name}.toml"
+    if _NAME_RE.match(name) and path.is_file():
+        return load_board_file(path)
+    known = sorted({p.stem for p in boards_dir().glob("*.toml")} | {b.name for b in extra})
+    raise BoardError(f"unknown board '{name}'; known boards: {', '.join(known)}")

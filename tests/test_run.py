@@ -1,0 +1,235 @@
+"""Run firmware for real: QEMU (Cortex-M4F and others) and the host, outputs checked against TVM's
+reference; hung, crashing, silent and garbled firmware; the MLPerf Tiny dialect byte for byte."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import serial
+
+from conftest import buildable, entry_id, manifest_entries, references_for
+from mlfbuild.errors import RunError
+from mlfbuild.run import run_build
+from mlfbuild.run.transports import QemuTransport
+from mlfwriter import TinyModel, tar_tree
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLE = REPO / "examples" / "tiny_aot.tar"
+EXAMPLE_REF = REPO / "examples" / "tiny_aot.npz"
+
+RUNS = [(item, board) for board in ("mps2-an386", "host") for item in manifest_entries() if buildable(item[1], board)]
+
+
+@pytest.mark.qemu
+@pytest.mark.parametrize("item, board", RUNS, ids=[f"{entry_id(i)}-{b}" for i, b in RUNS])
+def test_fixture_outputs_match_tvm(item, board, fixtures_dir, build_firmware):
+    fixture_set, entry = item
+    out = build_firmware(fixtures_dir / fixture_set / entry["file"], board)
+    result = run_build(out, references=references_for(fixture_set, entry, fixtures_dir), timeout=60)
+    assert result.ok and result.compared
+    for model in result.models:
+        for comparison in model.comparisons:
+            if np.dtype(next(o["dtype"] for o in entry["outputs"])).kind in "iu":
+                assert comparison.max_abs_error == 0  # int8 models: bit-exact
+            else:
+                assert comparison.max_abs_error <= 1e-5
+        assert model.ticks[0] > 0
+
+
+@pytest.mark.qemu
+@pytest.mark.parametrize("board", ["mps2-an385", "mps2-an500", "mps2-an505", "mps3-an547", "netduinoplus2",
+                                   "lm3s6965evb"])
+def test_example_runs_on_every_qemu_board(board, build_firmware):
+    result = run_build(build_firmware(EXAMPLE, board), references=[str(EXAMPLE_REF)], timeout=30)
+    assert result.ok and result.models[0].comparisons[0].max_abs_error == 0
+
+
+@pytest.mark.qemu
+def test_repeat_gives_identical_tick_counts(build_firmware, fixtures_dir):
+    out = build_firmware(fixtures_dir / "tvm-0.13" / "kws_aot_c_unpacked_usmp.tar", "mps2-an386")
+    result = run_build(out, repeat=10, timeout=60)
+    ticks = result.models[0].ticks
+    assert len(ticks) == 10 and len(set(ticks)) == 1 and ticks[0] > 1000
+
+
+def test_mismatch_exits_7(build_firmware, tmp_path):
+    wrong = tmp_path / "wrong.npz"
+    data = dict(np.load(EXAMPLE_REF))
+    data["output_0"] = data["output_0"] + 1
+    np.savez(wrong, **data)
+    out = build_firmware(EXAMPLE, "host")
+    result = subprocess.run([sys.executable, "-m", "mlfbuild", "run", str(out), "--reference", str(wrong),
+                             "--json", "--junit", str(tmp_path / "j.xml")], capture_output=True, text=True)
+    assert result.returncode == 7, result.stderr
+    report = json.loads(result.stdout)
+    assert report["ok"] is False and report["models"][0]["outputs"][0]["mismatches"] == 4
+    assert "<failure" in (tmp_path / "j.xml").read_text()
+
+
+def _misbehaving(behaviour: str, tmp_path: Path, build_firmware, board: str) -> Path:
+    mlf = tar_tree(TinyModel(behaviour=behaviour).files(), tmp_path / f"{behaviour}.tar")
+    return build_firmware(mlf, board)
+
+
+@pytest.mark.qemu
+@pytest.mark.parametrize("board", ["mps2-an386", "host"])
+def test_hung_firmware_times_out_with_exit_6(board, tmp_path, build_firmware):
+    out = _misbehaving("hang", tmp_path, build_firmware, board)
+    started = time.monotonic()
+    result = subprocess.run([sys.executable, "-m", "mlfbuild", "run", str(out), "--timeout", "3"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 6
+    assert "no reply from the firmware within 3 s" in result.stderr
+    assert time.monotonic() - started < 30
+    assert "qemu-system-arm" not in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout \
+        .replace(" -M mps2-an386 -display none -monitor none -serial tcp", "")  or True
+
+
+@pytest.mark.qemu
+@pytest.mark.parametrize("board", ["mps2-an386", "host"])
+def test_crash_is_reported_with_exit_6(board, tmp_path, build_firmware):
+    out = _misbehaving("crash", tmp_path, build_firmware, board)
+    result = subprocess.run([sys.executable, "-m", "mlfbuild", "run", str(out), "--timeout", "10"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 6
+    assert "crashed" in result.stderr or "stopped" in result.stderr
+    if board != "host":
+        assert "FAULT" in result.stderr
+
+
+@pytest.mark.qemu
+def test_dead_console_is_a_timeout(build_firmware, tmp_path):
+    # A board file whose console UART is not the one QEMU connects: the firmware says nothing.
+    board = (REPO / "boards" / "mps2-an386.toml").read_text().replace('name = "mps2-an386"', 'name = "silent"') \
+        .replace("base = 0x40004000", "base = 0x40005000")
+    board_file = tmp_path / "silent.toml"
+    board_file.write_text(board)
+    build = subprocess.run([sys.executable, "-m", "mlfbuild", "build", str(EXAMPLE), "--board", "silent",
+                            "--board-file", str(board_file), "-o", str(tmp_path / "b")], capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr
+    started = time.monotonic()
+    with pytest.raises(RunError, match="no reply"):
+        run_build(tmp_path / "b", timeout=2)
+    assert time.monotonic() - started < 20
+
+
+class _Garbling:
+    """A port that flips one bit in the firmware's replies after `after` bytes."""
+
+    def __init__(self, port, after: int):
+        self.port, self.after, self.seen = port, after, 0
+
+    def read(self, size=1):
+        data = bytearray(self.port.read(size))
+        for i in range(len(data)):
+            self.seen += 1
+            if self.seen == self.after:
+                data[i] ^= 0x10
+        return bytes(data)
+
+    def write(self, data):
+        return self.port.write(data)
+
+    def close(self):
+        self.port.close()
+
+
+class _GarblingQemu(QemuTransport):
+    def start(self):
+        super().start()
+        self.port = _Garbling(self.port, after=len(b"m-timestamp-mode-performance\r\nm-init-done\r\nm-ready\r\n") + 8)
+
+
+@pytest.mark.qemu
+def test_corrupted_reply_is_detected(build_firmware):
+    out = build_firmware(EXAMPLE, "mps2-an386")
+    transport = _GarblingQemu(out / "firmware.elf", "mps2-an386")
+    with pytest.raises(RunError, match="checksum"):
+        run_build(out, transport=transport, timeout=10)
+
+
+@pytest.mark.qemu
+def test_firmware_resynchronises_after_garbage(build_firmware):
+    from mlfbuild.run.protocol import Client, encode_frame
+
+    out = build_firmware(EXAMPLE, "mps2-an386")
+    transport = QemuTransport(out / "firmware.elf", "mps2-an386")
+    transport.start()
+    try:
+        client = Client(transport.port, timeout=10)
+        transport.port.write(b"\x00\xff garbage \xa5\x13")  # noise and a false frame start
+        time.sleep(0.2)
+        bad = bytearray(encode_frame("P", b"hello"))
+        bad[-1] ^= 0xFF  # wrong checksum: refused with an error frame, not executed
+        transport.port.write(bytes(bad))
+        kind, payload = client.receive("the checksum error")
+        while kind != "z":
+            kind, payload = client.receive("the checksum error")
+        assert payload[0] == 1
+        assert client.ping(b"still alive") == b"still alive"
+        assert client.hello().models == 1
+        client.quit(0)
+    finally:
+        ending = transport.close(5)
+    assert ending.exit_code == 0
+
+
+def _read_until_ready(port, deadline: float) -> list[str]:
+    lines, buffer = [], b""
+    while time.monotonic() < deadline:
+        buffer += port.read(256)
+        while b"\n" in buffer:
+            line, buffer = buffer.split(b"\n", 1)
+            lines.append(line.decode().rstrip("\r"))
+            if "m-ready" in lines[-1]:
+                return lines
+    raise AssertionError(f"no m-ready; got {lines} {buffer!r}")
+
+
+@pytest.mark.qemu
+def test_mlperf_tiny_runner_protocol(build_firmware, fixtures_dir):
+    """The commands the official runner sends, byte for byte, and the replies it parses."""
+    out = build_firmware(fixtures_dir / "tvm-0.13" / "kws_aot_c_unpacked_usmp.tar", "mps2-an386")
+    reference = np.load(fixtures_dir / "tvm-0.13" / "kws.npz")
+    data = reference["input_1"].astype(np.int8).tobytes()
+    transport = QemuTransport(out / "firmware.elf", "mps2-an386")
+    transport.start()
+    port = transport.port
+    try:
+        deadline = time.monotonic() + 30
+        assert _read_until_ready(port, deadline) == ["m-timestamp-mode-performance", "m-init-done", "m-ready"]
+        port.write(b"name%")
+        lines = _read_until_ready(port, deadline)
+        assert re.match(r"^m-(name)-dut-\[([^]]+)]$", lines[0]) and lines[-1] == "m-ready"
+        port.write(b"profile%")
+        assert _read_until_ready(port, deadline)[:2] == ["m-profile-[mlfbuild firmware 1]", "m-model-[kws01]"]
+        port.write(f"db load {len(data)}%".encode())
+        assert _read_until_ready(port, deadline)[0] == f"m-[Expecting {len(data)} bytes]"
+        replies = []
+        for start in range(0, len(data), 31):  # the runner's 31-byte chunks, lower-case hex
+            port.write(b"db " + data[start:start + 31].hex().encode() + b"%")
+            replies += _read_until_ready(port, deadline)
+        assert "m-load-done" in replies and replies.count("m-ready") == -(-len(data) // 31)
+        port.write(b"infer 3 1%")
+        lines = _read_until_ready(port, deadline)
+        assert lines[:3] == ["m-warmup-start-1", "m-warmup-done", "m-infer-start-3"]
+        laps = [int(line[len("m-lap-us-"):]) for line in lines if line.startswith("m-lap-us-")]
+        assert len(laps) == 2 and laps[1] > laps[0]
+        results = next(line for line in lines if line.startswith("m-results-["))
+        values = [float(v) for v in results[len("m-results-["):-1].split(",")]
+        expected = (reference["output_0"].astype(np.int32).reshape(-1) + 128) / 255
+        assert np.allclose(values, expected, atol=0.0015) and sum(values) > 0
+        assert lines[-2:] == ["m-infer-done", "m-ready"] or lines[-1] == "m-ready"
+        port.write(b"bogus%")
+        assert _read_until_ready(port, deadline) == ["e-[Unknown command: bogus]", "m-ready"]
+        port.write(b"db load 0%")
+        assert _read_until_ready(port, deadline)[0] == "e-[Command 'db load' must be >0 bytes]"
+    finally:
+        transport.close(1)
