@@ -20,6 +20,8 @@ from .mlf.archive import DEFAULT_MAX_TOTAL_BYTES
 from .mlf.model import ModelLibrary
 from .mlf.reader import read_mlf
 from .project import Project, ProjectOptions, render_project
+from .size import SizeReport
+from .size.command import report_build
 from .toolchain import MakeResult, compiler_version, find_compiler, run_make
 
 BUILD_RECORD = "build.json"
@@ -34,6 +36,7 @@ class BuildResult:
     project: Project
     make: MakeResult
     record: dict
+    size: SizeReport
 
     @property
     def elf(self) -> Path:
@@ -42,7 +45,10 @@ class BuildResult:
 
 def build(mlf: Path, board_name: str, outdir: Path, *, options: ProjectOptions = ProjectOptions(),
           board_files: tuple[Path, ...] = (), jobs: int = 2, progress: Callable[[str], None] | None = None,
-          max_mlf_bytes: int = DEFAULT_MAX_TOTAL_BYTES) -> BuildResult:
+          max_mlf_bytes: int = DEFAULT_MAX_TOTAL_BYTES, budget_flash: int | None = None,
+          budget_ram: int | None = None) -> BuildResult:
+    """Build the firmware; raises OverBudgetError (after writing every output, so the build can be
+    inspected) when it does not fit the board or the tighter budgets."""
     board = load_board(board_name, list(board_files))
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
@@ -60,8 +66,16 @@ def build(mlf: Path, board_name: str, outdir: Path, *, options: ProjectOptions =
     make = run_make(project.path, jobs=jobs, progress=progress)
     outputs = _collect_outputs(project.path / "build", outdir, board)
     record = _record(Path(mlf), library, board, project, options, compiler_version(cc), outputs)
+    size = report_build(outdir, record, budget_flash=budget_flash, budget_ram=budget_ram)
+    record["size"] = {"flash_used": size.flash.used, "flash_total": size.flash.total,
+                      "ram_used": size.ram.used, "ram_total": size.ram.total}
     (outdir / BUILD_RECORD).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
-    return BuildResult(outdir=outdir, library=library, board=board, project=project, make=make, record=record)
+    result = BuildResult(outdir=outdir, library=library, board=board, project=project, make=make, record=record,
+                         size=size)
+    if progress:
+        progress(size.format_short())
+    size.raise_if_over_budget()
+    return result
 
 
 def _collect_outputs(build_dir: Path, outdir: Path, board: Board) -> dict[str, str]:

@@ -12,6 +12,8 @@ from pathlib import Path
 
 from . import __version__
 from .errors import MismatchError, MlfError
+from .flash.cli import FlashCommand, MonitorCommand
+from .size.command import parse_size
 
 
 class Command:
@@ -25,16 +27,6 @@ class Command:
         raise NotImplementedError
 
 
-def _size_limit(text: str) -> int:
-    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
-    text = text.strip().lower().removesuffix("ib").removesuffix("b")
-    factor = units.get(text[-1:], 1)
-    try:
-        return int(text[:-1] if factor > 1 else text, 0) * factor
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a size: {text!r} (examples: 512M, 1G, 1048576)") from None
-
-
 class InspectCommand(Command):
     name = "inspect"
     help = "describe an MLF: modules, executor, interface, files, tensors, memory summary"
@@ -42,7 +34,7 @@ class InspectCommand(Command):
     def add_arguments(self, parser):
         parser.add_argument("mlf", type=Path, help="MLF tarball (.tar, .tar.gz, .tgz) or unpacked folder")
         parser.add_argument("--json", action="store_true", help="print the stable JSON description")
-        parser.add_argument("--max-size", type=_size_limit, default=None,
+        parser.add_argument("--max-size", type=parse_size, default=None,
                             help="refuse archives that unpack to more than this (default 512M)")
 
     def run(self, args):
@@ -99,6 +91,8 @@ def _add_build_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--opt", default="-Os", choices=["-Os", "-O2", "-O3", "-O1", "-O0", "-Og"],
                         help="optimisation level (default -Os)")
     parser.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 2, help="parallel compile jobs")
+    parser.add_argument("--budget-flash", type=parse_size, metavar="N", help="fail (exit 5) above this flash use")
+    parser.add_argument("--budget-ram", type=parse_size, metavar="N", help="fail (exit 5) above this RAM use")
 
 
 def build_from_args(args: argparse.Namespace, mlf: Path, outdir: Path):
@@ -110,7 +104,7 @@ def build_from_args(args: argparse.Namespace, mlf: Path, outdir: Path):
     quiet = getattr(args, "json", False)
     progress = None if quiet else (lambda line: print(f"  {line}", file=sys.stderr, flush=True))
     return build(mlf, args.board, outdir, options=options, board_files=tuple(args.board_file),
-                 jobs=args.jobs, progress=progress)
+                 jobs=args.jobs, progress=progress, budget_flash=args.budget_flash, budget_ram=args.budget_ram)
 
 
 class BuildCommand(Command):
@@ -175,7 +169,62 @@ class RunCommand(Command):
         return 0
 
 
-COMMANDS: list[Command] = [InspectCommand(), BoardsCommand(), BuildCommand(), RunCommand()]
+class MatrixCommand(Command):
+    name = "matrix"
+    help = "build and run many MLFs on several boards in parallel; summary table and JUnit"
+
+    def add_arguments(self, parser):
+        parser.add_argument("mlf", type=Path, nargs="*", help="MLFs (no references: outputs are not checked)")
+        parser.add_argument("--jobs-file", type=Path,
+                            help='JSON list of {"mlf": path, "references": ["[MODEL=]ref.npz", ...]}')
+        parser.add_argument("--board", action="append", default=[], help="board (repeat; default mps2-an386)")
+        parser.add_argument("-o", "--output", type=Path, default=Path("build/matrix"), help="root of the build folders")
+        parser.add_argument("--workers", type=int, default=os.cpu_count() or 2, help="parallel worker processes")
+        parser.add_argument("--timeout", type=float, default=60.0, help="per-run reply timeout in seconds")
+        parser.add_argument("--junit", type=Path, help="write a JUnit XML report")
+        parser.add_argument("--json", action="store_true", help="print every result as JSON")
+
+    def run(self, args):
+        from .errors import UsageError
+        from .matrix import cross, jobs_from_file, junit_xml, label, run_matrix, summary_table
+
+        boards = args.board or ["mps2-an386"]
+        items = [(str(m.resolve()), ()) for m in args.mlf]
+        if args.jobs_file:
+            items += jobs_from_file(args.jobs_file)
+        jobs = cross(items, boards, args.output, args.timeout)
+        if not jobs:
+            raise UsageError("nothing to do: give MLFs or --jobs-file")
+
+        def progress(done, total, result):
+            name = f"{label(result['job']['mlf'])} x {result['job']['board']}"
+            detail = f": {result['message']}" if result["message"] else ""
+            print(f"[{done}/{total}] {name}: {result['status']} ({result['seconds']:.1f} s){detail}",
+                  file=sys.stderr, flush=True)
+
+        results = run_matrix(jobs, workers=args.workers, progress=None if args.json else progress)
+        if args.junit:
+            args.junit.write_bytes(junit_xml(results))
+        print(json.dumps(results, indent=2) if args.json else summary_table(results))
+        failed = [r for r in results if r["status"] != "pass"]
+        return failed[0]["exit_code"] if failed else 0
+
+
+class SizeCommand(Command):
+    name = "size"
+    help = "where every byte of flash and RAM goes; predicted vs linked; budgets (exit 5); --diff, --html"
+
+    def add_arguments(self, parser):
+        from .size import command as size_command
+        size_command.add_arguments(parser)
+
+    def run(self, args):
+        from .size import command as size_command
+        return size_command.run(args)
+
+
+COMMANDS: list[Command] = [InspectCommand(), BoardsCommand(), BuildCommand(), RunCommand(), SizeCommand(),
+                           FlashCommand(), MonitorCommand(), MatrixCommand()]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -192,7 +192,8 @@ class SerialTransport(Transport):
     def start(self) -> None:
         from ..serialport import open_port
 
-        self.port = open_port(self.device, baudrate=self.baud, timeout=0.1)
+        # DTR/RTS low: a board wired for bootloader entry (DTR→BOOT0, RTS→NRST) keeps running.
+        self.port = open_port(self.device, baudrate=self.baud, timeout=0.1, dtr=False, rts=False)
 
     def close(self, timeout: float) -> Ending:
         if self.port is not None:

@@ -1,0 +1,97 @@
+"""`mlfbuild flash` and `mlfbuild monitor`, as Command-shaped classes for mlfbuild/cli.py.
+
+They have the same shape as mlfbuild.cli.Command (name, help, add_arguments, run) without
+importing it, so mlfbuild/cli.py can import this module at its top without a cycle.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r} (examples: 0x08000000, 134217728)") from None
+
+
+class FlashCommand:
+    name = "flash"
+    help = "write a build's firmware.bin to a board over its serial bootloader, verified"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        from .reset import RESETS
+
+        parser.add_argument("target", type=Path, help="build folder (from `mlfbuild build`)")
+        parser.add_argument("--port", "-p", help="serial port or pyserial URL (default: the one USB serial port)")
+        parser.add_argument("--baud", "-b", type=int, help="baud rate (default: the board's flashing.baud)")
+        parser.add_argument("--parity", choices=["even", "none"], default="even",
+                            help="even (the bootloader's 8E1, default) or none for PTYs and bridges that "
+                                 "cannot carry parity (like stm32flash -m 8n1)")
+        parser.add_argument("--no-verify", action="store_true", help="do not read the image back (not advised)")
+        parser.add_argument("--reset", choices=list(RESETS),
+                            help="how to enter the bootloader: dtr-rts (DTR->BOOT0, RTS->NRST), manual (you "
+                                 "press the buttons) or none (already in it); default: the board's")
+        parser.add_argument("--address", type=_int, help="where the image goes (default: the board's flashing.address)")
+        parser.add_argument("--erase", choices=["sectors", "all"], default="sectors",
+                            help="erase only the sectors the image covers (default) or the whole flash")
+        parser.add_argument("--no-start", action="store_true",
+                            help="leave the chip in its bootloader instead of starting the application")
+        parser.add_argument("--ignore-chip-id", action="store_true",
+                            help="flash even when the chip's id is not the board's (warns instead)")
+
+    def run(self, args: argparse.Namespace) -> int:
+        from ..serialport import find_port
+        from . import FlashOptions, Progress, flash, load_job
+
+        job = load_job(args.target, address=args.address)
+        job.check()                                  # refuse before looking for or opening a port
+        for warning in job.warnings:
+            print(f"mlfbuild: warning: {warning}", file=sys.stderr)
+        port = args.port or find_port()
+        options = FlashOptions(port=port, baud=args.baud or job.flashing.baud, parity=args.parity,
+                               verify=not args.no_verify, reset=args.reset or job.flashing.reset,
+                               erase=args.erase, start=not args.no_start, ignore_chip_id=args.ignore_chip_id)
+        mode = "8E1" if options.parity == "even" else "8N1"
+        print(f"flashing {job.source} ({len(job.image)} bytes) to {job.board} at 0x{job.address:08X} "
+              f"via {port} ({job.flashing.method}, {options.baud} baud {mode}, reset {options.reset})",
+              file=sys.stderr, flush=True)
+        result = flash(job, options, Progress())
+        state = "verified" if result.verified else "NOT verified (--no-verify)"
+        started = ", application started" if result.started else ""
+        print(f"flashed {result.size} bytes to {job.board} at 0x{result.address:08X}: {state}{started}")
+        return 0
+
+
+class MonitorCommand:
+    name = "monitor"
+    help = "serial console that also shows the firmware's protocol frames readably"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--port", "-p", help="serial port or pyserial URL (default: the one USB serial port)")
+        parser.add_argument("--baud", "-b", type=int, default=115200, help="baud rate (default 115200)")
+        parser.add_argument("--raw", action="store_true", help="do not decode protocol frames")
+
+    def run(self, args: argparse.Namespace) -> int:
+        from ..errors import InvalidInputError
+        from ..serialport import find_port, open_port
+        from .monitor import run_monitor
+
+        port = args.port or find_port()
+        # DTR/RTS deasserted: a board wired for `--reset dtr-rts` runs its application.
+        ser = open_port(port, baudrate=args.baud, parity="none", timeout=0.1, dtr=False, rts=False,
+                        error=InvalidInputError, purpose="the monitor")
+        try:
+            why = run_monitor(ser, decode_frames=not args.raw)
+        finally:
+            ser.close()
+        if why.startswith("port closed"):
+            print(f"mlfbuild: monitor: {port}: {why}", file=sys.stderr)
+            return 1
+        return 0
+
+
+COMMANDS = [FlashCommand(), MonitorCommand()]

@@ -1,0 +1,21 @@
+"""Where every byte of a firmware goes, checked against the model's memory summary and the board.
+
+    from mlfbuild.size import size_report, diff
+    report = size_report(Path("out/firmware.elf"), record)        # record = build.json as a dict
+    print(report.format_text()); report.raise_if_over_budget()     # OverBudgetError, exit 5
+    snapshot = report.to_json()                                    # stable, for --diff
+    print(diff(base_snapshot, snapshot).format_markdown())
+"""
+
+from __future__ import annotations
+
+from .attribution import CATEGORIES, CATEGORY_LABELS
+from .command import parse_size, report_build, resolve_target
+from .diff import SizeDiff, diff
+from .html import format_html
+from .render import budget_table, format_markdown, format_short, format_text
+from .report import SCHEMA, SizeReport, board_regions, load_snapshot, size_report
+
+__all__ = ["CATEGORIES", "CATEGORY_LABELS", "SCHEMA", "SizeDiff", "SizeReport", "board_regions", "budget_table",
+           "diff", "format_html", "format_markdown", "format_short", "format_text", "load_snapshot", "parse_size",
+           "report_build", "resolve_target", "size_report"]

@@ -1,0 +1,257 @@
+"""Compare two size snapshots (the JSON of `SizeReport.to_json()`): growth by region, category,
+subcategory and symbol, sorted by how much changed, as text or a Markdown table for a PR."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import InvalidInputError
+from .attribution import CATEGORIES
+from .report import SCHEMA, SizeReport
+
+
+@dataclass
+class SizeDiff:
+    base: dict[str, Any]  # build identity of each side: board, mlf, toolchain
+    current: dict[str, Any]
+    regions: list[dict]  # {"name", "base", "current", "delta", "budget"}
+    categories: list[dict]  # {"name", "flash": {base, current, delta}, "ram": {...}}
+    subcategories: list[dict]  # {"category", "subcategory", "flash_delta", "ram_delta", ...}, changed only
+    symbols: list[dict]  # {"name", "category", "subcategory", "module", "status", "flash_*", "ram_*"}, changed only
+    modules: list[dict]  # predicted-vs-linked rows whose linked bytes changed
+    caveats: list[str] = field(default_factory=list)
+
+    def symbol_growth(self, n: int = 15) -> list[dict]:
+        return self.symbols[:n]
+
+    def to_json(self) -> dict:
+        return {"base": self.base, "current": self.current, "regions": self.regions, "categories": self.categories,
+                "subcategories": self.subcategories, "symbols": self.symbols, "modules": self.modules,
+                "caveats": self.caveats}
+
+    # --- text ---
+    def format_text(self, top: int = 15) -> str:
+        out = [f"size diff: {_identity(self.base)}  →  {_identity(self.current)}"]
+        for caveat in self.caveats:
+            out.append(f"note: {caveat}")
+        out.append("")
+        out.append(f"{'region':<8}{'base':>12}{'current':>12}{'delta':>12}{'':>10}")
+        for r in self.regions:
+            out.append(f"{r['name']:<8}{r['base']:>12,}{r['current']:>12,}{_d(r['delta']):>12}{_pct(r['delta'], r['base']):>10}")
+        changed = [c for c in self.categories if c["flash"]["delta"] or c["ram"]["delta"]]
+        if changed:
+            out.append("")
+            out.append(f"{'by category':<44}{'flash Δ':>12}{'ram Δ':>12}")
+            for c in changed:
+                out.append(f"  {c['name']:<42}{_d(c['flash']['delta']):>12}{_d(c['ram']['delta']):>12}")
+        if self.subcategories:
+            out.append("")
+            out.append(f"{'by subcategory':<44}{'flash Δ':>12}{'ram Δ':>12}")
+            for s in self.subcategories:
+                out.append(f"  {s['category'] + '/' + s['subcategory']:<42}{_d(s['flash_delta']):>12}{_d(s['ram_delta']):>12}")
+        if self.modules:
+            out.append("")
+            out.append("predicted vs linked, per module")
+            for m in self.modules:
+                out.append(f"  {m['module']:<10}{m['kind']:<11} linked {_n(m['base_linked'])} → {_n(m['current_linked'])}"
+                           f" (metadata {_n(m['base_predicted'])} → {_n(m['current_predicted'])})")
+        if self.symbols:
+            out.append("")
+            out.append(f"top symbol changes ({len(self.symbols)} changed)")
+            out.append(f"  {'flash Δ':>10}{'ram Δ':>10}  {'':<8} name")
+            for s in self.symbols[:top]:
+                where = f"{s['category']}/{s['subcategory']}" + (f" [{s['module']}]" if s["module"] else "")
+                out.append(f"  {_d(s['flash_delta']):>10}{_d(s['ram_delta']):>10}  {s['status']:<8} {_short(s['name'])}  ({where})")
+        if not (changed or self.subcategories or self.symbols or self.modules
+                or any(r["delta"] for r in self.regions)):
+            out.append("")
+            out.append("no change")
+        return "\n".join(out)
+
+    def format_markdown(self, top: int = 10) -> str:
+        out = [f"### Firmware size change: {_md(_identity(self.current))}", ""]
+        out.append(f"Base: {_md(_identity(self.base))}")
+        for caveat in self.caveats:
+            out.append(f"\n> {_md(caveat)}")
+        out.append("")
+        out.append("| region | base | current | Δ | Δ % |")
+        out.append("|---|---:|---:|---:|---:|")
+        for r in self.regions:
+            out.append(f"| {r['name']} | {r['base']:,} | {r['current']:,} | {_bold(r['delta'])} | {_pct(r['delta'], r['base'])} |")
+        if self.subcategories:
+            out.append("")
+            out.append("| what | flash Δ | RAM Δ |")
+            out.append("|---|---:|---:|")
+            for s in self.subcategories:
+                out.append(f"| {_md(s['category'] + '/' + s['subcategory'])} | {_d(s['flash_delta'])} | {_d(s['ram_delta'])} |")
+        if self.symbols:
+            out.append("")
+            out.append(f"<details><summary>top {min(top, len(self.symbols))} of {len(self.symbols)} symbol changes</summary>")
+            out.append("")
+            out.append("| flash Δ | RAM Δ | status | symbol | category |")
+            out.append("|---:|---:|---|---|---|")
+            for s in self.symbols[:top]:
+                out.append(f"| {_d(s['flash_delta'])} | {_d(s['ram_delta'])} | {s['status']} | `{_md(_short(s['name']))}` | "
+                           f"{_md(s['category'] + '/' + s['subcategory'])} |")
+            out.append("")
+            out.append("</details>")
+        return "\n".join(out) + "\n"
+
+
+def _n(value) -> str:
+    return "—" if value is None else f"{value:,}"
+
+
+def _md(text: str) -> str:
+    return str(text).replace("|", "\\|")
+
+
+def _d(delta: int) -> str:
+    return f"{delta:+,}" if delta else "0"
+
+
+def _bold(delta: int) -> str:
+    return f"**{delta:+,}**" if delta else "0"
+
+
+def _pct(delta: int, base: int) -> str:
+    if not delta:
+        return ""
+    return f"{100.0 * delta / base:+.1f} %" if base else "new"
+
+
+def _short(name: str, width: int = 70) -> str:
+    return name if len(name) <= width else name[:width - 1] + "…"
+
+
+def _identity(build: dict) -> str:
+    mlf = build.get("mlf") or {}
+    sha = (mlf.get("sha256") or "")[:12]
+    return f"{mlf.get('name') or '?'}{' @' + sha if sha else ''} on {build.get('board') or '?'}"
+
+
+def _snapshot(value) -> dict:
+    if isinstance(value, SizeReport):
+        return value.to_json()
+    if not isinstance(value, dict) or value.get("schema") != SCHEMA:
+        raise InvalidInputError(f"not an mlfbuild size snapshot (schema {SCHEMA!r} expected)")
+    return value
+
+
+def _module_names(snapshot: dict) -> list[str]:
+    return [m["name"] for m in snapshot.get("modules") or [] if m.get("name") != "(shared)"]
+
+
+def _renamer(old: str, new: str):
+    """Rewrite one module's name into another's in symbol names and files (tvmgen_a_ → tvmgen_b_)."""
+    patterns = [(re.compile(rf"^tvmgen_{re.escape(old)}_"), f"tvmgen_{new}_"),
+                (re.compile(rf"^mlf_{re.escape(old)}_"), f"mlf_{new}_"),
+                (re.compile(rf"^mlf_model_{re.escape(old)}$"), f"mlf_model_{new}"),
+                (re.compile(rf"(^|/){re.escape(old)}_lib(\d+)"), rf"\g<1>{new}_lib\2"),
+                (re.compile(rf"(^|/)model_{re.escape(old)}\.c$"), rf"\g<1>model_{new}.c")]
+
+    def rename(text: str) -> str:
+        for pattern, replacement in patterns:
+            text = pattern.sub(replacement, text)
+        return text
+    return rename
+
+
+def diff(base, current) -> SizeDiff:
+    """What changed from `base` to `current` (snapshots as dicts, or SizeReports)."""
+    base, current = _snapshot(base), _snapshot(current)
+    caveats = []
+    bb, cb = base.get("build") or {}, current.get("build") or {}
+    if bb.get("board") != cb.get("board"):
+        caveats.append(f"different boards: {bb.get('board')} vs {cb.get('board')}")
+    if bb.get("toolchain") != cb.get("toolchain"):
+        caveats.append(f"different toolchains: {bb.get('toolchain')} vs {cb.get('toolchain')}")
+    if (bb.get("mlf") or {}).get("sha256") != (cb.get("mlf") or {}).get("sha256"):
+        caveats.append("different MLFs (sha256 differs)")
+    rename = lambda text: text  # noqa: E731
+    base_modules, current_modules = _module_names(base), _module_names(current)
+    module_map = {m: m for m in base_modules}
+    if len(base_modules) == 1 and len(current_modules) == 1 and base_modules != current_modules:
+        old, new = base_modules[0], current_modules[0]
+        rename = _renamer(old, new)
+        module_map = {old: new}
+        caveats.append(f"module '{old}' of the base compared as '{new}'")
+
+    regions = []
+    for name in ("flash", "ram"):
+        b, c = base[name]["used"], current[name]["used"]
+        regions.append({"name": name, "base": b, "current": c, "delta": c - b, "budget": current[name].get("budget")})
+
+    def by_category(snapshot):
+        return {c["name"]: c for c in snapshot.get("categories") or []}
+    bc, cc = by_category(base), by_category(current)
+    categories = []
+    for name in CATEGORIES:
+        if name not in bc and name not in cc:
+            continue
+        entry = {"name": name}
+        for region in ("flash", "ram"):
+            b = (bc.get(name) or {}).get(region, 0)
+            c = (cc.get(name) or {}).get(region, 0)
+            entry[region] = {"base": b, "current": c, "delta": c - b}
+        categories.append(entry)
+
+    def by_sub(snapshot):
+        table: dict[tuple[str, str], list[int]] = {}
+        for category in snapshot.get("categories") or []:
+            for sub in category.get("subcategories") or []:
+                slot = table.setdefault((category["name"], sub["name"]), [0, 0])
+                slot[0] += sub["flash"]
+                slot[1] += sub["ram"]
+        return table
+    bs, cs = by_sub(base), by_sub(current)
+    subcategories = []
+    for key in sorted(set(bs) | set(cs)):
+        b, c = bs.get(key, [0, 0]), cs.get(key, [0, 0])
+        if b != c:
+            subcategories.append({"category": key[0], "subcategory": key[1], "flash_base": b[0], "flash_current": c[0],
+                                  "flash_delta": c[0] - b[0], "ram_base": b[1], "ram_current": c[1],
+                                  "ram_delta": c[1] - b[1]})
+    subcategories.sort(key=lambda s: (-(abs(s["flash_delta"]) + abs(s["ram_delta"])), s["category"], s["subcategory"]))
+
+    def symbol_table(snapshot, renaming, modules):
+        table: dict[tuple, dict] = {}
+        for s in snapshot.get("symbols") or []:
+            module = modules.get(s.get("module"), s.get("module")) if renaming else s.get("module")
+            key = (s["category"], module, renaming(s.get("file") or ""), renaming(s["name"]))
+            entry = table.setdefault(key, {"name": renaming(s["name"]), "category": s["category"],
+                                           "subcategory": s["subcategory"], "module": module, "flash": 0, "ram": 0})
+            entry["flash"] += s.get("flash", 0)
+            entry["ram"] += s.get("ram", 0)
+        return table
+    bsym = symbol_table(base, rename, module_map)
+    csym = symbol_table(current, lambda t: t, {})
+    symbols = []
+    for key in set(bsym) | set(csym):
+        b, c = bsym.get(key), csym.get(key)
+        ref = c or b
+        bf, br = (b["flash"], b["ram"]) if b else (0, 0)
+        cf, cr = (c["flash"], c["ram"]) if c else (0, 0)
+        if (bf, br) == (cf, cr):
+            continue
+        status = "added" if b is None else "removed" if c is None else "changed"
+        symbols.append({"name": ref["name"], "category": ref["category"], "subcategory": ref["subcategory"],
+                        "module": ref["module"], "status": status, "flash_base": bf, "flash_current": cf,
+                        "flash_delta": cf - bf, "ram_base": br, "ram_current": cr, "ram_delta": cr - br})
+    symbols.sort(key=lambda s: (-(abs(s["flash_delta"]) + abs(s["ram_delta"])), s["name"]))
+
+    modules = []
+    base_rows = {(module_map.get(m["name"], m["name"]), r["kind"], r["device"]): r
+                 for m in base.get("modules") or [] for r in m.get("predicted_vs_linked") or []}
+    for m in current.get("modules") or []:
+        for r in m.get("predicted_vs_linked") or []:
+            b = base_rows.get((m["name"], r["kind"], r["device"]))
+            if b is None or b.get("linked") != r.get("linked") or b.get("predicted") != r.get("predicted"):
+                modules.append({"module": m["name"], "kind": r["kind"], "device": r["device"],
+                                "base_linked": b.get("linked") if b else None, "current_linked": r.get("linked"),
+                                "base_predicted": b.get("predicted") if b else None,
+                                "current_predicted": r.get("predicted"), "explanation": r.get("explanation")})
+    return SizeDiff(base=bb, current=cb, regions=regions, categories=categories, subcategories=subcategories,
+                    symbols=symbols, modules=modules, caveats=caveats)

@@ -1,0 +1,221 @@
+"""Text and Markdown forms of a size report: a short one for the end of `mlfbuild build`, a full
+one for `mlfbuild size`, a PR-ready Markdown table, and the over-budget table."""
+
+from __future__ import annotations
+
+from .report import ModuleReport, RegionUsage, SizeReport
+
+_BAR_CELLS = 10
+
+
+def _n(value: int | None) -> str:
+    return "—" if value is None else f"{value:,}"
+
+
+def _signed(value: int | None) -> str:
+    return "—" if value is None else f"{value:+,}" if value else "0"
+
+
+def _bar(region: RegionUsage) -> str:
+    if not region.budget:
+        return ""
+    filled = min(_BAR_CELLS, round(_BAR_CELLS * region.used / region.budget))
+    if region.used and not filled:
+        filled = 1
+    return "[" + "#" * filled + "." * (_BAR_CELLS - filled) + "]"
+
+
+def _percent(region: RegionUsage) -> str:
+    return f"{100.0 * region.fraction:.1f} %" if region.fraction is not None else "no limit"
+
+
+def _category_line(region: RegionUsage, limit: int = 8) -> str:
+    parts = sorted(((v, k) for k, v in region.by_category.items() if v), reverse=True)
+    return " · ".join(f"{k} {v:,}" for v, k in parts[:limit])
+
+
+def _module_name(module: str) -> str:
+    return f" ({module})" if module else ""
+
+
+def _short_symbol(name: str, module: str, width: int = 60) -> str:
+    prefix = f"tvmgen_{module}_"
+    if module and name.startswith(prefix) and len(name) > width:
+        name = name[len(prefix):]
+    if len(name) <= width:
+        return name
+    keep = width - 1
+    return name[:keep - keep // 2] + "…" + name[len(name) - keep // 2:]  # the end tells _3 from _4
+
+
+# --- text ------------------------------------------------------------------------------------------
+
+def format_short(report: SizeReport) -> str:
+    """Three or four lines for the end of `mlfbuild build`."""
+    board = report.build.get("board") or "?"
+    lines = [f"size of {report.elf_name} ({board}):"]
+    for region in (report.flash, report.ram):
+        limit = f" / {region.budget:,} B" if region.budget else " B"
+        lines.append(f"  {region.name:<5} {_bar(region):<12} {region.used:>10,}{limit:<14} {_percent(region):>8}   "
+                     f"{_category_line(region)}")
+    for region in report.over_budget:
+        lines.append(f"  error: {region.name} over budget by {region.over_by:,} B")
+    for warning in report.warnings:
+        lines.append(f"  warning: {warning}")
+    return "\n".join(lines)
+
+
+def format_text(report: SizeReport, top: int = 20) -> str:
+    out: list[str] = []
+    b = report.build
+    mlf = b.get("mlf") or {}
+    sha = (mlf.get("sha256") or "")[:12]
+    out.append(f"{report.elf_name}: board {b.get('board') or '?'}, MLF {mlf.get('name') or '?'}"
+               f"{f' (sha256 {sha}…)' if sha else ''}, {b.get('toolchain') or 'toolchain ?'}")
+    out.append("")
+    out.append(f"{'region':<8}{'used':>12}{'budget':>14}{'free':>14}{'use':>10}")
+    for region in (report.flash, report.ram):
+        free = (region.budget - region.used) if region.budget is not None else None
+        out.append(f"{region.name:<8}{region.used:>12,}{_n(region.budget):>14}{_n(free):>14}{_percent(region):>10}  {_bar(region)}")
+        if region.total is not None and region.budget is not None and region.budget < region.total:
+            out.append(f"{'':<8}(budget tighter than the board's {region.total:,} B)")
+    bk = report.berkeley
+    out.append(f"arm-none-eabi-size (Berkeley): text {bk['text']:,}  data {bk['data']:,}  bss {bk['bss']:,}; "
+               f"flash = text+data, RAM = data+bss, stack and heap reserves included")
+    out.append("")
+    out.append("sections")
+    for region in (report.flash, report.ram):
+        for i, section in enumerate(region.sections):
+            head = region.name if i == 0 else ""
+            kind = "data load image" if region.name == "flash" and section["kind"] == "data" else section["kind"]
+            out.append(f"  {head:<6}{section['name']:<22}{kind:<16}{section['size']:>12,}")
+    out.append("")
+    out.append(f"{'where the bytes go':<52}{'flash':>12}{'ram':>12}")
+    for category in report.categories():
+        if not category["flash"] and not category["ram"]:
+            continue
+        out.append(f"  {category['label']:<50}{category['flash']:>12,}{category['ram']:>12,}")
+        for sub in category["subcategories"]:
+            label = sub["name"] + (f" [{sub['module']}]" if sub["module"] else "")
+            out.append(f"      {label:<46}{sub['flash']:>12,}{sub['ram']:>12,}")
+    out.append(f"  {'total':<50}{report.flash.used:>12,}{report.ram.used:>12,}")
+    for module in report.modules:
+        out.extend(_module_text(module))
+    out.append("")
+    out.append(f"top {top} symbols")
+    out.append(f"  {'flash':>9}{'ram':>9}  {'category':<36} name")
+    for item in report.top_items(n=top):
+        where = f"{item.category}/{item.subcategory}" + (f" [{item.module}]" if item.module else "")
+        out.append(f"  {item.flash:>9,}{item.ram:>9,}  {where:<36} {_short_symbol(item.name, item.module)}"
+                   f"{'  ' + item.file if item.file else ''}")
+    if report.measured:
+        out.append("")
+        out.append("measured on the target vs static")
+        for row in report.measured:
+            static = (f"{row['static']:,} B {row['static_label']}" if row.get("static")
+                      else f"no {row['static_label'] or 'static figure'} in this image")
+            pct = f" ({row['percent']} %, headroom {row['headroom']:,} B)" if row.get("percent") is not None else ""
+            out.append(f"  {row['label']:<24}{row['measured']:>10,} B  of {static}{pct}")
+    if report.warnings or report.notes or report.over_budget:
+        out.append("")
+    for region in report.over_budget:
+        out.append(f"error: {region.name} over budget by {region.over_by:,} B")
+    for warning in report.warnings:
+        out.append(f"warning: {warning}")
+    for note in report.notes:
+        out.append(f"note: {note}")
+    return "\n".join(out)
+
+
+def _module_text(module: ModuleReport) -> list[str]:
+    out = [""]
+    if module.name == "(shared)":
+        parts = ", ".join(f"{k} {v['flash'] + v['ram']:,}" for k, v in module.by_subcategory.items())
+        out.append(f"shared by all modules: flash {module.flash:,} B, RAM {module.ram:,} B ({parts})")
+        return out
+    flavour = module.executor + (", USMP" if module.usmp else "")
+    out.append(f"model {module.name} ({flavour}): flash {module.flash:,} B, RAM {module.ram:,} B")
+    if module.memory:
+        out.append(f"  {'predicted vs linked':<14}{'dev':>4}{'metadata':>12}{'linked':>12}{'diff':>12}  why")
+        for row in module.memory:
+            out.append(f"  {row.kind:<14}{row.device:>4}{_n(row.predicted):>12}{_n(row.linked):>12}"
+                       f"{_signed(row.difference):>12}  {row.explanation}")
+    if module.operators:
+        listed = sum(1 for o in module.operators if o.in_metadata)
+        out.append(f"  operators ({listed} in metadata operator_functions)")
+        out.append(f"  {'code B':>9}{'workspace B':>13}  function")
+        rows = sorted(module.operators, key=lambda o: (not o.in_metadata, -(o.code_bytes or 0), o.name))
+        for op in rows:
+            mark = "" if op.in_metadata else "  (not in operator_functions)"
+            code = _n(op.code_bytes) if op.code_bytes is not None else "not linked"
+            out.append(f"  {code:>9}{_n(op.workspace_bytes):>13}  {_short_symbol(op.name, module.name, 80)}{mark}")
+    return out
+
+
+def budget_table(report: SizeReport, top: int = 8) -> str:
+    """The table OverBudgetError carries: by how much, and what is biggest in each region over."""
+    lines = [f"{'region':<8}{'used':>12}{'budget':>12}{'over by':>12}{'use':>9}"]
+    for region in (report.flash, report.ram):
+        if region.budget is None:
+            continue
+        over = f"{region.over_by:+,}" if region.over_by else "fits"
+        lines.append(f"{region.name:<8}{region.used:>12,}{region.budget:>12,}{over:>12}{_percent(region):>9}")
+    for region in report.over_budget:
+        lines.append(f"biggest in {region.name}:")
+        for item in report.top_items(region.name, n=top):
+            size = item.flash if region.name == "flash" else item.ram
+            where = f"{item.category}/{item.subcategory}" + (f" [{item.module}]" if item.module else "")
+            lines.append(f"  {size:>10,}  {where:<34} {_short_symbol(item.name, item.module, 50)}")
+        categories = sorted(((v, k) for k, v in region.by_category.items() if v), reverse=True)
+        lines.append("  by category: " + ", ".join(f"{k} {v:,}" for v, k in categories))
+    return "\n".join(lines)
+
+
+# --- markdown --------------------------------------------------------------------------------------
+
+def _md(text: str) -> str:
+    return str(text).replace("|", "\\|")
+
+
+def format_markdown(report: SizeReport, top: int = 10) -> str:
+    b = report.build
+    mlf = b.get("mlf") or {}
+    out = [f"### Firmware size: `{_md(mlf.get('name') or report.elf_name)}` on `{_md(b.get('board') or '?')}`", ""]
+    out.append("| region | used | budget | free | use |")
+    out.append("|---|---:|---:|---:|---:|")
+    for region in (report.flash, report.ram):
+        free = (region.budget - region.used) if region.budget is not None else None
+        out.append(f"| {region.name} | {region.used:,} | {_n(region.budget)} | {_n(free)} | {_percent(region)} |")
+    out.append("")
+    out.append("| category | flash | RAM |")
+    out.append("|---|---:|---:|")
+    for category in report.categories():
+        if category["flash"] or category["ram"]:
+            out.append(f"| {_md(category['name'])} | {category['flash']:,} | {category['ram']:,} |")
+    out.append(f"| **total** | **{report.flash.used:,}** | **{report.ram.used:,}** |")
+    rows = [(m, r) for m in report.modules for r in m.memory]
+    if rows:
+        out.append("")
+        out.append("| module | kind | metadata | linked | diff | why |")
+        out.append("|---|---|---:|---:|---:|---|")
+        for module, row in rows:
+            out.append(f"| {_md(module.name)} | {row.kind} | {_n(row.predicted)} | {_n(row.linked)} | "
+                       f"{_signed(row.difference)} | {_md(row.explanation)} |")
+    out.append("")
+    out.append(f"<details><summary>top {top} symbols</summary>")
+    out.append("")
+    out.append("| flash | RAM | category | symbol |")
+    out.append("|---:|---:|---|---|")
+    for item in report.top_items(n=top):
+        out.append(f"| {item.flash:,} | {item.ram:,} | {_md(item.category + '/' + item.subcategory)} | "
+                   f"`{_md(_short_symbol(item.name, item.module))}` |")
+    out.append("")
+    out.append("</details>")
+    for region in report.over_budget:
+        out.append(f"\n**{region.name} over budget by {region.over_by:,} B**")
+    for warning in report.warnings:
+        out.append(f"\n> warning: {_md(warning)}")
+    out.append("")
+    sha = (mlf.get("sha256") or "")[:12]
+    out.append(f"<sub>{_md(b.get('toolchain') or '')}{' · MLF sha256 ' + sha if sha else ''}</sub>")
+    return "\n".join(out) + "\n"

@@ -1,0 +1,546 @@
+"""The size report: regions, categories, symbols, per-module predicted vs linked, budgets, peaks.
+
+`size_report(elf, record)` reads the linked ELF and build.json's description of the model and the
+board — nothing else (no map file, no toolchain binaries), so it works on any machine that has the
+two files.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from elftools.common.exceptions import ELFError
+
+from ..errors import InvalidInputError, OverBudgetError
+from .attribution import CATEGORIES, CATEGORY_LABELS, Classifier, ModelFacts, Owner, Piece, attribute
+from .elf import ElfImage, Region, load_elf
+
+SCHEMA = "mlfbuild-size/1"
+WARN_FRACTION = 0.90
+FLASH_KINDS = ("text", "rodata", "data")  # data = the load image of .data
+RAM_KINDS = ("data", "bss", "noinit", "heap", "stack")
+
+
+@dataclass
+class RegionUsage:
+    name: str  # flash | ram
+    used: int
+    total: int | None  # the board's region length (None: the host has no fixed memory)
+    budget: int | None  # the tighter of total and the user's budget
+    sections: list[dict]  # [{"name", "kind", "size"}]
+    by_kind: dict[str, int]
+    by_category: dict[str, int]
+
+    @property
+    def fraction(self) -> float | None:
+        return self.used / self.budget if self.budget else None
+
+    @property
+    def over_by(self) -> int:
+        return self.used - self.budget if self.budget is not None and self.used > self.budget else 0
+
+    def to_json(self) -> dict:
+        return {"used": self.used, "total": self.total, "budget": self.budget,
+                "free": (self.budget - self.used) if self.budget is not None else None,
+                "percent": round(100.0 * self.fraction, 2) if self.fraction is not None else None,
+                "sections": self.sections, "by_kind": self.by_kind, "by_category": self.by_category}
+
+
+@dataclass
+class Item:
+    """One named owner of bytes: a symbol, or an anonymous group ("(anonymous literals)")."""
+
+    category: str
+    subcategory: str
+    module: str
+    file: str
+    name: str
+    flash: int = 0
+    ram: int = 0
+    sections: set[str] = field(default_factory=set)
+
+    @property
+    def key(self) -> str:
+        return "/".join((self.category, self.module, self.file, self.name))
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "category": self.category, "subcategory": self.subcategory,
+                "module": self.module, "file": self.file, "sections": sorted(self.sections),
+                "flash": self.flash, "ram": self.ram}
+
+
+@dataclass
+class MemoryRow:
+    kind: str  # workspace | constants | io
+    device: int
+    predicted: int | None
+    linked: int | None
+    explanation: str
+
+    @property
+    def difference(self) -> int | None:
+        if self.predicted is None or self.linked is None:
+            return None
+        return self.linked - self.predicted
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "device": self.device, "predicted": self.predicted, "linked": self.linked,
+                "difference": self.difference, "explanation": self.explanation}
+
+
+@dataclass
+class OperatorRow:
+    name: str
+    workspace_bytes: int | None  # from the metadata (None: not in operator_functions)
+    code_bytes: int | None  # linked code (None: not in the image)
+    in_metadata: bool
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "workspace_bytes": self.workspace_bytes, "code_bytes": self.code_bytes,
+                "in_metadata": self.in_metadata}
+
+
+@dataclass
+class ModuleReport:
+    name: str
+    executor: str
+    usmp: bool
+    flash: int
+    ram: int
+    by_subcategory: dict[str, dict[str, int]]  # subcategory -> {"flash", "ram"}
+    memory: list[MemoryRow]
+    operators: list[OperatorRow]
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "executor": self.executor, "usmp": self.usmp, "flash": self.flash,
+                "ram": self.ram, "by_subcategory": self.by_subcategory,
+                "predicted_vs_linked": [r.to_json() for r in self.memory],
+                "operators": [o.to_json() for o in self.operators]}
+
+
+@dataclass
+class SizeReport:
+    elf_name: str
+    machine: str
+    build: dict[str, Any]
+    flash: RegionUsage
+    ram: RegionUsage
+    berkeley: dict[str, int]
+    items: list[Item]
+    modules: list[ModuleReport]
+    measured: list[dict]
+    warnings: list[str]
+    notes: list[str]
+
+    # --- views ---
+    def categories(self) -> list[dict]:
+        """[{"name", "label", "flash", "ram", "subcategories": [{"name", "module", "flash", "ram"}]}]"""
+        subs: dict[str, dict[tuple[str, str], list[int]]] = {c: {} for c in CATEGORIES}
+        for item in self.items:
+            slot = subs.setdefault(item.category, {}).setdefault((item.subcategory, item.module), [0, 0])
+            slot[0] += item.flash
+            slot[1] += item.ram
+        out = []
+        for name in CATEGORIES:
+            entries = subs.get(name, {})
+            flash = sum(v[0] for v in entries.values())
+            ram = sum(v[1] for v in entries.values())
+            if not entries and name in ("other", "heap", "stack"):
+                continue
+            out.append({"name": name, "label": CATEGORY_LABELS[name], "flash": flash, "ram": ram,
+                        "subcategories": [{"name": s, "module": m, "flash": v[0], "ram": v[1]}
+                                          for (s, m), v in sorted(entries.items(), key=lambda kv: (-(kv[1][0] + kv[1][1]), kv[0]))]})
+        return out
+
+    def top_items(self, region: str | None = None, n: int = 20) -> list[Item]:
+        if region == "flash":
+            key = lambda i: i.flash  # noqa: E731
+        elif region == "ram":
+            key = lambda i: i.ram  # noqa: E731
+        else:
+            key = lambda i: i.flash + i.ram  # noqa: E731
+        return sorted((i for i in self.items if key(i) > 0), key=lambda i: (-key(i), i.key))[:n]
+
+    @property
+    def over_budget(self) -> list[RegionUsage]:
+        return [r for r in (self.flash, self.ram) if r.over_by > 0]
+
+    def raise_if_over_budget(self) -> None:
+        """OverBudgetError (exit 5) with the table when flash or RAM exceed their budget."""
+        over = self.over_budget
+        if not over:
+            return
+        from .render import budget_table
+        parts = [f"{r.name} {r.used:,} B > {r.budget:,} B by {r.over_by:,} B" for r in over]
+        raise OverBudgetError(f"the firmware does not fit: {'; '.join(parts)}", table=budget_table(self))
+
+    def to_json(self) -> dict:
+        return {
+            "schema": SCHEMA,
+            "elf": self.elf_name,
+            "machine": self.machine,
+            "build": self.build,
+            "flash": self.flash.to_json(),
+            "ram": self.ram.to_json(),
+            "berkeley": self.berkeley,
+            "categories": self.categories(),
+            "modules": [m.to_json() for m in self.modules],
+            "symbols": [i.to_json() for i in sorted(self.items, key=lambda i: (-(i.flash + i.ram), i.key))],
+            "measured": self.measured,
+            "warnings": self.warnings,
+            "notes": self.notes,
+        }
+
+    def to_json_text(self) -> str:
+        return json.dumps(self.to_json(), indent=2, sort_keys=True) + "\n"
+
+    # --- forms (render.py / html.py) ---
+    def format_short(self) -> str:
+        from .render import format_short
+        return format_short(self)
+
+    def format_text(self, top: int = 20) -> str:
+        from .render import format_text
+        return format_text(self, top=top)
+
+    def format_markdown(self, top: int = 10) -> str:
+        from .render import format_markdown
+        return format_markdown(self, top=top)
+
+    def format_html(self) -> str:
+        from .html import format_html
+        return format_html(self)
+
+
+# --- building the report -----------------------------------------------------------------------
+
+def board_regions(record: dict) -> dict[str, Region] | None:
+    memory = (record.get("board") or {}).get("memory")
+    if not memory:
+        return None
+    try:
+        return {name: Region(name, int(memory[name]["origin"]), int(memory[name]["length"])) for name in ("flash", "ram")}
+    except (KeyError, TypeError, ValueError):
+        raise InvalidInputError("build.json: board.memory must give flash and ram as {origin, length}") from None
+
+
+def size_report(elf: Path, record: dict, *, budget_flash: int | None = None, budget_ram: int | None = None,
+                measured: dict[str, int] | None = None) -> SizeReport:
+    """Attribute every byte of `elf` (flash and RAM) and join it with the model and board in
+    `record` (build.json). Never raises for a budget: call `raise_if_over_budget()`."""
+    if not isinstance(record, dict):
+        raise InvalidInputError("build.json: not a JSON object")
+    regions = board_regions(record)
+    image = load_elf(Path(elf), regions)
+    try:
+        return _report(image, record, regions, budget_flash, budget_ram, measured)
+    except ELFError as exc:  # section contents that the headers promise but the file lacks
+        raise InvalidInputError(f"{elf}: not a readable ELF image ({exc})") from None
+    finally:
+        image.close()
+
+
+def _report(image: ElfImage, record: dict, regions, budget_flash, budget_ram, measured) -> SizeReport:
+    facts = ModelFacts.from_record(record)
+    pieces = attribute(image, Classifier(facts))
+    items = _items(pieces)
+    berkeley = {"text": 0, "data": 0, "bss": 0}
+    for section in image.sections:
+        berkeley[section.berkeley] += section.size
+    flash = _region("flash", image, pieces, regions, budget_flash)
+    ram = _region("ram", image, pieces, regions, budget_ram)
+    notes: list[str] = []
+    warnings: list[str] = []
+    _explain_berkeley(image, berkeley, flash, ram, notes)
+    if not image.has_dwarf:
+        notes.append("the ELF has no DWARF: bytes are attributed by symbol names and STT_FILE entries only")
+    other = sum(i.flash + i.ram for i in items if i.category == "other")
+    if other:
+        notes.append(f"{other:,} B could not be given an owner (unnamed bytes nothing refers to): category 'other'")
+    for region in (flash, ram):
+        if region.budget is not None and region.over_by == 0 and region.fraction is not None \
+                and region.fraction > WARN_FRACTION:
+            warnings.append(f"{region.name} is {100 * region.fraction:.1f} % full ({region.used:,} of "
+                            f"{region.budget:,} B; warning above {100 * WARN_FRACTION:.0f} %)")
+    modules = _modules(record, items)
+    measured_rows = _measured(measured, image, items, record, warnings)
+    board = record.get("board") or {}
+    mlf = record.get("mlf") or {}
+    build = {"board": board.get("name"), "toolchain": record.get("toolchain"),
+             "mlf": {"name": mlf.get("name"), "sha256": mlf.get("sha256"), "version": mlf.get("version")},
+             "mlfbuild_version": record.get("mlfbuild_version"), "templates": record.get("templates"),
+             "runtime": record.get("runtime"), "cflags": (record.get("flags") or {}).get("cflags")}
+    return SizeReport(elf_name=image.path.name, machine=image.machine, build=build, flash=flash, ram=ram,
+                      berkeley=berkeley, items=items, modules=modules, measured=measured_rows,
+                      warnings=warnings, notes=notes)
+
+
+def _items(pieces: list[Piece]) -> list[Item]:
+    table: dict[Owner, Item] = {}
+    for piece in pieces:
+        owner = piece.owner
+        item = table.get(owner)
+        if item is None:
+            item = table[owner] = Item(owner.category, owner.subcategory, owner.module, owner.file, owner.name)
+        if piece.section.in_flash:
+            item.flash += piece.size
+        if piece.section.in_ram:
+            item.ram += piece.size
+        item.sections.add(piece.section.name)
+    # Two owners that differ only in subcategory (never in practice) would share a key: merge them.
+    merged: dict[str, Item] = {}
+    for item in table.values():
+        if item.key in merged:
+            other = merged[item.key]
+            other.flash += item.flash
+            other.ram += item.ram
+            other.sections |= item.sections
+        else:
+            merged[item.key] = item
+    return list(merged.values())
+
+
+def _region(name: str, image: ElfImage, pieces: list[Piece], regions, budget: int | None) -> RegionUsage:
+    inside = [s for s in image.sections if (s.in_flash if name == "flash" else s.in_ram)]
+    by_kind: dict[str, int] = defaultdict(int)
+    for section in inside:
+        by_kind[section.kind] += section.size
+    by_category = {c: 0 for c in CATEGORIES}
+    for piece in pieces:
+        if piece.section.in_flash if name == "flash" else piece.section.in_ram:
+            by_category[piece.owner.category] += piece.size
+    total = regions[name].length if regions else None
+    limits = [v for v in (total, budget) if v is not None]
+    return RegionUsage(name=name, used=sum(s.size for s in inside), total=total,
+                       budget=min(limits) if limits else None,
+                       sections=[{"name": s.name, "kind": s.kind, "size": s.size, "address": s.lma if name == "flash" else s.addr}
+                                 for s in inside],
+                       by_kind=dict(by_kind), by_category={k: v for k, v in by_category.items() if v})
+
+
+def _explain_berkeley(image: ElfImage, berkeley: dict, flash: RegionUsage, ram: RegionUsage, notes: list[str]) -> None:
+    if flash.used != berkeley["text"] + berkeley["data"]:
+        notes.append(f"flash used {flash.used:,} B differs from arm-none-eabi-size text+data "
+                     f"({berkeley['text'] + berkeley['data']:,} B): some loadable section is outside the board's flash")
+    writable_in_flash = [s for s in image.sections if s.berkeley == "data" and s.in_flash and not s.in_ram]
+    if writable_in_flash:
+        total = sum(s.size for s in writable_in_flash)
+        names = ", ".join(f"{s.name} ({s.size:,} B)" for s in writable_in_flash)
+        notes.append(f"arm-none-eabi-size counts {names} as data, and so as RAM, but it lives in flash: a writable "
+                     f"input section (TVM before 0.17 declares its USMP constant pool in .rodata.tvm without const) "
+                     f"made it writable. RAM used here is data+bss minus {total:,} B; marking the output section "
+                     f"(READONLY) in the linker script makes the two agree")
+    elif ram.used != berkeley["data"] + berkeley["bss"]:
+        notes.append(f"RAM used {ram.used:,} B differs from arm-none-eabi-size data+bss "
+                     f"({berkeley['data'] + berkeley['bss']:,} B)")
+
+
+# --- per module: predicted vs linked, operators ----------------------------------------------------
+
+_SECTION_REF = "mlf-format §12.8"
+
+
+def _modules(record: dict, items: list[Item]) -> list[ModuleReport]:
+    library = record.get("library") or {}
+    lowered = {m.get("name"): m for m in record.get("models") or []}
+    modules = library.get("modules") or []
+    by_module: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
+    functions: dict[str, int] = defaultdict(int)
+    for item in items:
+        if item.category != "model":
+            continue
+        slot = by_module[item.module][item.subcategory]
+        slot[0] += item.flash
+        slot[1] += item.ram
+        if item.subcategory in ("operators", "executor") and not item.name.startswith("("):
+            functions[item.name] += item.flash
+    pool = sum(v[1] for subs in by_module.values() for s, v in subs.items() if s == "workspace pool")
+    pool_users = [m.get("name") for m in record.get("models") or [] if m.get("workspace_bytes")]
+    out = []
+    for module in modules:
+        name = module.get("name", "")
+        subs = by_module.get(name, {})
+        rows = _memory_rows(module, lowered.get(name, {}), dict(subs), pool, pool_users)
+        out.append(ModuleReport(
+            name=name, executor=module.get("executor") or "operator", usmp=bool(module.get("usmp")),
+            flash=sum(v[0] for v in subs.values()), ram=sum(v[1] for v in subs.values()),
+            by_subcategory={s: {"flash": v[0], "ram": v[1]} for s, v in sorted(subs.items())},
+            memory=rows, operators=_operators(module, functions)))
+    if "(shared)" in by_module and len(modules) > 1:
+        subs = by_module["(shared)"]
+        out.append(ModuleReport(name="(shared)", executor="", usmp=False, flash=sum(v[0] for v in subs.values()),
+                                ram=sum(v[1] for v in subs.values()),
+                                by_subcategory={s: {"flash": v[0], "ram": v[1]} for s, v in sorted(subs.items())},
+                                memory=[], operators=[]))
+    return out
+
+
+def _operators(module: dict, functions: dict[str, int]) -> list[OperatorRow]:
+    listed = (module.get("memory") or {}).get("operator_functions") or []
+    rows, seen = [], set()
+    for op in listed:
+        fname = op.get("function_name", "")
+        seen.add(fname)
+        rows.append(OperatorRow(fname, op.get("workspace_size_bytes"), functions.get(fname), True))
+    name = module.get("name", "")
+    prefix = f"tvmgen_{name}_"
+    for fname, size in sorted(functions.items()):
+        if fname in seen:
+            continue
+        if fname.startswith(prefix) or (module.get("entry_function") == fname):
+            rows.append(OperatorRow(fname, None, size, False))
+    return rows
+
+
+def _memory_rows(module: dict, lowered: dict, linked: dict, pool: int, pool_users: list) -> list[MemoryRow]:
+    memory = (module.get("memory") or {}).get("main") or []
+    executor = module.get("executor") or "operator"
+    usmp = bool(module.get("usmp"))
+    tensors = sum(t.get("size_bytes") or 0 for t in (module.get("inputs") or []) + (module.get("outputs") or []))
+
+    def get(sub: str, index: int) -> int:
+        return linked.get(sub, [0, 0])[index]
+
+    usmp_pool = get("USMP workspace pool", 1)
+    own_pool = get("workspace pool", 1)
+    arena = get("graph arena", 1)
+    io = get("io buffers", 1)
+    constants = get("constants", 0)
+    weights = get("weights (params file)", 0)
+    module_pool = own_pool if own_pool else (pool if lowered.get("workspace_bytes") else 0)
+    rows: list[MemoryRow] = []
+    if not memory:  # operator style: no main function, so no summary; still show what is linked
+        if module_pool or io:
+            rows.append(MemoryRow("workspace", 1, None, module_pool,
+                                  "operator export: no memory summary; TVMBackendAllocWorkspace pool sized from the allocation sites"))
+            rows.append(MemoryRow("io", 1, None, io, f"operator export: one static buffer per argument ({tensors:,} B)"))
+        return rows
+    for entry in memory:
+        device = int(entry.get("device", 1))
+        ws, cs, ios = (int(entry.get(k) or 0) for k in ("workspace_size_bytes", "constants_size_bytes", "io_size_bytes"))
+        if device != 1:
+            for kind, value in (("workspace", ws), ("constants", cs), ("io", ios)):
+                rows.append(MemoryRow(kind, device, value, None,
+                                      f"device type {device} is not the CPU: not part of this firmware"))
+            continue
+        # workspace
+        if executor == "graph":
+            total = arena + module_pool
+            text = (f"graph executor: activations in mlfbuild's planned arena ({arena:,} B, inputs and outputs "
+                    f"inside) + operator scratch in the TVMBackendAllocWorkspace pool ({module_pool:,} B); TVM's "
+                    f"figure is sized for its own graph runtime")
+            rows.append(MemoryRow("workspace", device, ws, total, text))
+        elif usmp:
+            diff = usmp_pool - ws
+            if usmp_pool == 0:
+                text = "USMP on but no pool in the image (external pools, or nothing to plan)"
+            elif diff == 0:
+                text = "USMP pool global_workspace, exactly as planned"
+            else:
+                text = f"USMP pool global_workspace {'+' if diff > 0 else ''}{diff:,} B vs the summary (alignment)"
+            total = usmp_pool + module_pool
+            if module_pool:
+                text += f"; plus the TVMBackendAllocWorkspace pool ({module_pool:,} B)"
+            rows.append(MemoryRow("workspace", device, ws, total, text))
+        else:
+            slack = module_pool - ws
+            text = (f"no USMP: TVM sized this for a stack allocator (largest operator workspace + main's "
+                    f"intermediates); the TVMBackendAllocWorkspace pool adds {slack:,} B of alignment slack "
+                    f"(16 B per allocation site)")
+            if len(pool_users) > 1:
+                text += f", shared by {len(pool_users)} modules and sized for the largest"
+            rows.append(MemoryRow("workspace", device, ws, module_pool, text))
+        # constants
+        linked_constants = constants + weights
+        if weights and not constants:
+            text = (f"weights from the params file, linked into flash by mlfbuild as 16-B aligned const arrays"
+                    f"{' (+' + format(weights - cs, ',') + ' B)' if weights != cs else ''}")
+        elif usmp and constants and constants == cs:
+            text = "USMP constant pool global_const_workspace, exactly as predicted"
+        elif cs == 0 and linked_constants:
+            text = (f"TVM reports 0 without a USMP constant pool, although the constants are compiled into the "
+                    f"kernels ({_SECTION_REF})")
+        elif linked_constants == cs:
+            text = "as predicted"
+        elif linked_constants == 0:
+            text = "no constants in the image (params loaded at run time, or none)"
+        else:
+            diff = linked_constants - cs
+            text = (f"{'+' if diff > 0 else ''}{diff:,} B: constant arrays are aligned (16 B each) and the "
+                    f"summary counts main's constants only")
+        rows.append(MemoryRow("constants", device, cs, linked_constants, text))
+        # io
+        if executor == "graph":
+            text = f"graph executor: inputs and outputs live inside the planned arena (tensors {tensors:,} B)"
+            rows.append(MemoryRow("io", device, ios, io, text))
+        else:
+            if ios == tensors:
+                text = "one static buffer per input and output, as predicted"
+            elif ios == 2 * tensors:
+                text = (f"TVM's AOT io_size_bytes counts inputs and outputs twice ({_SECTION_REF}); buffers are "
+                        f"sized from the per-tensor sizes ({tensors:,} B)")
+            else:
+                text = (f"TVM's AOT io_size_bytes is not inputs+outputs ({_SECTION_REF}); buffers are sized from "
+                        f"the per-tensor sizes ({tensors:,} B)")
+            if io and io != tensors:
+                text += f"; {io - tensors:+,} B vs the tensors"
+            rows.append(MemoryRow("io", device, ios, io, text))
+    return rows
+
+
+# --- measured peaks --------------------------------------------------------------------------------
+
+_MEASURED_LABELS = {"stack_peak": "stack high-water mark", "workspace_peak": "workspace peak",
+                    "heap_peak": "heap peak"}
+
+
+def _measured(measured: dict | None, image: ElfImage, items: list[Item], record: dict, warnings: list[str]) -> list[dict]:
+    if not measured:
+        return []
+    stack = sum(s.size for s in image.sections if s.kind == "stack")
+    if not stack:
+        stack = int(((record.get("board") or {}).get("memory") or {}).get("stack_bytes") or 0)
+    heap = sum(s.size for s in image.sections if s.kind == "heap")
+    pool = sum(i.ram for i in items if i.subcategory == "workspace pool")
+    static = {"stack_peak": ("stack reserve (.stack)", stack), "workspace_peak": ("TVMBackendAllocWorkspace pool", pool),
+              "heap_peak": ("heap reserve (.heap)", heap)}
+    rows = []
+    for key in sorted(measured):
+        value = measured[key]
+        if value is None:
+            continue
+        try:
+            value = int(value)
+        except (TypeError, ValueError):
+            raise InvalidInputError(f"measured {key}: not a byte count ({value!r})") from None
+        label, capacity = static.get(key, (None, None))
+        row = {"name": key, "label": _MEASURED_LABELS.get(key, key), "measured": value,
+               "static_label": label, "static": capacity or None,
+               "percent": round(100.0 * value / capacity, 1) if capacity else None,
+               "headroom": (capacity - value) if capacity else None}
+        rows.append(row)
+        if capacity and value > capacity:
+            warnings.append(f"measured {row['label']} {value:,} B exceeds the {label} of {capacity:,} B")
+        elif capacity and value > WARN_FRACTION * capacity:
+            warnings.append(f"measured {row['label']} {value:,} B is {100.0 * value / capacity:.0f} % of the "
+                            f"{label} ({capacity:,} B)")
+    return rows
+
+
+# --- snapshots -------------------------------------------------------------------------------------
+
+def load_snapshot(path: Path) -> dict:
+    """A JSON size snapshot written by `mlfbuild size --json` (for --diff)."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except OSError as exc:
+        raise InvalidInputError(f"{path}: cannot read the size snapshot ({exc.strerror or exc})") from None
+    except ValueError as exc:
+        raise InvalidInputError(f"{path}: not a JSON size snapshot ({exc})") from None
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        raise InvalidInputError(f"{path}: not an mlfbuild size snapshot (schema {SCHEMA!r} expected)")
+    return data

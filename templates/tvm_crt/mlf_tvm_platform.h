@@ -1,0 +1,37 @@
+/*
+ * mlf_tvm_platform.h — glue between mlfbuild firmware and TVM's standalone C runtime (--runtime tvm).
+ *
+ * mlf_tvm_platform.c implements the platform hooks TVM's CRT calls (tvm/runtime/crt/platform.h:
+ * memory, abort, timers, TVMLogf) on top of mlfrt (console, timer, exit), and the mlfrt workspace
+ * API main.c uses (mlfrt_workspace_init/peak/used) over TVM's own memory managers. The functions
+ * below are what the generated model code (src/model_<name>.c) calls.
+ */
+#ifndef MLF_TVM_PLATFORM_H_
+#define MLF_TVM_PLATFORM_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <tvm/runtime/c_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Hands `pool` to TVM's page allocator (PageMemoryManagerCreate, 2^MLF_TVM_PAGE_SIZE_LOG2-byte
+   pages) as the memory behind TVMPlatformMemoryAllocate/Free. Only the first call sets the pool up;
+   later calls with the same pool keep its state. Returns 0, or -1 when another pool is in use. */
+int mlf_tvm_use_page_pool(uint8_t* pool, size_t size);
+
+/* TVMInitializeRuntime() (once per firmware), then the system library module through the
+   "runtime.SystemLib" global function, as TVM's apps/bundle_deploy does. 0 on success. */
+int mlf_tvm_system_lib(TVMModuleHandle* out);
+
+/* Prints "tvm: <what> failed" and TVM's last error message on the console. */
+void mlf_tvm_report(const char* what);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* MLF_TVM_PLATFORM_H_ */
