@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
 # Set up mlfbuild on a Debian machine: install the Debian packages listed in docker/apt-packages.txt
-# that are missing, then create .venv with mlfbuild (and its test tools) installed from this checkout.
+# (and, with --test, docker/apt-packages-test.txt: what only the test suite needs) that are missing,
+# then create .venv with mlfbuild and its test tools installed from this checkout.
 # Safe to run again: it only installs what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+lists=(docker/apt-packages.txt)
+[ "${1:-}" = "--test" ] && lists+=(docker/apt-packages-test.txt)
 packages=()
-while read -r line; do
-  line="${line%%#*}"
-  for word in $line; do packages+=("$word"); done
-done < docker/apt-packages.txt
+for list in "${lists[@]}"; do
+  while read -r line; do
+    line="${line%%#*}"
+    for word in $line; do packages+=("$word"); done
+  done < "$list"
+done
 
 missing=()
 for package in "${packages[@]}"; do

@@ -4,7 +4,7 @@
 # with CI=true their absence is a failure, not a skip.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh --test
 fixtures="${MLFBUILD_FIXTURES:-../shared/fixtures}"
 if [ "${CI:-}" = "true" ] && [ ! -d "$fixtures" ]; then
   echo "test: the shared MLF fixtures are missing at $fixtures (set MLFBUILD_FIXTURES)" >&2

@@ -51,17 +51,18 @@ def test_wheel_installs_and_builds_in_a_fresh_venv(wheel, tmp_path):
     assert str(REPO) not in (tmp_path / "out" / "project" / "Makefile").read_text()
 
 
-def _package_list() -> list[str]:
-    text = (REPO / "docker" / "apt-packages.txt").read_text()
+def _package_list(name: str = "apt-packages.txt") -> list[str]:
+    text = (REPO / "docker" / name).read_text()
     return [word for line in text.splitlines() for word in line.split("#")[0].split()]
 
 
 def test_one_package_list_for_setup_and_docker():
-    packages = _package_list()
-    assert {"gcc-arm-none-eabi", "libnewlib-arm-none-eabi", "qemu-system-arm"} <= set(packages)
+    packages = _package_list() + _package_list("apt-packages-test.txt")
+    assert {"gcc-arm-none-eabi", "libnewlib-arm-none-eabi", "qemu-system-arm", "chromium"} <= set(packages)
     setup = (REPO / "scripts" / "setup.sh").read_text()
     dockerfile = (REPO / "docker" / "Dockerfile").read_text()
-    assert "docker/apt-packages.txt" in setup and "apt-packages.txt" in dockerfile
+    assert "docker/apt-packages.txt" in setup and "docker/apt-packages-test.txt" in setup
+    assert "apt-packages.txt" in dockerfile
     for text in (setup, dockerfile):  # neither file keeps a second copy of the list
         for line in text.splitlines():
             if "apt-get install" in line or "xargs" in line:
