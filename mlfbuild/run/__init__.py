@@ -7,6 +7,8 @@ Knows how to talk to the firmware and compare numbers; does not know how the bui
 from __future__ import annotations
 
 import time
+import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -83,8 +85,8 @@ def _load_tensors(path: Path | None) -> dict[str, np.ndarray]:
             return {"": np.load(path, allow_pickle=False)}
         with np.load(path, allow_pickle=False) as data:
             return {key: data[key] for key in data.files}
-    except (OSError, ValueError) as exc:
-        raise InvalidInputError(f"{path}: not a readable .npz/.npy tensor file ({exc})") from None
+    except (OSError, ValueError, EOFError, KeyError, TypeError, zipfile.BadZipFile, zlib.error) as exc:
+        raise InvalidInputError(f"{path}: not a readable .npz/.npy tensor file ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from None
 
 
 def _pick(tensors: dict[str, np.ndarray], model: dict, spec: dict, single: bool) -> np.ndarray | None:
