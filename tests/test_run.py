@@ -233,3 +233,16 @@ def test_mlperf_tiny_runner_protocol(build_firmware, fixtures_dir):
         assert _read_until_ready(port, deadline)[0] == "e-[Command 'db load' must be >0 bytes]"
     finally:
         transport.close(1)
+
+
+@pytest.mark.qemu
+def test_measured_peaks_reach_the_size_report(build_firmware, fixtures_dir):
+    out = build_firmware(fixtures_dir / "tvm-0.13" / "kws_aot_c_unpacked_nousmp.tar", "mps2-an386")
+    run = run_build(out, references=[f"default={fixtures_dir / 'tvm-0.13' / 'kws.npz'}"], timeout=60)
+    workspace = run.models[0].workspace_peak
+    record = json.loads((out / "build.json").read_text())
+    assert 0 < workspace <= record["workspace_bytes"]
+    assert 0 < run.models[0].stack_peak < record["board"]["memory"]["stack_bytes"]
+    size = subprocess.run([sys.executable, "-m", "mlfbuild", "size", str(out), "--json"], capture_output=True, text=True)
+    measured = {row["label"]: row["measured"] for row in json.loads(size.stdout)["measured"]}
+    assert workspace in measured.values() and run.models[0].stack_peak in measured.values()

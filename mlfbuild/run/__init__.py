@@ -6,6 +6,7 @@ Knows how to talk to the firmware and compare numbers; does not know how the bui
 
 from __future__ import annotations
 
+import json
 import time
 import zipfile
 import zlib
@@ -19,6 +20,9 @@ from ..errors import InvalidInputError, RunError
 from .compare import Comparison, compare
 from .protocol import Client
 from .transports import FAULT_EXIT_CODE, HostTransport, QemuTransport, SerialTransport, Transport
+
+
+RUN_RECORD = "run.json"
 
 
 @dataclass
@@ -178,8 +182,22 @@ def run_build(build_dir: Path, *, port: str | None = None, baud: int = 115200, i
     ending = transport.close(timeout=min(timeout, 10.0))
     if ending.exit_code not in (0, None):
         raise RunError(f"the firmware exited with status {ending.exit_code} on {transport.describe()}")
-    return RunResult(target=str(build_dir), board=record["board"]["name"], models=results,
-                     exit_code=ending.exit_code, seconds=time.monotonic() - started)
+    result = RunResult(target=str(build_dir), board=record["board"]["name"], models=results,
+                       exit_code=ending.exit_code, seconds=time.monotonic() - started)
+    # The measured peaks next to the static numbers: `mlfbuild size` picks this file up.
+    (Path(build_dir) / RUN_RECORD).write_text(json.dumps(result.to_json(), indent=2, sort_keys=True) + "\n")
+    return result
+
+
+def measured_peaks(build_dir: Path) -> dict[str, int] | None:
+    """Stack high-water mark and workspace peak from the last run of this build, if any."""
+    path = Path(build_dir) / RUN_RECORD
+    try:
+        models = json.loads(path.read_text())["models"]
+        return {"stack_peak": max(int(m["stack_peak"]) for m in models),
+                "workspace_peak": max(int(m["workspace_peak"]) for m in models)}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def _run_model(client: Client, model: dict, given, reference, rng, repeat, atol, rtol, timer_hz, inputs_path) -> ModelRun:

@@ -78,7 +78,10 @@ def run(args: argparse.Namespace, out=None, err=None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
     elf, record = resolve_target(args.target)
-    report = size_report(elf, record, budget_flash=args.budget_flash, budget_ram=args.budget_ram)
+    from ..run import measured_peaks  # the last `mlfbuild run` of this build, if any
+
+    report = size_report(elf, record, budget_flash=args.budget_flash, budget_ram=args.budget_ram,
+                         measured=measured_peaks(elf.parent))
     if args.html:
         try:
             args.html.write_text(report.format_html())
