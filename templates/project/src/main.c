@@ -275,25 +275,24 @@ static void print_results(void) {
   put_text("m-results-[");
   for (uint32_t i = 0; i < out->nbytes / width; i++) {
     const uint8_t* p = (const uint8_t*)out->data + i * width;
-    int64_t milli = 0;
+    int32_t milli; /* 32-bit arithmetic only: no 64-bit or double helpers from libgcc */
     if (out->dtype_code == 2u && width == 4u) {
       float f;
       memcpy(&f, p, sizeof f);
-      milli = (int64_t)(f * 1000.0f);
-    } else if (width == 1u) {
-      int32_t v = out->dtype_code == 0u ? (int32_t)(int8_t)p[0] + 128 : (int32_t)p[0];
-      milli = (int64_t)v * 1000 / 255;
+      f = f > 2e6f ? 2e6f : (f < -2e6f ? -2e6f : f);
+      milli = (int32_t)(f * 1000.0f);
     } else {
-      milli = (int64_t)p[0] * 1000 / 255;
+      int32_t v = (out->dtype_code == 0u && width == 1u) ? (int32_t)(int8_t)p[0] + 128 : (int32_t)p[0];
+      milli = v * 1000 / 255;
     }
     if (i) mlfrt_putc(',');
     if (milli < 0) {
       mlfrt_putc('-');
       milli = -milli;
     }
-    put_decimal((uint64_t)milli / 1000u);
+    put_decimal((uint32_t)milli / 1000u);
     mlfrt_putc('.');
-    uint32_t frac = (uint32_t)((uint64_t)milli % 1000u);
+    uint32_t frac = (uint32_t)milli % 1000u;
     mlfrt_putc((uint8_t)('0' + frac / 100u));
     mlfrt_putc((uint8_t)('0' + frac / 10u % 10u));
     mlfrt_putc((uint8_t)('0' + frac % 10u));
