@@ -1,0 +1,225 @@
+"""Measure mlfbuild's runtime against TVM's own (its standalone CRT) on the shared fixtures, in one run.
+
+    .venv/bin/python benchmarks/runtime_comparison.py [--fixtures ../shared/fixtures] [--out docs/benchmarks.md]
+
+For every fixture that builds with both runtimes on mps2-an386 (-Os):
+  * flash and RAM (arm-none-eabi-size: text+data, data+bss incl. stack/heap reserves) builtin vs tvm,
+    and each runtime's overhead over the floor = what the size report attributes to the model
+    (generated code, weights, pools, planned activations, io);
+  * instructions per inference under QEMU -icount with a TCG plugin (benchmarks/insncount.c):
+    the operators' share and everything else (executor, argument set-up, allocator) per inference;
+  * time of the pipeline (unpack, render, size) vs the compiler, the no-op rebuild, and the size
+    report on the largest ELF.
+Writes a Markdown table with the date and the machine. Run by hand; CI does not run it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import date
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from mlfbuild.boards import load_board  # noqa: E402
+from mlfbuild.build import build  # noqa: E402
+from mlfbuild.errors import MlfError  # noqa: E402
+from mlfbuild.mlf.reader import read_mlf  # noqa: E402
+from mlfbuild.project import ProjectOptions, render_project  # noqa: E402
+from mlfbuild.run import run_build  # noqa: E402
+from mlfbuild.run.transports import QemuTransport  # noqa: E402
+from mlfbuild.size import size_report  # noqa: E402
+from mlfbuild.toolchain import run_make  # noqa: E402
+
+BOARD = "mps2-an386"
+INSTRUCTIONS_PER_TICK = 40  # SysTick 25 MHz under -icount shift=0 (1 ns per instruction)
+
+
+def plugin(workdir: Path) -> Path:
+    library = workdir / "libinsncount.so"
+    subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-o", str(library), str(REPO / "benchmarks" / "insncount.c")],
+                   check=True)
+    return library
+
+
+def _operator_ranges(elf: Path, module_names: list[str], out: Path) -> Path:
+    from elftools.elf.elffile import ELFFile
+
+    ranges = []
+    with elf.open("rb") as stream:
+        symbols = ELFFile(stream).get_section_by_name(".symtab")
+        for symbol in symbols.iter_symbols():
+            if symbol["st_info"]["type"] != "STT_FUNC" or not symbol["st_size"]:
+                continue
+            name = symbol.name
+            # Operators: TVM's fused kernels (and operator exports' own function); not the AOT main,
+            # the run wrapper or registry, which are executor work.
+            is_kernel = any(name.startswith(f"tvmgen_{m}_fused") or name == m for m in module_names)
+            if is_kernel:
+                lo = symbol["st_value"] & ~1
+                ranges.append((lo, lo + symbol["st_size"]))
+    out.write_text("".join(f"{lo:x} {hi:x}\n" for lo, hi in sorted(ranges)))
+    return out
+
+
+class _Counting(QemuTransport):
+    def __init__(self, elf: Path, machine: str, library: Path, ranges: Path, log: Path):
+        super().__init__(elf, machine)
+        self.extra = ["-plugin", f"{library},ranges={ranges}", "-d", "plugin", "-D", str(log)]
+
+    def command(self, tcp_port: int) -> list[str]:
+        return super().command(tcp_port) + self.extra
+
+
+def instructions(out: Path, record: dict, library: Path, references: list[str], work: Path) -> dict:
+    """Per inference: total (firmware ticks × 40) and inside the operators (plugin, difference of a
+    3-run and a 1-run session, so start-up and protocol traffic cancel out)."""
+    names = [m["name"] for m in record["models"]]
+    ranges = _operator_ranges(out / "firmware.elf", names, work / "ranges.txt")
+    inside = {}
+    ticks = None
+    for repeat in (1, 3):
+        log = work / f"plugin-{repeat}.txt"
+        transport = _Counting(out / "firmware.elf", BOARD, library, ranges, log)
+        result = run_build(out, transport=transport, repeat=repeat, references=references, timeout=120)
+        if not result.ok:
+            raise RuntimeError(f"{out}: outputs differ from the reference")
+        ticks = result.models[0].ticks[-1]
+        text = log.read_text()
+        inside[repeat] = int(text.split("in_range=")[1].split()[0])
+    total = ticks * INSTRUCTIONS_PER_TICK
+    operators = (inside[3] - inside[1]) // 2
+    return {"total": total, "operators": operators, "outside": max(total - operators, 0)}
+
+
+def timed_build(mlf: Path, outdir: Path, options: ProjectOptions) -> dict:
+    """Pipeline (unpack, describe, render, size) vs compiler time, and the no-op rebuild."""
+    board = load_board(BOARD)
+    started = time.perf_counter()
+    library = read_mlf(mlf, outdir / "scratch")
+    project = render_project(library, board, outdir / "project", options)
+    rendered = time.perf_counter()
+    run_make(project.path, jobs=2)
+    compiled = time.perf_counter()
+    shutil.rmtree(outdir / "scratch")
+    result = build(mlf, BOARD, outdir / "full", options=options)
+    started_size = time.perf_counter()
+    size_report(result.elf, result.record)
+    sized = time.perf_counter()
+    again = time.perf_counter()
+    build(mlf, BOARD, outdir / "full", options=options)
+    rebuilt = time.perf_counter()
+    return {"pipeline": (rendered - started) + (sized - started_size), "compiler": compiled - rendered,
+            "noop_rebuild": rebuilt - again, "size_report": sized - started_size}
+
+
+def footprint(result) -> dict:
+    report = result.size
+    model = next(c for c in report.categories() if c["name"] == "model")
+    return {"flash": report.flash.used, "ram": report.ram.used, "model_flash": model["flash"],
+            "model_ram": model["ram"], "stack": result.board.memory.stack_bytes}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--fixtures", type=Path, default=REPO.parent / "shared" / "fixtures")
+    parser.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks.md")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="mlfbuild-bench-"))
+    library = plugin(work)
+    crt_dir = work / "crt"
+    subprocess.run(["tar", "xf", str(args.fixtures / "tvm-0.13" / "kws_aot_c_unpacked_usmp.tar"), "-C", str(work),
+                    "./runtime"], check=True)
+    (work / "runtime").rename(crt_dir)
+
+    rows, notes = [], []
+    for manifest in sorted(args.fixtures.glob("*/manifest.json")):
+        for entry in json.loads(manifest.read_text())["fixtures"]:
+            mlf = manifest.parent / entry["file"]
+            label = f"{manifest.parent.name}/{entry['file'][:-4]}"
+            refs = [f"{m['mod_name']}={manifest.parent / m['reference_npz']}" for m in entry["modules"]]
+            row = {"fixture": label, "executor": f"{entry['executor'] or 'operator'} {entry.get('interface_api') or ''}".strip()}
+            for runtime in ("builtin", "tvm"):
+                options = ProjectOptions(runtime=runtime, crt_dir=crt_dir if runtime == "tvm" else None)
+                outdir = work / f"{label.replace('/', '-')}-{runtime}"
+                try:
+                    result = build(mlf, BOARD, outdir, options=options)
+                    row[runtime] = footprint(result) | instructions(outdir, result.record, library, refs, outdir)
+                except (MlfError, RuntimeError) as exc:
+                    row[runtime] = {"error": str(exc).splitlines()[0][:90]}
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    largest = max(rows, key=lambda r: r.get("builtin", {}).get("flash", 0))
+    timing = timed_build(args.fixtures / largest["fixture"].split("/")[0] / (largest["fixture"].split("/")[1] + ".tar"),
+                         work / "timing", ProjectOptions())
+    args.out.write_text(render(rows, timing, largest["fixture"], notes))
+    print(f"wrote {args.out}")
+    return 0
+
+
+def _cell(data: dict, key: str) -> str:
+    return f"{data[key]:,}" if key in data else "—"
+
+
+def render(rows: list[dict], timing: dict, largest: str, notes: list[str]) -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        cpu = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                   if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    gcc = subprocess.run(["arm-none-eabi-gcc", "-dumpversion"], capture_output=True, text=True).stdout.strip()
+    qemu = subprocess.run(["qemu-system-arm", "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+    lines = [
+        "# Benchmarks: mlfbuild's runtime vs TVM's standalone CRT",
+        "",
+        f"Measured {date.today().isoformat()} on {platform.node() or 'this machine'} ({cpu}, "
+        f"{platform.system()} {platform.release()}), arm-none-eabi-gcc {gcc}, {qemu}; board {BOARD}, -Os.",
+        "Re-run with `.venv/bin/python benchmarks/runtime_comparison.py` (about ten minutes).",
+        "",
+        "**Footprint** (bytes; flash = text+data, RAM = data+bss including the "
+        f"{rows[0].get('builtin', {}).get('stack', 0):,} B stack reserve). *Floor* = the model's own bytes as the size",
+        "report attributes them (generated code, weights, pools, planned activations, io); *over floor* = everything",
+        "else: runtime, executor, console protocol, start-up, libc.",
+        "",
+        "| fixture | executor | flash builtin | flash tvm | RAM builtin | RAM tvm | builtin over floor (flash / RAM) | tvm over floor (flash / RAM) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in rows:
+        b, t = row.get("builtin", {}), row.get("tvm", {})
+        over = lambda d: (f"{d['flash'] - d['model_flash']:,} / {d['ram'] - d['model_ram'] - d['stack']:,}"
+                          if "flash" in d else d.get("error", "—"))
+        lines.append(f"| {row['fixture']} | {row['executor']} | {_cell(b, 'flash')} | {_cell(t, 'flash')} | "
+                     f"{_cell(b, 'ram')} | {_cell(t, 'ram')} | {over(b)} | {over(t)} |")
+    lines += [
+        "",
+        "**Instructions per inference** (QEMU -icount, firmware SysTick × 40; *operators* counted by the TCG plugin",
+        "`benchmarks/insncount.c` inside TVM's fused kernels; *outside* = executor, argument set-up, allocator).",
+        "",
+        "| fixture | builtin total | builtin outside operators | tvm total | tvm outside operators |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for row in rows:
+        b, t = row.get("builtin", {}), row.get("tvm", {})
+        share = lambda d: (f"{d['outside']:,} ({100 * d['outside'] / d['total']:.3f} %)" if d.get("total") else "—")
+        lines.append(f"| {row['fixture']} | {_cell(b, 'total')} | {share(b)} | {_cell(t, 'total')} | {share(t)} |")
+    lines += [
+        "",
+        f"**Build time** ({largest}, builtin runtime, 2 jobs): pipeline (unpack, describe, render, size) "
+        f"{timing['pipeline']:.2f} s, compiler {timing['compiler']:.2f} s, no-op rebuild {timing['noop_rebuild']:.2f} s, "
+        f"size report {timing['size_report']:.3f} s.",
+        "",
+    ] + notes
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
