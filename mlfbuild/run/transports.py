@@ -75,30 +75,44 @@ class _PipePort:
         return len(data)
 
 
-class HostTransport(Transport):
-    def __init__(self, executable: Path):
-        self.executable = executable
+class _ProcessTransport(Transport):
+    """A firmware that runs as a local process (the host build, or QEMU) in its own process group."""
+
+    def __init__(self):
         self.process: subprocess.Popen | None = None
         self._stderr = tempfile.TemporaryFile()
-
-    def start(self) -> None:
-        self.process = subprocess.Popen([str(self.executable)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        stderr=self._stderr, start_new_session=True)
-        self.port = _PipePort(self.process)
 
     def is_alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
-    def close(self, timeout: float) -> Ending:
+    def _finish(self, timeout: float) -> tuple[int | None, str]:
+        """Wait for the exit status (killing the whole group after `timeout`); (status, stderr)."""
         code = None
         if self.process is not None:
             try:
                 code = self.process.wait(timeout)
             except subprocess.TimeoutExpired:
                 _kill_group(self.process)
+        if self.port is not None and hasattr(self.port, "close"):
+            self.port.close()
         self._stderr.seek(0)
         text = self._stderr.read().decode(errors="replace")
         self._stderr.close()
+        return code, text
+
+
+class HostTransport(_ProcessTransport):
+    def __init__(self, executable: Path):
+        super().__init__()
+        self.executable = executable
+
+    def start(self) -> None:
+        self.process = subprocess.Popen([str(self.executable)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=self._stderr, start_new_session=True)
+        self.port = _PipePort(self.process)
+
+    def close(self, timeout: float) -> Ending:
+        code, text = self._finish(timeout)
         # A signal (segfault) shows as a negative code; report it like a fault.
         return Ending(FAULT_EXIT_CODE if code is not None and code < 0 else code, text)
 
@@ -112,19 +126,18 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-class QemuTransport(Transport):
+class QemuTransport(_ProcessTransport):
     """qemu-system-arm with the console on a TCP server socket (pyserial socket://), deterministic
     instruction-count timing (-icount) and semihosting for the exit code."""
 
     def __init__(self, elf: Path, machine: str, *, icount_shift: int = 0, qemu: str = "qemu-system-arm",
                  connect_timeout: float = 10.0):
+        super().__init__()
         self.elf = elf
         self.machine = machine
         self.icount_shift = icount_shift
         self.qemu = qemu
         self.connect_timeout = connect_timeout
-        self.process: subprocess.Popen | None = None
-        self._stderr = tempfile.TemporaryFile()
 
     def command(self, tcp_port: int) -> list[str]:
         return [self.qemu, "-M", self.machine, "-display", "none", "-monitor", "none",
@@ -159,22 +172,8 @@ class QemuTransport(Transport):
                  if line.strip() and "Timer with period zero" not in line]
         return lines[-1] if lines else "no output"
 
-    def is_alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
     def close(self, timeout: float) -> Ending:
-        code = None
-        if self.process is not None:
-            try:
-                code = self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                _kill_group(self.process)
-        if self.port is not None:
-            self.port.close()
-        self._stderr.seek(0)
-        text = self._stderr.read().decode(errors="replace")
-        self._stderr.close()
-        return Ending(code, text)
+        return Ending(*self._finish(timeout))
 
     def describe(self) -> str:
         return f"QEMU {self.machine}"
