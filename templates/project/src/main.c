@@ -223,16 +223,6 @@ static void puts_line(const char* text) {
   put_text("\r\n");
 }
 
-static void put_decimal(uint64_t value) {
-  char digits[21];
-  int n = 0;
-  do {
-    digits[n++] = (char)('0' + (int)(value % 10u));
-    value /= 10u;
-  } while (value != 0u);
-  while (n > 0) mlfrt_putc((uint8_t)digits[--n]);
-}
-
 static void put_hex_byte(uint8_t value) {
   static const char hex[] = "0123456789abcdef";
   mlfrt_putc((uint8_t)hex[value >> 4]);
@@ -246,7 +236,7 @@ static uint64_t elapsed_us(void) {
 
 static void lap(void) {
   put_text("m-lap-us-");
-  put_decimal(elapsed_us());
+  mlfrt_put_u64(elapsed_us());
   put_text("\r\n");
 }
 
@@ -290,7 +280,7 @@ static void print_results(void) {
       mlfrt_putc('-');
       milli = -milli;
     }
-    put_decimal((uint32_t)milli / 1000u);
+    mlfrt_put_u32((uint32_t)milli / 1000u);
     mlfrt_putc('.');
     uint32_t frac = (uint32_t)milli % 1000u;
     mlfrt_putc((uint8_t)('0' + frac / 100u));
@@ -307,12 +297,12 @@ static void mlperf_infer(const char* args) {
     return;
   }
   put_text("m-warmup-start-");
-  put_decimal(warmups);
+  mlfrt_put_u32(warmups);
   put_text("\r\n");
   for (uint32_t i = 0; i < warmups; i++) run_model(mlf_models[0], 0);
   puts_line("m-warmup-done");
   put_text("m-infer-start-");
-  put_decimal(iterations);
+  mlfrt_put_u32(iterations);
   put_text("\r\n");
   lap();
   for (uint32_t i = 0; i < iterations; i++) run_model(mlf_models[0], 0);
@@ -336,7 +326,7 @@ static void mlperf_db(const char* args) {
       db_expected = n;
       db_loaded = 0;
       put_text("m-[Expecting ");
-      put_decimal(n);
+      mlfrt_put_u32(n);
       puts_line(" bytes]");
     }
   } else if (strncmp(args, "print", 5) == 0) {
