@@ -19,8 +19,9 @@ from .errors import BuildError
 from .mlf.archive import DEFAULT_MAX_TOTAL_BYTES
 from .mlf.model import ModelLibrary
 from .mlf.reader import read_mlf
-from .project import Project, ProjectOptions, render_project
-from .size import SizeReport
+from .errors import OverBudgetError
+from .project import Project, ProjectOptions, render_oversize_linker_script, render_project
+from .size import SizeReport, size_report
 from .size.command import report_build
 from .toolchain import MakeResult, compiler_version, find_compiler, run_make
 
@@ -63,7 +64,10 @@ def build(mlf: Path, board_name: str, outdir: Path, *, options: ProjectOptions =
     project = render_project(library, board, outdir / "project", options)
     toolchain = "gcc" if board.is_host else f"{options.toolchain_prefix}gcc"
     cc = find_compiler(toolchain)
-    make = run_make(project.path, jobs=jobs, progress=progress)
+    try:
+        make = run_make(project.path, jobs=jobs, progress=progress)
+    except OverBudgetError as overflow:
+        raise _explain_overflow(overflow, Path(mlf), library, board, project, options, cc) from None
     outputs = _collect_outputs(project.path / "build", outdir, board)
     record = _record(Path(mlf), library, board, project, options, compiler_version(cc), outputs)
     size = report_build(outdir, record, budget_flash=budget_flash, budget_ram=budget_ram)
@@ -76,6 +80,29 @@ def build(mlf: Path, board_name: str, outdir: Path, *, options: ProjectOptions =
         progress(size.format_short())
     size.raise_if_over_budget()
     return result
+
+
+def _explain_overflow(overflow: OverBudgetError, mlf: Path, library: ModelLibrary, board: Board, project: Project,
+                      options: ProjectOptions, cc: str) -> OverBudgetError:
+    """The linker said a region overflowed; link again with roomier regions and let the size report
+    say by how much and what is biggest. Falls back to the linker's words if that link fails too."""
+    if board.is_host:
+        return overflow
+    render_oversize_linker_script(board, project.path)
+    try:
+        run_make(project.path, jobs=1, targets=["build/oversize.elf"])
+    except (BuildError, OverBudgetError):
+        return overflow
+    record = _record(mlf, library, board, project, options, compiler_version(cc), outputs={})
+    report = size_report(project.path / "build" / "oversize.elf", record)
+    if not report.over_budget:
+        return overflow
+    try:
+        report.raise_if_over_budget()
+    except OverBudgetError as explained:
+        detail = str(explained).removeprefix("the firmware does not fit: ")
+        return OverBudgetError(f"{overflow} ({detail})", table=explained.table)
+    return overflow
 
 
 def _collect_outputs(build_dir: Path, outdir: Path, board: Board) -> dict[str, str]:

@@ -45,7 +45,7 @@ def compiler_version(cc: str) -> str:
 
 
 def run_make(project: Path, *, jobs: int, progress: Callable[[str], None] | None = None,
-             make: str = "make") -> MakeResult:
+             make: str = "make", targets: list[str] = ()) -> MakeResult:
     """Run make in `project`, streaming progress lines; raise BuildError (compiler) or
     OverBudgetError (the linker's region overflow) with the first meaningful lines."""
     if shutil.which(make) is None:
@@ -53,7 +53,7 @@ def run_make(project: Path, *, jobs: int, progress: Callable[[str], None] | None
     env = dict(os.environ, LC_ALL="C")
     result = MakeResult()
     lines: list[str] = []
-    process = subprocess.Popen([make, f"-j{max(jobs, 1)}", "--no-print-directory"], cwd=project, env=env,
+    process = subprocess.Popen([make, f"-j{max(jobs, 1)}", "--no-print-directory", *targets], cwd=project, env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
     assert process.stdout is not None
     for line in process.stdout:

@@ -6,8 +6,8 @@ changes, so an unchanged rebuild compiles nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -107,7 +107,7 @@ def render_project(lib: ModelLibrary, board: Board, dest: Path, options: Project
     writer = _Writer(dest)
     dest.mkdir(parents=True, exist_ok=True)
 
-    lowered = [lowering_for(m).lower(m, lib.root, env) for m in lib.modules]
+    lowered = [lowering_for(m, options.runtime).lower(m, lib.root, env) for m in lib.modules]
     for item in lowered:
         writer.write(f"src/model_{item.module.name}.c", item.code)
     workspace = max((item.workspace_bytes for item in lowered), default=0)
@@ -133,8 +133,9 @@ def render_project(lib: ModelLibrary, board: Board, dest: Path, options: Project
         werror=options.werror, defines=defines, includes=["src", *runtime.includes, *includes, *library_flags],
         ld_flags=_ld_flags(board, linker_script), ld_libs=["-lm"], linker_script=linker_script,
         our_sources=["src/main.c", "src/models.c", *[f"src/model_{i.module.name}.c" for i in lowered], *runtime.sources],
-        model_sources=model_sources, model_objects=model_objects, library_sources=libraries,
-        library_flags=[], libraries_note="CMSIS-NN" if libraries else "")
+        model_sources=model_sources, model_objects=model_objects, library_sources=libraries + runtime.library_sources,
+        library_flags=runtime.library_flags,
+        libraries_note=", ".join(n for n, used in (("CMSIS-NN", libraries), ("TVM CRT", runtime.library_sources)) if used))
     writer.write("Makefile", makefile)
     for folder in ("src", "crt", "model", "lib", "tvm_crt"):
         writer.prune(folder)
@@ -180,7 +181,22 @@ def _arch_flags(board: Board, float_abi: str | None) -> list[str]:
 def _ld_flags(board: Board, linker_script: str | None) -> list[str]:
     if board.is_host:
         return []
-    return [f"-T{linker_script}", "-nostartfiles", "--specs=nano.specs"]
+    return ["-nostartfiles", "--specs=nano.specs"]
+
+
+# Room for the diagnostic link: 128 MiB per region keeps every board's regions apart.
+_OVERSIZE_REGION = 0x08000000
+
+
+def render_oversize_linker_script(board: Board, project: Path) -> Path:
+    """oversize.ld: the board's memory map with roomier regions (see the Makefile's oversize.elf)."""
+    memory = board.memory
+    roomy = dataclasses.replace(memory, flash=dataclasses.replace(memory.flash, length=_OVERSIZE_REGION),
+                                ram=dataclasses.replace(memory.ram, length=_OVERSIZE_REGION))
+    path = project / "oversize.ld"
+    path.write_text(template_environment().get_template("linker.ld.j2").render(
+        board=dataclasses.replace(board, memory=roomy), stack_bytes=memory.stack_bytes, heap_bytes=memory.heap_bytes))
+    return path
 
 
 def _toolchain_names(board: Board, prefix: str) -> dict[str, str]:
@@ -239,5 +255,5 @@ def copy_tree_into(writer: _Writer, source: Path, relative: str, suffixes: tuple
     return copied
 
 
-__all__ = ["Project", "ProjectOptions", "render_project", "template_environment", "templates_hash",
-           "copy_tree_into", "shutil"]
+__all__ = ["Project", "ProjectOptions", "render_project", "render_oversize_linker_script", "template_environment",
+           "templates_hash", "copy_tree_into"]
