@@ -26,6 +26,9 @@ class RuntimeFiles:
     includes: list[str]
     defines: list[str]
     notes: list[str] = field(default_factory=list)
+    # Third-party runtime C (TVM's CRT with --runtime tvm): compiled like model code, with these flags.
+    library_sources: list[str] = field(default_factory=list)
+    library_flags: list[str] = field(default_factory=list)
 
 
 def runtime_files(choice: RuntimeChoice, lib: ModelLibrary, board: Board, writer) -> RuntimeFiles:

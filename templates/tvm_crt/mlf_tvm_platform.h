@@ -18,11 +18,6 @@
 extern "C" {
 #endif
 
-/* Hands `pool` to TVM's page allocator (PageMemoryManagerCreate, 2^MLF_TVM_PAGE_SIZE_LOG2-byte
-   pages) as the memory behind TVMPlatformMemoryAllocate/Free. Only the first call sets the pool up;
-   later calls with the same pool keep its state. Returns 0, or -1 when another pool is in use. */
-int mlf_tvm_use_page_pool(uint8_t* pool, size_t size);
-
 /* TVMInitializeRuntime() (once per firmware), then the system library module through the
    "runtime.SystemLib" global function, as TVM's apps/bundle_deploy does. 0 on success. */
 int mlf_tvm_system_lib(TVMModuleHandle* out);

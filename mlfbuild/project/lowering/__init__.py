@@ -12,12 +12,16 @@ from .base import Lowered, Lowering
 from .aot_c import AotCInterface
 from .aot_packed import AotPacked
 from .graph import GraphExecutor
+from .graph_tvm import GraphTvmExecutor
 from .operator import OperatorExport
 
 LOWERINGS: tuple[Lowering, ...] = (AotCInterface(), AotPacked(), GraphExecutor(), OperatorExport())
+GRAPH_TVM = GraphTvmExecutor()  # graph modules with --runtime tvm
 
 
-def lowering_for(module: Module) -> Lowering:
+def lowering_for(module: Module, runtime: str = "builtin") -> Lowering:
+    if runtime == "tvm" and GRAPH_TVM.applies(module):  # TVM's own graph executor runs the graph JSON
+        return GRAPH_TVM
     for lowering in LOWERINGS:
         if lowering.applies(module):
             return lowering
