@@ -246,3 +246,30 @@ def test_measured_peaks_reach_the_size_report(build_firmware, fixtures_dir):
     size = subprocess.run([sys.executable, "-m", "mlfbuild", "size", str(out), "--json"], capture_output=True, text=True)
     measured = {row["label"]: row["measured"] for row in json.loads(size.stdout)["measured"]}
     assert workspace in measured.values() and run.models[0].stack_peak in measured.values()
+
+
+@pytest.mark.qemu
+def test_run_over_a_serial_port_url(build_firmware, tmp_path):
+    """`mlfbuild run --port` (the path for flashed boards) with a pyserial URL: here QEMU's TCP console
+    stands in for the board's USB serial port, the firmware already running."""
+    import socket
+
+    out = build_firmware(EXAMPLE, "mps2-an386")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    qemu = subprocess.Popen(["qemu-system-arm", "-M", "mps2-an386", "-display", "none", "-monitor", "none",
+                             "-serial", f"tcp:127.0.0.1:{port},server=on,wait=on,nodelay=on",
+                             "-semihosting-config", "enable=on,target=native", "-kernel", str(out / "firmware.elf")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        time.sleep(0.5)
+        result = subprocess.run([sys.executable, "-m", "mlfbuild", "run", str(out), "--port", f"socket://127.0.0.1:{port}",
+                                 "--reference", str(EXAMPLE_REF), "--timeout", "20"], capture_output=True, text=True,
+                                timeout=60)
+        assert result.returncode == 0, result.stderr
+        assert "output: match" in result.stdout
+        assert qemu.poll() is None  # a flashed board keeps running for the next run
+    finally:
+        if qemu.poll() is None:
+            qemu.kill()

@@ -171,7 +171,8 @@ def run_build(build_dir: Path, *, port: str | None = None, baud: int = 115200, i
         for model in models:
             results.append(_run_model(client, model, given, refs.get(model["name"]), rng, repeat, atol, rtol,
                                       hello.timer_hz, inputs))
-        client.quit(0)
+        if transport.boots_fresh:  # a flashed board keeps serving: the next run finds it ready
+            client.quit(0)
     except RunError:
         ending = transport.close(timeout=2.0)
         if ending.exit_code == FAULT_EXIT_CODE:
