@@ -297,6 +297,8 @@ class _Table:
             return None
         if not isinstance(value, str):
             self.fail(self.key(name), f"must be a string, got {_describe(value)}")
+        if not value.strip():
+            self.fail(self.key(name), "must not be empty")
         if choices is not None and value not in choices:
             self.fail(self.key(name), f"must be one of {', '.join(choices)}; got '{value}'")
         return value
@@ -402,6 +404,9 @@ def _parse(path: Path, data: dict) -> Board:
         if not cflags:
             c.fail(c.key("cflags"), "must not be empty")
         for flag in cflags:
+            # Flags land in a Makefile recipe: plain compiler options only, nothing a shell would act on.
+            if not re.fullmatch(r"-[A-Za-z0-9_=.+,:/-]+", flag):
+                c.fail(c.key("cflags"), f"'{flag}' is not a plain compiler option")
             if flag.startswith("-mfloat-abi=") and flag.split("=", 1)[1] != float_abi:
                 c.fail(c.key("cflags"), f"'{flag}' contradicts float_abi = '{float_abi}'")
         cpu = Cpu(core, cflags, float_abi, elf_machine)

@@ -277,3 +277,14 @@ def test_linker_script_defaults_to_board_sizes():
     script = _render(board)  # stack_bytes/heap_bytes undefined
     assert f"__stack_size = 0x{board.memory.stack_bytes:X};" in script
     assert _render(board, stack_bytes=None, heap_bytes=None) == script
+
+
+def test_cflags_that_a_shell_would_act_on_are_refused(tmp_path):
+    from mlfbuild.boards import load_board_file
+    from mlfbuild.errors import BoardError
+
+    text = (Path(__file__).resolve().parents[1] / "boards" / "mps2-an386.toml").read_text().replace('"-mthumb"', '"-mthumb; rm -rf ~"')
+    path = tmp_path / "mps2-an386.toml"
+    path.write_text(text)
+    with pytest.raises(BoardError, match="not a plain compiler option"):
+        load_board_file(path)

@@ -26,7 +26,6 @@ from mlfbuild import cli
 from mlfbuild.boards import load_board
 from mlfbuild.errors import FlashError
 from mlfbuild.flash import FlashOptions, Progress, flash, load_job
-from mlfbuild.flash.cli import COMMANDS as FLASH_COMMANDS
 from mlfbuild.flash.reset import enter_bootloader, leave_bootloader
 from mlfbuild.flash.stm32_uart import Timeouts
 
@@ -53,15 +52,8 @@ def _deadline():
 
 
 def _main(*args: str) -> int:
-    """mlfbuild's real main() with the flash commands registered (as cli.py will have them)."""
-    names = {c.name for c in cli.COMMANDS}
-    extra = [c for c in FLASH_COMMANDS if c.name not in names]
-    cli.COMMANDS.extend(extra)
-    try:
-        return cli.main(list(args))
-    finally:
-        for c in extra:
-            cli.COMMANDS.remove(c)
+    """mlfbuild's real main(), where the flash and monitor commands are registered."""
+    return cli.main(list(args))
 
 
 def make_build(folder: Path, image: bytes, board: str = "nucleo-f446re", edit=None) -> Path:

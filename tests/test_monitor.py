@@ -16,7 +16,6 @@ import serial
 
 from mlfbuild import cli
 from mlfbuild.errors import FlashError, InvalidInputError, UsageError
-from mlfbuild.flash.cli import COMMANDS as FLASH_COMMANDS
 from mlfbuild.flash.monitor import Frame, MonitorDecoder, Text, decode_stream, describe_frame, monitor_loop
 from mlfbuild.run.protocol import encode_frame
 from mlfbuild.serialport import find_port, list_candidates, open_port
@@ -140,12 +139,7 @@ def test_monitor_command_ends_when_the_port_goes_away(capsys):
         os.close(master)                    # unplugged
 
     threading.Thread(target=device, daemon=True).start()
-    cli.COMMANDS.extend(FLASH_COMMANDS)
-    try:
-        rc = cli.main(["monitor", "--port", path])
-    finally:
-        for c in FLASH_COMMANDS:
-            cli.COMMANDS.remove(c)
+    rc = cli.main(["monitor", "--port", path])
     captured = capsys.readouterr()
     assert "hello from the board\r\n[frame x] run: status 0" in captured.out
     assert rc == 1 and "port closed" in captured.err
@@ -208,11 +202,6 @@ def test_flash_without_port_uses_discovery(tmp_path, monkeypatch, capsys):
     (folder / "firmware.bin").write_bytes(b"\0" * 64)
     (folder / "build.json").write_text(json.dumps({"board": load_board("nucleo-f446re").to_json()}))
     monkeypatch.setattr(serial.tools.list_ports, "comports", lambda *a, **k: [])
-    cli.COMMANDS.extend(FLASH_COMMANDS)
-    try:
-        rc = cli.main(["flash", str(folder)])
-    finally:
-        for c in FLASH_COMMANDS:
-            cli.COMMANDS.remove(c)
+    rc = cli.main(["flash", str(folder)])
     assert rc == 2
     assert "no USB serial port found" in capsys.readouterr().err

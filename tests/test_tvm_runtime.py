@@ -110,11 +110,12 @@ def test_crt_dir_that_is_not_a_crt_is_a_build_error(fixtures_dir, tmp_path, caps
     assert len(message) == 1 and "not a TVM standalone CRT" in message[0]
 
 
-def test_tvm08_graph_with_a_tvm013_crt_is_refused(fixtures_dir, tvm_crt_dir, tmp_path):
+@pytest.mark.parametrize("name", ["mlp_graph_c.tar", "kws_graph_c.tar"])  # counts 4 ("\\004") and 9 ("\\t")
+def test_tvm08_graph_with_a_tvm013_crt_is_refused(name, fixtures_dir, tvm_crt_dir, tmp_path):
     """TVM 0.8 counts the registry's functions in one byte, 0.9+ in two: TVM's executor would call the
     wrong kernels, so the mix stops before compiling."""
     with pytest.raises(BuildError, match=r"counts functions in 1 byte.*reads 2 byte"):
-        build(fixtures_dir / "tvm-0.8" / "mlp_graph_c.tar", "mps2-an386", tmp_path / "b",
+        build(fixtures_dir / "tvm-0.8" / name, "mps2-an386", tmp_path / "b",
               options=ProjectOptions(runtime="tvm", crt_dir=tvm_crt_dir))
 
 

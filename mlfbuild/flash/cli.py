@@ -94,4 +94,3 @@ class MonitorCommand:
         return 0
 
 
-COMMANDS = [FlashCommand(), MonitorCommand()]

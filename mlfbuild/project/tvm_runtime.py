@@ -163,7 +163,30 @@ def _check_one_pool(lib: ModelLibrary, graph_modules) -> None:
                          "that allocate a workspace cannot share TVM's one memory manager; build them separately")
 
 
-_REGISTRY = re.compile(r'TVMFuncRegistry\s+_tvm_func_registry\s*=\s*\{\s*"(\\[0-7]{1,3})(.)')
+_REGISTRY = re.compile(r'TVMFuncRegistry\s+_tvm_func_registry\s*=\s*\{\s*"')
+_C_ESCAPE = re.compile(r'\\([0-7]{1,3}|x[0-9a-fA-F]+|.)|([^"\\])', re.S)
+_SIMPLE_ESCAPES = {"n": 10, "t": 9, "r": 13, "a": 7, "b": 8, "f": 12, "v": 11}
+
+
+def _literal_bytes(text: str, start: int, count: int) -> bytes:
+    """The first `count` bytes of the C string literal whose body starts at text[start]."""
+    out = bytearray()
+    position = start
+    while len(out) < count:
+        match = _C_ESCAPE.match(text, position)
+        if match is None:  # the closing quote
+            break
+        position = match.end()
+        escape, plain = match.groups()
+        if plain is not None:
+            out += plain.encode()
+        elif escape[0] in "01234567":
+            out.append(int(escape, 8) & 0xFF)
+        elif escape[0] == "x":
+            out.append(int(escape[1:], 16) & 0xFF)
+        else:
+            out.append(_SIMPLE_ESCAPES.get(escape, ord(escape[0])))
+    return bytes(out[:count])
 
 
 def _check_registry_format(crt: Path, lib: ModelLibrary, graph_modules) -> None:
@@ -176,10 +199,14 @@ def _check_registry_format(crt: Path, lib: ModelLibrary, graph_modules) -> None:
     crt_width = 2 if "sizeof(uint16_t)" in registry_c.read_text(errors="replace") else 1
     for module in graph_modules:
         for rel in module.sources:
-            match = _REGISTRY.search((lib.root / rel).read_text(errors="replace"))
-            if not match:
+            text = (lib.root / rel).read_text(errors="replace")
+            match = _REGISTRY.search(text)
+            head = _literal_bytes(text, match.end(), 2) if match else b""
+            if len(head) < 2:
                 continue
-            model_width = 2 if match.group(2) == "\\" else 1
+            # After a 1-byte count comes the first function name (a C identifier); after a uint16
+            # count its high byte, which is below 'A' for fewer than 16 640 functions.
+            model_width = 1 if chr(head[1]).isalpha() or head[1] == ord("_") else 2
             if model_width != crt_width:
                 producer = "TVM 0.8" if model_width == 1 else "TVM 0.9 or later"
                 raise BuildError(
@@ -190,17 +217,21 @@ def _check_registry_format(crt: Path, lib: ModelLibrary, graph_modules) -> None:
 
 
 def _graph_limits(graph_modules) -> dict[str, int]:
-    """The CRT's fixed-size limits this model needs (crt_config.h keeps TVM's defaults when larger)."""
+    """The CRT's fixed-size limits this model's graph needs (crt_config.h keeps TVM's defaults where
+    they suffice): node and function names live in TVM_CRT_MAX_STRLEN_FUNCTION_NAME buffers,
+    parameter names in TVM_CRT_MAX_STRLEN_PARAM_NAME ones (NUL included), and SetupOpExecs wants
+    fewer than TVM_CRT_MAX_ARGS arguments per kernel (graph_executor.c checks args >= MAX_ARGS)."""
     limits = {"max_ndim": 0, "max_args": 0, "max_dltype": 0, "max_function": 0, "max_param": 0}
     for module in graph_modules:
         graph = module.graph
         if graph is None:
             continue
         for node in graph.nodes:
+            limits["max_function"] = max(limits["max_function"], len(node.name) + 1, len(node.func_name or "") + 1)
             if node.op != "null":
-                limits["max_args"] = max(limits["max_args"], len(node.inputs) + node.num_outputs)
-                limits["max_function"] = max(limits["max_function"], len(node.func_name or "") + 1)
-            limits["max_param"] = max(limits["max_param"], len(node.name) + 1)
+                limits["max_args"] = max(limits["max_args"], len(node.inputs) + node.num_outputs + 1)
+            elif node.name in module.params:
+                limits["max_param"] = max(limits["max_param"], len(node.name) + 1)
         for entry in graph.entries:
             limits["max_ndim"] = max(limits["max_ndim"], len(entry.shape))
             limits["max_dltype"] = max(limits["max_dltype"], len(entry.dtype) + 1)
