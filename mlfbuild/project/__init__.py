@@ -14,7 +14,7 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from ..boards import Board
-from ..errors import BuildError, InvalidInputError
+from ..errors import BuildError, InvalidInputError, UsageError
 from ..mlf.model import ModelLibrary, Module
 from ..resources import data_dir
 from .abi import float_abi_for
@@ -95,9 +95,13 @@ class _Writer:
                 path.unlink()
             elif path.is_dir() and not any(path.iterdir()):
                 path.rmdir()
+        if not any(base.iterdir()):
+            base.rmdir()
 
 
 def render_project(lib: ModelLibrary, board: Board, dest: Path, options: ProjectOptions = ProjectOptions()) -> Project:
+    if options.crt_dir is not None and options.runtime != "tvm":
+        raise UsageError("--crt-dir names TVM's standalone CRT: it goes with --runtime tvm")
     for module in lib.modules:
         if module.defects:
             raise InvalidInputError(f"{module.name}: {module.defects[0]}")

@@ -72,7 +72,11 @@ class Client:
     def _read_exact(self, size: int, deadline: float, what: str) -> bytes:
         data = bytearray()
         while len(data) < size:
-            chunk = self.port.read(size - len(data))
+            try:
+                chunk = self.port.read(size - len(data))
+            except OSError as exc:  # pyserial's SerialException is an OSError too
+                raise RunError(f"the console connection dropped while waiting for {what} ({exc})"
+                               f"{self._console_tail()}") from None
             if chunk:
                 data += chunk
                 continue
@@ -111,7 +115,10 @@ class Client:
 
     def request(self, kind: str, payload: bytes, expect: str) -> bytes:
         for attempt in range(_ATTEMPTS):
-            self.port.write(encode_frame(kind, payload))
+            try:
+                self.port.write(encode_frame(kind, payload))
+            except OSError as exc:
+                raise RunError(f"the console connection dropped while sending '{kind}' ({exc})") from None
             reply_kind, reply = self.receive(f"the reply to '{kind}'")
             if reply_kind == expect:
                 return reply
