@@ -16,6 +16,7 @@ Writes a Markdown table with the date and the machine. Run by hand; CI does not 
 from __future__ import annotations
 
 import argparse
+import re
 import json
 import platform
 import shutil
@@ -50,22 +51,19 @@ def plugin(workdir: Path) -> Path:
     return library
 
 
-def _operator_ranges(elf: Path, module_names: list[str], out: Path) -> Path:
-    from elftools.elf.elffile import ELFFile
+_MAP_SECTION = re.compile(r"^ (\.text\S*)\s*(?:\n\s+)?0x([0-9a-f]+)\s+0x([0-9a-f]+)\s+(\S+)", re.M)
 
+
+def _model_code_ranges(build_dir: Path, out: Path) -> Path:
+    """Address ranges of all code from the model's own object files (the link map names the object
+    of every input section): operators, TVM's AOT main and run wrapper, registries. Everything
+    else executed per inference is runtime/executor work."""
+    text = (build_dir / "project" / "build" / "firmware.map").read_text()
     ranges = []
-    with elf.open("rb") as stream:
-        symbols = ELFFile(stream).get_section_by_name(".symtab")
-        for symbol in symbols.iter_symbols():
-            if symbol["st_info"]["type"] != "STT_FUNC" or not symbol["st_size"]:
-                continue
-            name = symbol.name
-            # Operators: TVM's fused kernels (and operator exports' own function); not the AOT main,
-            # the run wrapper or registry, which are executor work.
-            is_kernel = any(name.startswith(f"tvmgen_{m}_fused") or name == m for m in module_names)
-            if is_kernel:
-                lo = symbol["st_value"] & ~1
-                ranges.append((lo, lo + symbol["st_size"]))
+    for name, address, size, obj in _MAP_SECTION.findall(text):
+        if int(size, 16) and obj.startswith(("build/model/", "model/")):
+            lo = int(address, 16)
+            ranges.append((lo, lo + int(size, 16)))
     out.write_text("".join(f"{lo:x} {hi:x}\n" for lo, hi in sorted(ranges)))
     return out
 
@@ -82,8 +80,7 @@ class _Counting(QemuTransport):
 def instructions(out: Path, record: dict, library: Path, references: list[str], work: Path) -> dict:
     """Per inference: total (firmware ticks × 40) and inside the operators (plugin, difference of a
     3-run and a 1-run session, so start-up and protocol traffic cancel out)."""
-    names = [m["name"] for m in record["models"]]
-    ranges = _operator_ranges(out / "firmware.elf", names, work / "ranges.txt")
+    ranges = _model_code_ranges(out, work / "ranges.txt")
     inside = {}
     ticks = None
     for repeat in (1, 3):
@@ -92,7 +89,7 @@ def instructions(out: Path, record: dict, library: Path, references: list[str], 
         result = run_build(out, transport=transport, repeat=repeat, references=references, timeout=120)
         if not result.ok:
             raise RuntimeError(f"{out}: outputs differ from the reference")
-        ticks = result.models[0].ticks[-1]
+        ticks = sum(m.ticks[-1] for m in result.models)  # a multi-module firmware runs every model
         text = log.read_text()
         inside[repeat] = int(text.split("in_range=")[1].split()[0])
     total = ticks * INSTRUCTIONS_PER_TICK
@@ -186,25 +183,29 @@ def render(rows: list[dict], timing: dict, largest: str, notes: list[str]) -> st
         "Re-run with `.venv/bin/python benchmarks/runtime_comparison.py` (about ten minutes).",
         "",
         "**Footprint** (bytes; flash = text+data, RAM = data+bss including the "
-        f"{rows[0].get('builtin', {}).get('stack', 0):,} B stack reserve). *Floor* = the model's own bytes as the size",
-        "report attributes them (generated code, weights, pools, planned activations, io); *over floor* = everything",
-        "else: runtime, executor, console protocol, start-up, libc.",
+        f"{rows[0].get('builtin', {}).get('stack', 0):,} B stack reserve). *Floor* = the model's own bytes in the builtin",
+        "build as the size report attributes them (generated code, weights, USMP pools or planned activations + the",
+        "largest operator workspace, io buffers); *over floor* = everything else, stack reserve excluded: runtime,",
+        "executor, console protocol (main.c, which also speaks MLPerf Tiny), start-up, libc. The same floor is used",
+        "for both runtimes, so TVM's copies of the weights, its graph JSON and its memory pool count as overhead.",
         "",
         "| fixture | executor | flash builtin | flash tvm | RAM builtin | RAM tvm | builtin over floor (flash / RAM) | tvm over floor (flash / RAM) |",
         "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for row in rows:
         b, t = row.get("builtin", {}), row.get("tvm", {})
-        over = lambda d: (f"{d['flash'] - d['model_flash']:,} / {d['ram'] - d['model_ram'] - d['stack']:,}"
-                          if "flash" in d else d.get("error", "—"))
+        floor = b if "flash" in b else None
+        over = lambda d: (f"{d['flash'] - floor['model_flash']:,} / {d['ram'] - floor['model_ram'] - d['stack']:,}"
+                          if "flash" in d and floor else d.get("error", "—"))
         lines.append(f"| {row['fixture']} | {row['executor']} | {_cell(b, 'flash')} | {_cell(t, 'flash')} | "
                      f"{_cell(b, 'ram')} | {_cell(t, 'ram')} | {over(b)} | {over(t)} |")
     lines += [
         "",
-        "**Instructions per inference** (QEMU -icount, firmware SysTick × 40; *operators* counted by the TCG plugin",
-        "`benchmarks/insncount.c` inside TVM's fused kernels; *outside* = executor, argument set-up, allocator).",
+        "**Instructions per inference** (steady state; QEMU -icount, firmware SysTick × 40, so ±40; *model code* counted",
+        "by the TCG plugin `benchmarks/insncount.c` over every input section the link map attributes to the MLF's own",
+        "objects — operators, TVM's AOT main and run wrapper; *outside* = executor, argument set-up, allocator, timer).",
         "",
-        "| fixture | builtin total | builtin outside operators | tvm total | tvm outside operators |",
+        "| fixture | builtin total | builtin outside model code | tvm total | tvm outside model code |",
         "|---|---:|---:|---:|---:|",
     ]
     for row in rows:
