@@ -59,9 +59,11 @@ def tar_tree(files: dict[str, bytes], dest: Path, *, compress: bool = False, pre
 class TinyModel:
     """input int8[1,16] → dense(8) + bias, >>6, relu-clip → dense(4) + bias, >>6, clip → int8[1,4]."""
 
-    # Misbehaviours for run tests: the model's main loops forever or jumps to an invalid address.
+    # Misbehaviours for run tests: the model's main loops forever, jumps to an invalid address, or
+    # fails an assertion the way TVM's generated code reports one.
     BEHAVIOURS = {
         "ok": "",
+        "fail": '  TVMAPISetLastError("Assert fail: tiny input check"); return -1;\n',
         "hang": "  for (volatile int32_t spin = 0; ; ++spin) { }\n",
         "crash": "  ((void (*)(void))(uintptr_t)0xFFFFFFF1u)();\n",
     }

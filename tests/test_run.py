@@ -88,8 +88,17 @@ def test_hung_firmware_times_out_with_exit_6(board, tmp_path, build_firmware):
     assert result.returncode == 6
     assert "no reply from the firmware within 3 s" in result.stderr
     assert time.monotonic() - started < 30
-    assert "qemu-system-arm" not in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout \
-        .replace(" -M mps2-an386 -display none -monitor none -serial tcp", "")  or True
+    left = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert str(out) not in left, "the emulator or host program outlived the run"
+
+
+@pytest.mark.parametrize("board", ["mps2-an386", "host"])
+def test_failing_model_reports_the_runtime_message_with_exit_6(board, tmp_path, build_firmware):
+    out = _misbehaving("fail", tmp_path, build_firmware, board)
+    result = subprocess.run([sys.executable, "-m", "mlfbuild", "run", str(out), "--timeout", "10"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 6
+    assert "returned status -1: Assert fail: tiny input check" in result.stderr
 
 
 @pytest.mark.qemu
@@ -102,6 +111,22 @@ def test_crash_is_reported_with_exit_6(board, tmp_path, build_firmware):
     assert "crashed" in result.stderr or "stopped" in result.stderr
     if board != "host":
         assert "FAULT" in result.stderr
+
+
+@pytest.mark.qemu
+def test_board_qemu_extra_args_reach_the_emulator(build_firmware, tmp_path):
+    # A board file's [qemu] extra_args go on QEMU's command line; one QEMU refuses is reported in its words.
+    board = (REPO / "boards" / "mps2-an386.toml").read_text().replace('name = "mps2-an386"', 'name = "odd-cpu"') \
+        .replace('machine = "mps2-an386"\n', 'machine = "mps2-an386"\nextra_args = ["-cpu", "no-such-cpu"]\n')
+    board_file = tmp_path / "odd-cpu.toml"
+    board_file.write_text(board)
+    build = subprocess.run([sys.executable, "-m", "mlfbuild", "build", str(EXAMPLE), "--board", "odd-cpu",
+                            "--board-file", str(board_file), "-o", str(tmp_path / "b")], capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr
+    result = subprocess.run([sys.executable, "-m", "mlfbuild", "run", str(tmp_path / "b"), "--timeout", "10"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 6
+    assert "exited with status 1: qemu-system-arm: unable to find CPU model 'no-such-cpu'" in result.stderr
 
 
 @pytest.mark.qemu
@@ -255,13 +280,13 @@ def test_run_over_a_serial_port_url(build_firmware, tmp_path):
     import socket
 
     out = build_firmware(EXAMPLE, "mps2-an386")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    qemu = subprocess.Popen(["qemu-system-arm", "-M", "mps2-an386", "-display", "none", "-monitor", "none",
-                             "-serial", f"tcp:127.0.0.1:{port},server=on,wait=on,nodelay=on",
-                             "-semihosting-config", "enable=on,target=native", "-kernel", str(out / "firmware.elf")],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    with socket.socket() as listener:  # handed to QEMU, as QemuTransport does: no free-port race
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        port = listener.getsockname()[1]
+        qemu = subprocess.Popen(QemuTransport(out / "firmware.elf", "mps2-an386").command(listener.fileno()),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                                pass_fds=(listener.fileno(),))
     try:
         time.sleep(0.5)
         result = subprocess.run([sys.executable, "-m", "mlfbuild", "run", str(out), "--port", f"socket://127.0.0.1:{port}",

@@ -101,17 +101,4 @@
 #define MLFRT_WORKSPACE_ALIGN 16u
 #endif
 
-/* Most allocations alive at once (the LIFO bookkeeping is a static array of this many
- * offsets, outside the workspace buffer). Deeper nesting makes allocation return NULL. */
-#ifndef MLFRT_WORKSPACE_MAX_DEPTH
-#define MLFRT_WORKSPACE_MAX_DEPTH 64u
-#endif
-
-/* ---- Errors --------------------------------------------------------------------------------
- * Size of the static buffer behind TVMAPISetLastError()/TVMGetLastError(), including the NUL;
- * longer messages are truncated. */
-#ifndef MLFRT_LAST_ERROR_BYTES
-#define MLFRT_LAST_ERROR_BYTES 128u
-#endif
-
 #endif /* MLFRT_CONFIG_H_ */

@@ -44,18 +44,18 @@ _Static_assert(kDLCPU == 1 && kDLFloat == 2 && kDLUInt == 1, "DLPack enum values
 
 _Static_assert((MLFRT_WORKSPACE_ALIGN & (MLFRT_WORKSPACE_ALIGN - 1u)) == 0 && MLFRT_WORKSPACE_ALIGN >= 8u,
                "MLFRT_WORKSPACE_ALIGN must be a power of two >= 8");
-_Static_assert(MLFRT_WORKSPACE_MAX_DEPTH >= 1u, "MLFRT_WORKSPACE_MAX_DEPTH must be >= 1");
-_Static_assert(MLFRT_LAST_ERROR_BYTES >= 2u, "MLFRT_LAST_ERROR_BYTES must be >= 2");
 
 /* ---- Workspace: LIFO bump allocator ------------------------------------------------------- */
 
+/* Four words of state and no bookkeeping per block: TVM's generated code frees in exactly the
+ * reverse order it allocates (AOT and operator bodies alike), so freeing a block rewinds the top
+ * to that block's start, as TVM's own stack allocator does. A free must name a block start inside
+ * the live region; an out-of-order free is caught at the latest by the free that follows it. */
 static struct {
-  uint8_t* base;   /* aligned start of the buffer */
-  size_t size;     /* usable bytes from base */
-  size_t top;      /* bytes in use (end of the last allocation) */
-  size_t peak;     /* highest `top` so far */
-  size_t depth;    /* live allocations */
-  size_t starts[MLFRT_WORKSPACE_MAX_DEPTH]; /* offset of each live allocation, oldest first */
+  uint8_t* base; /* aligned start of the buffer */
+  size_t size;   /* usable bytes from base */
+  size_t top;    /* bytes in use (end of the last allocation) */
+  size_t peak;   /* highest `top` so far */
 } s_ws;
 
 void mlfrt_workspace_init(void* buf, size_t size) {
@@ -66,7 +66,6 @@ void mlfrt_workspace_init(void* buf, size_t size) {
   s_ws.size = (s_ws.base != NULL) ? size - pad : 0;
   s_ws.top = 0;
   s_ws.peak = 0;
-  s_ws.depth = 0;
 }
 
 size_t mlfrt_workspace_peak(void) { return s_ws.peak; }
@@ -83,10 +82,6 @@ void* TVMBackendAllocWorkspace(int device_type, int device_id, uint64_t nbytes, 
     TVMAPISetLastError("TVMBackendAllocWorkspace: no workspace (call mlfrt_workspace_init)");
     return NULL;
   }
-  if (s_ws.depth >= MLFRT_WORKSPACE_MAX_DEPTH) {
-    TVMAPISetLastError("TVMBackendAllocWorkspace: too many live allocations (MLFRT_WORKSPACE_MAX_DEPTH)");
-    return NULL;
-  }
   /* Round up to the alignment; a zero-byte request still gets a distinct block. */
   uint64_t rounded = (nbytes + (MLFRT_WORKSPACE_ALIGN - 1u)) & ~(uint64_t)(MLFRT_WORKSPACE_ALIGN - 1u);
   if (rounded == 0) rounded = MLFRT_WORKSPACE_ALIGN;
@@ -95,7 +90,6 @@ void* TVMBackendAllocWorkspace(int device_type, int device_id, uint64_t nbytes, 
     return NULL;
   }
   size_t start = s_ws.top;
-  s_ws.starts[s_ws.depth++] = start;
   s_ws.top = start + (size_t)rounded;
   if (s_ws.top > s_ws.peak) s_ws.peak = s_ws.top;
   return s_ws.base + start;
@@ -104,28 +98,25 @@ void* TVMBackendAllocWorkspace(int device_type, int device_id, uint64_t nbytes, 
 int TVMBackendFreeWorkspace(int device_type, int device_id, void* ptr) {
   (void)device_type;
   (void)device_id;
-  if (s_ws.depth == 0 || ptr == NULL || (uint8_t*)ptr != s_ws.base + s_ws.starts[s_ws.depth - 1]) {
-    TVMAPISetLastError("TVMBackendFreeWorkspace: not the most recent live allocation (LIFO order)");
+  uintptr_t offset = (uintptr_t)ptr - (uintptr_t)s_ws.base; /* wraps to huge when ptr < base */
+  if (s_ws.base == NULL || ptr == NULL || offset >= s_ws.top || (offset & (MLFRT_WORKSPACE_ALIGN - 1u)) != 0u) {
+    TVMAPISetLastError("TVMBackendFreeWorkspace: not a live allocation (frees must come in reverse order)");
     return -1;
   }
-  s_ws.depth--;
-  s_ws.top = s_ws.starts[s_ws.depth];
+  s_ws.top = (size_t)offset;
   return 0;
 }
 
 /* ---- Last error ---------------------------------------------------------------------------- */
 
-static char s_last_error[MLFRT_LAST_ERROR_BYTES];
+/* ABI fact: TVM's C code generator passes string literals to TVMAPISetLastError (assertion and
+ * type-check messages, codegen_c_host.cc), and so does this runtime, so keeping the pointer is
+ * safe and costs one word of RAM instead of a message buffer. */
+static const char* s_last_error;
 
-void TVMAPISetLastError(const char* msg) {
-  size_t i = 0;
-  if (msg != NULL) {
-    for (; i + 1 < sizeof(s_last_error) && msg[i] != '\0'; i++) s_last_error[i] = msg[i];
-  }
-  s_last_error[i] = '\0';
-}
+void TVMAPISetLastError(const char* msg) { s_last_error = msg; }
 
-const char* TVMGetLastError(void) { return s_last_error; }
+const char* TVMGetLastError(void) { return (s_last_error != NULL) ? s_last_error : ""; }
 
 /* ---- Parallel loops: run serially ------------------------------------------------------------ */
 

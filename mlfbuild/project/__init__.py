@@ -115,7 +115,9 @@ def render_project(lib: ModelLibrary, board: Board, dest: Path, options: Project
     for item in lowered:
         writer.write(f"src/model_{item.module.name}.c", item.code)
     workspace = max((item.workspace_bytes for item in lowered), default=0)
-    writer.write("src/models.c", env.get_template("project/src/models.c.j2").render(lowered=lowered, workspace_bytes=workspace))
+    models_c = env.get_template("project/src/models.c.j2").render(lowered=lowered, workspace_bytes=workspace,
+                                                                  runtime=options.runtime)
+    writer.write("src/models.c", models_c)
     writer.copy(templates / "project" / "src" / "main.c", "src/main.c")
     writer.copy(templates / "project" / "src" / "mlf_model.h", "src/mlf_model.h")
 

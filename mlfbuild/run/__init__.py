@@ -77,7 +77,8 @@ def make_transport(build_dir: Path, record: dict, *, port: str | None = None, ba
     if board["kind"] == "host":
         return HostTransport(elf)
     if board.get("qemu"):
-        return QemuTransport(elf, board["qemu"]["machine"], icount_shift=icount_shift)
+        return QemuTransport(elf, board["qemu"]["machine"], icount_shift=icount_shift,
+                             extra_args=tuple(board["qemu"].get("extra_args", ())))
     raise InvalidInputError(f"board {board['name']} is real hardware: flash it (mlfbuild flash) and run with --port")
 
 
@@ -179,6 +180,9 @@ def run_build(build_dir: Path, *, port: str | None = None, baud: int = 115200, i
             fault = next((line for line in (client.text.decode(errors="replace") + "\n" + ending.console).splitlines()
                           if "FAULT" in line), "fault")
             raise RunError(f"the firmware crashed on {transport.describe()}: {fault.strip()}") from None
+        said = [line for line in ending.console.splitlines() if line.strip() and "Timer with period zero" not in line]
+        if ending.exit_code not in (0, None) and said:  # e.g. QEMU refusing its command line
+            raise RunError(f"{transport.describe()} exited with status {ending.exit_code}: {said[-1].strip()}") from None
         raise
     ending = transport.close(timeout=min(timeout, 10.0))
     if ending.exit_code not in (0, None):
@@ -217,8 +221,8 @@ def _run_model(client: Client, model: dict, given, reference, rng, repeat, atol,
             client.write_input(index, i, payload)
         reply = client.run(index)
         if reply.status != 0:
-            raise RunError(f"model {model['name']} returned status {reply.status} (an operator failed; "
-                           "a workspace too small shows this way)")
+            said = f": {reply.message}" if reply.message else " (an operator failed; a workspace too small shows this way)"
+            raise RunError(f"model {model['name']} returned status {reply.status}{said}")
         ticks.append(reply.ticks)
         workspace, stack = max(workspace, reply.workspace_peak), max(stack, reply.stack_peak)
     for i, spec in enumerate(model["outputs"]):

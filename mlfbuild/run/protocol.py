@@ -58,6 +58,7 @@ class RunReply:
     ticks: int
     workspace_peak: int
     stack_peak: int
+    message: str = ""  # the runtime's error text when status != 0
 
 
 class Client:
@@ -167,7 +168,7 @@ class Client:
     def run(self, model: int) -> RunReply:
         reply = self.request("X", bytes([model]), "x")
         status, ticks, workspace, stack = struct.unpack("<iIII", reply[:16])
-        return RunReply(status, ticks, workspace, stack)
+        return RunReply(status, ticks, workspace, stack, reply[16:].decode("ascii", "replace"))
 
     def read_output(self, model: int, index: int, nbytes: int) -> bytes:
         data = bytearray()

@@ -120,51 +120,48 @@ class HostTransport(_ProcessTransport):
         return f"host executable {self.executable.name}"
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 class QemuTransport(_ProcessTransport):
     """qemu-system-arm with the console on a TCP server socket (pyserial socket://), deterministic
-    instruction-count timing (-icount) and semihosting for the exit code."""
+    instruction-count timing (-icount) and semihosting for the exit code.
+
+    We open the listening socket and hand it to QEMU (chardev fd=): picking a free port number
+    and letting QEMU bind it races with every other run on the machine, and a client that
+    connects to another run's emulator waits for a banner that never comes."""
 
     def __init__(self, elf: Path, machine: str, *, icount_shift: int = 0, qemu: str = "qemu-system-arm",
-                 connect_timeout: float = 10.0):
+                 extra_args: tuple[str, ...] = ()):
         super().__init__()
+        self.extra_args = tuple(extra_args)  # the board file's [qemu] extra_args
         self.elf = elf
         self.machine = machine
         self.icount_shift = icount_shift
         self.qemu = qemu
-        self.connect_timeout = connect_timeout
 
-    def command(self, tcp_port: int) -> list[str]:
+    def command(self, listen_fd: int) -> list[str]:
         return [self.qemu, "-M", self.machine, "-display", "none", "-monitor", "none",
-                "-serial", f"tcp:127.0.0.1:{tcp_port},server=on,wait=on,nodelay=on",
+                "-chardev", f"socket,id=console,fd={listen_fd},server=on,wait=on,nodelay=on",
+                "-serial", "chardev:console",
                 "-icount", f"shift={self.icount_shift}",
-                "-semihosting-config", "enable=on,target=native", "-kernel", str(self.elf)]
+                "-semihosting-config", "enable=on,target=native", *self.extra_args, "-kernel", str(self.elf)]
 
     def start(self) -> None:
         import serial
 
         if shutil.which(self.qemu) is None:
             raise RunError(f"'{self.qemu}' not found; install the Debian package qemu-system-arm (bash scripts/setup.sh does)")
-        tcp_port = _free_port()
-        self.process = subprocess.Popen(self.command(tcp_port), stdin=subprocess.DEVNULL, stdout=self._stderr,
-                                        stderr=self._stderr, start_new_session=True)
-        deadline = time.monotonic() + self.connect_timeout
-        while True:
-            if self.process.poll() is not None:
-                raise RunError(f"QEMU ({self.machine}) exited before the console opened: {self._tail()}")
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:
+            listener.bind(("127.0.0.1", 0))
+            listener.listen(1)
+            tcp_port = listener.getsockname()[1]
+            self.process = subprocess.Popen(self.command(listener.fileno()), stdin=subprocess.DEVNULL,
+                                            stdout=self._stderr, stderr=self._stderr, start_new_session=True,
+                                            pass_fds=(listener.fileno(),))
+            # The socket already listens, so the connection queues even before QEMU accepts it.
             try:
                 self.port = serial.serial_for_url(f"socket://127.0.0.1:{tcp_port}", timeout=0.1)
-                return
-            except (serial.SerialException, OSError):
-                if time.monotonic() > deadline:
-                    _kill_group(self.process)
-                    raise RunError(f"could not connect to QEMU's console within {self.connect_timeout:g} s") from None
-                time.sleep(0.05)
+            except (serial.SerialException, OSError) as error:
+                _kill_group(self.process)
+                raise RunError(f"could not connect to QEMU's console: {error}") from None
 
     def _tail(self) -> str:
         self._stderr.seek(0)

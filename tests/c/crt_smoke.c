@@ -42,11 +42,17 @@ static void workspace_test(void) {
   check((uint8_t*)b - (uint8_t*)a == 16, "workspace: bump by the rounded size");
   check(mlfrt_workspace_used() == 128, "workspace: used after two allocations");
   check(TVMBackendAllocWorkspace(kDLCPU, 0, 1000, kDLInt, 8) == NULL, "workspace: exhaustion returns NULL");
-  check(TVMBackendFreeWorkspace(kDLCPU, 0, a) != 0, "workspace: out-of-order free is refused");
+  check(TVMBackendFreeWorkspace(kDLCPU, 0, (uint8_t*)b + 1) != 0, "workspace: a misaligned free is refused");
+  check(TVMBackendFreeWorkspace(kDLCPU, 0, s_buffer + 599) != 0, "workspace: free beyond the top is refused");
   check(TVMBackendFreeWorkspace(kDLCPU, 0, b) == 0, "workspace: LIFO free b");
+  check(TVMBackendFreeWorkspace(kDLCPU, 0, b) != 0, "workspace: double free is refused");
   check(TVMBackendFreeWorkspace(kDLCPU, 0, a) == 0, "workspace: LIFO free a");
-  check(TVMBackendFreeWorkspace(kDLCPU, 0, a) != 0, "workspace: double free is refused");
   check(mlfrt_workspace_used() == 0, "workspace: empty after frees");
+  a = TVMBackendAllocWorkspace(kDLCPU, 0, 10, kDLFloat, 32);
+  b = TVMBackendAllocWorkspace(kDLCPU, 0, 10, kDLFloat, 32);
+  check(TVMBackendFreeWorkspace(kDLCPU, 0, a) == 0 && TVMBackendFreeWorkspace(kDLCPU, 0, b) != 0,
+        "workspace: an out-of-order free is caught by the next free");
+  check(mlfrt_workspace_used() == 0, "workspace: empty again");
   void* big = TVMBackendAllocWorkspace(kDLCPU, 0, 512, kDLInt, 8);
   check(big != NULL && aligned16(big), "workspace: exact fit");
   check(TVMBackendAllocWorkspace(kDLCPU, 0, 1, kDLInt, 8) == NULL, "workspace: full");

@@ -123,7 +123,7 @@ typedef struct {
  * exactly under an instruction-counting emulator; MLPerf runs keep one time base for their laps. */
 static run_result_t run_model(const mlf_model_t* model, int restart_timer) {
   run_result_t result;
-  if (mlf_workspace_size != 0u) mlfrt_workspace_init(mlf_workspace, mlf_workspace_size);
+  mlf_workspace_reset();
   if (restart_timer) mlfrt_timer_start();
   uint32_t start = mlfrt_timer_ticks();
   result.status = model->run();
@@ -177,14 +177,17 @@ static void handle_frame(uint8_t type, uint32_t length) {
       send_frame('k', reply, 1u);
       return;
     }
-    case 'X': { /* run: status, ticks, workspace peak, stack peak */
+    case 'X': { /* run: status, ticks, workspace peak, stack peak [, the runtime's error text] */
       if (length < 1u || frame[0] >= mlf_num_models) break;
       run_result_t result = run_model(mlf_models[frame[0]], 1);
-      put_u32(reply, (uint32_t)result.status);
-      put_u32(reply + 4, result.ticks);
-      put_u32(reply + 8, (uint32_t)mlfrt_workspace_peak());
-      put_u32(reply + 12, (uint32_t)mlfrt_stack_peak());
-      send_frame('x', reply, 16u);
+      uint32_t n = 16u;
+      put_u32(frame, (uint32_t)result.status);
+      put_u32(frame + 4, result.ticks);
+      put_u32(frame + 8, (uint32_t)mlfrt_workspace_peak());
+      put_u32(frame + 12, (uint32_t)mlfrt_stack_peak());
+      const char* message = result.status != 0 ? mlf_last_error() : NULL;
+      for (; message != NULL && message[n - 16u] != '\0' && n < MLF_MAX_PAYLOAD; n++) frame[n] = (uint8_t)message[n - 16u];
+      send_frame('x', frame, n);
       return;
     }
     case 'R': { /* read output: model, index, offset, count */

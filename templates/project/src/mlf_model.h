@@ -27,9 +27,11 @@ typedef struct {
 extern const mlf_model_t* const mlf_models[];
 extern const uint32_t mlf_num_models;
 
-/* Pool behind TVMBackendAllocWorkspace, sized at build time from the MLF memory summary
- * (NULL and 0 when no module allocates at run time). */
-extern uint8_t* const mlf_workspace;
-extern const uint32_t mlf_workspace_size;
+/* Empties the pool behind TVMBackendAllocWorkspace (sized at build time from the MLF memory
+ * summary) before a run; does nothing when no module allocates at run time. */
+void mlf_workspace_reset(void);
+
+/* The runtime's message for the last failed run ("" or NULL when it has none to give). */
+const char* mlf_last_error(void);
 
 #endif /* MLF_MODEL_H_ */

@@ -98,7 +98,8 @@ typedef struct {
 } TVMByteArray;
 
 /* Error message of the last failing call on this (single) thread. Implemented by mlfrt in
-   crt/src/backend.c: the message is copied into a static buffer of MLFRT_LAST_ERROR_BYTES. */
+   crt/src/backend.c: the pointer is kept, not the text (TVM's generated code passes string
+   literals), so the message must outlive the call. */
 TVM_DLL void TVMAPISetLastError(const char* msg);
 TVM_DLL const char* TVMGetLastError(void);
 
