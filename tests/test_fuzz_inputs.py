@@ -66,9 +66,10 @@ class _Replay:
 
 
 @SETTINGS
-@given(noise=st.binary(max_size=200), reply=st.binary(max_size=40), kind=st.sampled_from("hpzxo?"))
-def test_console_replies_never_crash_the_client(noise, reply, kind):
-    stream = noise + encode_frame(kind, reply)
+@given(noise=st.binary(max_size=200), reply=st.binary(max_size=40), kind=st.sampled_from("hpzxo?"),
+       seq=st.sampled_from([0, 1, 2, 255]))
+def test_console_replies_never_crash_the_client(noise, reply, kind, seq):
+    stream = noise + encode_frame(kind, reply, seq)
     client = Client(_Replay(stream), timeout=0.05)
     try:
         client.request("P", b"x", "p")

@@ -43,7 +43,7 @@ def test_text_and_frames_are_split():
     data = b"boot ok\r\n" + HELLO + b"m-ready\r\n" + RUN
     items, rest = decode_stream(data)
     assert rest == b""
-    assert items == [Text(b"boot ok\r\n"), Frame("h", HELLO[5:-2]), Text(b"m-ready\r\n"), Frame("x", RUN[5:-2])]
+    assert items == [Text(b"boot ok\r\n"), Frame("h", HELLO[6:-2]), Text(b"m-ready\r\n"), Frame("x", RUN[6:-2])]
 
 
 def test_every_split_point_gives_the_same_result():
@@ -76,9 +76,9 @@ def test_damaged_or_false_frames_are_text(data):
 
 
 def test_describe_frames():
-    assert describe_frame(Frame("h", HELLO[5:-2])) == ("[frame h] hello: protocol 1, 2 model(s), timer 16000000 Hz, "
+    assert describe_frame(Frame("h", HELLO[6:-2])) == ("[frame h] hello: protocol 1, 2 model(s), timer 16000000 Hz, "
                                                        "max payload 1024, board nucleo-f446re")
-    assert describe_frame(Frame("x", RUN[5:-2])) == ("[frame x] run: status 0, 12345 ticks, workspace peak 2048 B, "
+    assert describe_frame(Frame("x", RUN[6:-2])) == ("[frame x] run: status 0, 12345 ticks, workspace peak 2048 B, "
                                                      "stack peak 512 B")
     assert describe_frame(Frame("z", b"\x03unknown command")) == "[frame z] error 3 (unknown command): unknown command"
     assert describe_frame(Frame("d", bytes([1, 1]) + struct.pack("<II", 40, 12))) == \

@@ -146,16 +146,17 @@ def test_dead_console_is_a_timeout(build_firmware, tmp_path):
 
 
 class _Garbling:
-    """A port that flips one bit in the firmware's replies after `after` bytes."""
+    """A port that flips one bit in the firmware's replies: in byte `after` only, or, with
+    `every`, in every byte from there on."""
 
-    def __init__(self, port, after: int):
-        self.port, self.after, self.seen = port, after, 0
+    def __init__(self, port, after: int, every: bool = False):
+        self.port, self.after, self.every, self.seen = port, after, every, 0
 
     def read(self, size=1):
         data = bytearray(self.port.read(size))
         for i in range(len(data)):
             self.seen += 1
-            if self.seen == self.after:
+            if self.seen == self.after or (self.every and self.seen > self.after):
                 data[i] ^= 0x10
         return bytes(data)
 
@@ -167,17 +168,70 @@ class _Garbling:
 
 
 class _GarblingQemu(QemuTransport):
+    BANNER = len(b"m-timestamp-mode-performance\r\nm-init-done\r\nm-ready\r\n")
+
+    def __init__(self, *args, every: bool = False):
+        super().__init__(*args)
+        self.every = every
+
     def start(self):
         super().start()
-        self.port = _Garbling(self.port, after=len(b"m-timestamp-mode-performance\r\nm-init-done\r\nm-ready\r\n") + 8)
+        self.port = _Garbling(self.port, after=self.BANNER + 8, every=self.every)
 
 
 @pytest.mark.qemu
-def test_corrupted_reply_is_detected(build_firmware):
+def test_a_damaged_reply_is_dropped_and_the_request_sent_again(build_firmware):
     out = build_firmware(EXAMPLE, "mps2-an386")
-    transport = _GarblingQemu(out / "firmware.elf", "mps2-an386")
-    with pytest.raises(RunError, match="checksum"):
-        run_build(out, transport=transport, timeout=10)
+    result = run_build(out, transport=_GarblingQemu(out / "firmware.elf", "mps2-an386"), timeout=20,
+                       references=[str(EXAMPLE_REF)])
+    assert result.ok and result.damaged == 1 and result.resends == 1
+
+
+@pytest.mark.qemu
+def test_a_console_that_keeps_corrupting_ends_the_run_with_a_clear_error(build_firmware):
+    out = build_firmware(EXAMPLE, "mps2-an386")
+    started = time.monotonic()
+    with pytest.raises(RunError, match=r"no reply from the firmware within 5 s .*failed their checksum"):
+        run_build(out, transport=_GarblingQemu(out / "firmware.elf", "mps2-an386", every=True), timeout=5)
+    assert time.monotonic() - started < 20
+
+
+class _Dropping(_Garbling):
+    """A port that loses the first byte of some frames the host sends (as QEMU's UART models do
+    when the host is loaded) and the first byte of some replies."""
+
+    def __init__(self, port, drop_every: int):
+        super().__init__(port, after=0)
+        self.drop_every, self.frames_out, self.frames_in = drop_every, 0, 0
+
+    def write(self, data):
+        self.frames_out += 1
+        if self.frames_out % self.drop_every == 0:
+            data = data[1:]
+        return self.port.write(data)
+
+    def read(self, size=1):
+        data = self.port.read(size)
+        if data[:1] == b"\xa5":
+            self.frames_in += 1
+            if self.frames_in % self.drop_every == 1 and self.frames_in > 1:
+                return data[1:]
+        return data
+
+
+class _DroppingQemu(QemuTransport):
+    def start(self):
+        super().start()
+        self.port = _Dropping(self.port, drop_every=3)
+
+
+@pytest.mark.qemu
+def test_a_console_that_drops_bytes_still_gives_the_exact_outputs(build_firmware, fixtures_dir):
+    out = build_firmware(fixtures_dir / "tvm-0.13" / "kws_aot_c_unpacked_usmp.tar", "mps2-an386")
+    result = run_build(out, transport=_DroppingQemu(out / "firmware.elf", "mps2-an386"), timeout=60,
+                       references=[str(fixtures_dir / "tvm-0.13" / "kws.npz")], repeat=2)
+    assert result.ok and result.resends > 0
+    assert len(set(result.models[0].ticks)) == 1
 
 
 @pytest.mark.qemu

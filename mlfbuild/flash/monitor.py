@@ -33,6 +33,7 @@ class Text:
 class Frame:
     kind: str
     payload: bytes
+    seq: int = 0  # the request's sequence number, echoed in its reply
 
 
 def decode_stream(data: bytes, final: bool = False, max_payload: int = MAX_PAYLOAD) -> tuple[list, bytes]:
@@ -54,24 +55,24 @@ def decode_stream(data: bytes, final: bool = False, max_payload: int = MAX_PAYLO
             text += data[j:j + 1]
             i = j + 1
             continue
-        if avail >= 5:
-            length = struct.unpack_from("<H", data, j + 3)[0]
+        if avail >= 6:  # sync, type, sequence, length
+            length = struct.unpack_from("<H", data, j + 4)[0]
             if length > max_payload:
                 text += data[j:j + 1]
                 i = j + 1
                 continue
-            if avail >= 7 + length:
-                header = bytes(data[j + 2:j + 5])
-                payload = bytes(data[j + 5:j + 5 + length])
-                if crc16(header + payload) != struct.unpack_from("<H", data, j + 5 + length)[0]:
+            if avail >= 8 + length:
+                header = bytes(data[j + 2:j + 6])
+                payload = bytes(data[j + 6:j + 6 + length])
+                if crc16(header + payload) != struct.unpack_from("<H", data, j + 6 + length)[0]:
                     text += data[j:j + 1]
                     i = j + 1
                     continue
                 if text:
                     items.append(Text(bytes(text)))
                     text = bytearray()
-                items.append(Frame(chr(header[0]), payload))
-                i = j + 7 + length
+                items.append(Frame(chr(header[0]), payload, header[1]))
+                i = j + 8 + length
                 continue
         if final:           # an incomplete frame at the very end: it was text after all
             text += data[j:j + 1]

@@ -54,6 +54,8 @@ class RunResult:
     models: list[ModelRun]
     exit_code: int | None
     seconds: float
+    resends: int = 0  # requests sent again because their reply did not come (a lossy console)
+    damaged: int = 0  # replies that failed their checksum
 
     @property
     def compared(self) -> bool:
@@ -65,7 +67,8 @@ class RunResult:
 
     def to_json(self) -> dict:
         return {"target": self.target, "board": self.board, "exit_code": self.exit_code, "seconds": self.seconds,
-                "ok": self.ok, "compared": self.compared, "models": [m.to_json() for m in self.models]}
+                "ok": self.ok, "compared": self.compared, "models": [m.to_json() for m in self.models],
+                "console": {"resends": self.resends, "damaged_frames": self.damaged}}
 
 
 def make_transport(build_dir: Path, record: dict, *, port: str | None = None, baud: int = 115200,
@@ -174,7 +177,7 @@ def run_build(build_dir: Path, *, port: str | None = None, baud: int = 115200, i
                                       hello.timer_hz, inputs))
         if transport.boots_fresh:  # a flashed board keeps serving: the next run finds it ready
             client.quit(0)
-    except RunError:
+    except RunError as error:
         ending = transport.close(timeout=2.0)
         if ending.exit_code == FAULT_EXIT_CODE:
             fault = next((line for line in (client.text.decode(errors="replace") + "\n" + ending.console).splitlines()
@@ -183,12 +186,15 @@ def run_build(build_dir: Path, *, port: str | None = None, baud: int = 115200, i
         said = [line for line in ending.console.splitlines() if line.strip() and "Timer with period zero" not in line]
         if ending.exit_code not in (0, None) and said:  # e.g. QEMU refusing its command line
             raise RunError(f"{transport.describe()} exited with status {ending.exit_code}: {said[-1].strip()}") from None
+        if ending.exit_code is not None:
+            raise RunError(f"{error} ({transport.describe()} had exited with status {ending.exit_code})") from None
         raise
     ending = transport.close(timeout=min(timeout, 10.0))
     if ending.exit_code not in (0, None):
         raise RunError(f"the firmware exited with status {ending.exit_code} on {transport.describe()}")
     result = RunResult(target=str(build_dir), board=record["board"]["name"], models=results,
-                       exit_code=ending.exit_code, seconds=time.monotonic() - started)
+                       exit_code=ending.exit_code, seconds=time.monotonic() - started,
+                       resends=client.resends, damaged=client.damaged)
     # The measured peaks next to the static numbers: `mlfbuild size` picks this file up.
     (Path(build_dir) / RUN_RECORD).write_text(json.dumps(result.to_json(), indent=2, sort_keys=True) + "\n")
     return result

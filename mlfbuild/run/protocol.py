@@ -15,13 +15,15 @@ from typing import Protocol
 from ..errors import RunError
 
 SYNC = b"\xa5\x5a"
-VERSION = 1
+VERSION = 2
 _ERRORS = {1: "bad checksum", 2: "payload too long", 3: "unknown command", 4: "bad arguments",
            5: "frame timeout"}
-# Requests that are safe to send again when the firmware reports a damaged or partial frame.
-_IDEMPOTENT = set("HPDWR")
-_RETRYABLE_ERRORS = {1, 5}
-_ATTEMPTS = 3
+# The firmware dropped our frame (damaged or cut short): sending it again is the remedy.
+_RESEND_ERRORS = {1, 5}
+# How long one copy of a request waits for its reply before it is sent again. A console may lose
+# bytes (QEMU's UART models do under a loaded host, real lines do too); every request can be
+# repeated, and sequence numbers let the client drop replies to earlier copies.
+ATTEMPT_SECONDS = 2.0
 
 
 class Port(Protocol):
@@ -38,8 +40,8 @@ def crc16(data: bytes, crc: int = 0xFFFF) -> int:
     return crc
 
 
-def encode_frame(kind: str, payload: bytes = b"") -> bytes:
-    header = struct.pack("<BH", ord(kind), len(payload))
+def encode_frame(kind: str, payload: bytes = b"", seq: int = 0) -> bytes:
+    header = struct.pack("<BBH", ord(kind), seq, len(payload))
     return SYNC + header + payload + struct.pack("<H", crc16(header + payload))
 
 
@@ -62,15 +64,21 @@ class RunReply:
 
 
 class Client:
-    def __init__(self, port: Port, *, timeout: float = 10.0, is_alive=lambda: True):
+    def __init__(self, port: Port, *, timeout: float = 10.0, is_alive=lambda: True,
+                 attempt_seconds: float = ATTEMPT_SECONDS):
         self.port = port
-        self.timeout = timeout
+        self.timeout = timeout  # the longest any one request may take, resends included
+        self.attempt_seconds = min(attempt_seconds, timeout)
         self.is_alive = is_alive  # lets a transport report that the firmware process died
         self.text = bytearray()  # console text outside frames (boot lines, fault reports)
         self.max_payload = 256
+        self.resends = 0  # requests sent again because no reply came (a lossy console)
+        self.damaged = 0  # frames from the firmware that failed their checksum
+        self._seq = 0
 
     # -- framing ------------------------------------------------------------------------------
-    def _read_exact(self, size: int, deadline: float, what: str) -> bytes:
+    def _read(self, size: int, deadline: float, what: str) -> bytes | None:
+        """`size` bytes, or None when `deadline` passes first."""
         data = bytearray()
         while len(data) < size:
             try:
@@ -80,11 +88,9 @@ class Client:
                                f"{self._console_tail()}") from None
             if chunk:
                 data += chunk
-                continue
-            if time.monotonic() > deadline:
-                raise RunError(f"no reply from the firmware within {self.timeout:g} s while waiting for {what}"
-                               f"{self._console_tail()}")
-            if not self.is_alive():
+            elif time.monotonic() > deadline:
+                return None
+            elif not self.is_alive():
                 raise RunError(f"the firmware stopped while mlfbuild waited for {what}{self._console_tail()}")
         return bytes(data)
 
@@ -92,53 +98,114 @@ class Client:
         text = self.text.decode(errors="replace").strip().splitlines()
         return f"; console said: {text[-1][:200]}" if text else ""
 
-    def receive(self, what: str) -> tuple[str, bytes]:
-        """Next valid frame; bytes outside frames are console text, damaged frames are skipped."""
-        deadline = time.monotonic() + self.timeout
+    def _text(self, data: bytes) -> None:
+        self.text += data
+        if b"*** FAULT" in self.text[-200:] and self.text.endswith(b"\n"):
+            raise RunError(f"the firmware crashed: {self._console_tail()[len('; console said: '):]}")
+
+    def receive_frame(self, deadline: float, what: str) -> tuple[str, int, bytes] | None:
+        """The next intact frame as (kind, seq, payload), or None at `deadline`. Bytes outside
+        frames are console text; a frame that fails its checksum is counted and skipped."""
         while True:
-            byte = self._read_exact(1, deadline, what)
+            byte = self._read(1, deadline, what)
+            if byte is None:
+                return None
             if byte != SYNC[:1]:
-                self.text += byte
-                if b"*** FAULT" in self.text[-200:] and self.text.endswith(b"\n"):
-                    raise RunError(f"the firmware crashed: {self._console_tail()[len('; console said: '):]}")
+                self._text(byte)
                 continue
-            if self._read_exact(1, deadline, what) != SYNC[1:]:
+            second = self._read(1, deadline, what)
+            while second == SYNC[:1]:
+                second = self._read(1, deadline, what)
+            if second != SYNC[1:]:
+                if second is not None:
+                    self._text(second)
                 continue
-            header = self._read_exact(3, deadline, what)
-            kind, length = header[0], struct.unpack("<H", header[1:])[0]
-            if length > 65535:
+            header = self._read(4, deadline, what)
+            if header is None:
+                return None
+            length = struct.unpack("<H", header[2:])[0]
+            if length > self.max_payload + 64:  # a damaged length: hunt for the next frame instead
+                self.damaged += 1
                 continue
-            body = self._read_exact(length + 2, deadline, what)
+            body = self._read(length + 2, deadline, what)
+            if body is None:
+                return None
             payload, crc = body[:-2], struct.unpack("<H", body[-2:])[0]
             if crc16(header + payload) != crc:
-                raise RunError(f"corrupted reply from the firmware while waiting for {what} (checksum mismatch)")
-            return chr(kind), payload
+                self.damaged += 1
+                continue
+            return chr(header[0]), header[1], payload
+
+    def receive(self, what: str) -> tuple[str, bytes]:
+        """The next intact frame as (kind, payload), waiting up to the client's timeout."""
+        frame = self.receive_frame(time.monotonic() + self.timeout, what)
+        if frame is None:
+            raise self._no_reply(what)
+        return frame[0], frame[2]
+
+    def _no_reply(self, what: str) -> RunError:
+        lossy = (f" ({self.resends} resend(s); {self.damaged} frame(s) failed their checksum)"
+                 if self.resends or self.damaged else "")
+        return RunError(f"no reply from the firmware within {self.timeout:g} s while waiting for {what}"
+                        f"{lossy}{self._console_tail()}")
+
+    def _send(self, kind: str, payload: bytes, seq: int) -> None:
+        try:
+            self.port.write(encode_frame(kind, payload, seq))
+        except OSError as exc:
+            raise RunError(f"the console connection dropped while sending '{kind}' ({exc})") from None
+
+    def _next_seq(self) -> int:
+        self._seq = self._seq % 255 + 1  # 1..255; 0 marks an error about a frame cut short
+        return self._seq
+
+    def _await(self, seq: int, expect: str, deadline: float, what: str) -> bytes | None:
+        """The reply to request `seq`, None at `deadline` or when the firmware asks for a resend."""
+        while True:
+            frame = self.receive_frame(deadline, what)
+            if frame is None:
+                return None
+            kind, reply_seq, payload = frame
+            if kind == "z" and reply_seq in (seq, 0):
+                code = payload[0] if payload else 0
+                if code in _RESEND_ERRORS:
+                    return None
+                raise RunError(f"the firmware refused {what[len('the reply to '):]}: "
+                               f"{_ERRORS.get(code, f'error {code}')}")
+            if reply_seq != seq:
+                continue  # a reply to an earlier copy of some request
+            if kind != expect:
+                raise RunError(f"unexpected reply '{kind}' to {what[len('the reply to '):]} from the firmware")
+            return payload
 
     def request(self, kind: str, payload: bytes, expect: str) -> bytes:
-        for attempt in range(_ATTEMPTS):
-            try:
-                self.port.write(encode_frame(kind, payload))
-            except OSError as exc:
-                raise RunError(f"the console connection dropped while sending '{kind}' ({exc})") from None
-            reply_kind, reply = self.receive(f"the reply to '{kind}'")
-            if reply_kind == expect:
+        """Send a request and return its reply's payload, sending it again when no reply comes."""
+        seq, what = self._next_seq(), f"the reply to '{kind}'"
+        deadline = time.monotonic() + self.timeout
+        while True:
+            self._send(kind, payload, seq)
+            reply = self._await(seq, expect, min(deadline, time.monotonic() + self.attempt_seconds), what)
+            if reply is not None:
                 return reply
-            if reply_kind != "z":
-                raise RunError(f"unexpected reply '{reply_kind}' to '{kind}' from the firmware")
-            code = reply[0] if reply else 0
-            if not (code in _RETRYABLE_ERRORS and kind in _IDEMPOTENT and attempt + 1 < _ATTEMPTS):
-                raise RunError(f"the firmware refused '{kind}': {_ERRORS.get(code, f'error {code}')}")
-        raise AssertionError("unreachable")
+            if time.monotonic() > deadline:
+                raise self._no_reply(what)
+            self.resends += 1
 
     def wait_for_banner(self, marker: bytes = b"m-ready\r\n") -> None:
-        """After a fresh boot: wait until the firmware says it is ready. Some UART models (QEMU's
-        STM32 USART) drop what arrives before the firmware has enabled its receiver."""
+        """After a fresh boot: wait until the firmware says it is ready (some UART models, QEMU's
+        STM32 USART among them, drop what arrives before the firmware enables its receiver). A
+        banner damaged on the way still counts once the console has gone quiet after it."""
         deadline = time.monotonic() + self.timeout
         while marker not in self.text:
-            byte = self._read_exact(1, deadline, "the firmware's start-up banner")
+            quiet = min(deadline, time.monotonic() + self.attempt_seconds) if self.text.endswith(b"\n") else deadline
+            byte = self._read(1, quiet, "the firmware's start-up banner")
+            if byte is None:
+                if time.monotonic() > deadline:
+                    raise self._no_reply("the firmware's start-up banner")
+                return
             if byte == SYNC[:1]:
                 raise RunError("the firmware sent a protocol frame before its start-up banner")
-            self.text += byte
+            self._text(byte)
 
     # -- commands -----------------------------------------------------------------------------
     def hello(self) -> Hello:
@@ -166,7 +233,34 @@ class Client:
             self.request("W", struct.pack("<BBI", model, index, offset) + data[offset:offset + chunk], "k")
 
     def run(self, model: int) -> RunReply:
-        reply = self.request("X", bytes([model]), "x")
+        """A run may take long, so silence alone does not mean the request was lost: after each
+        quiet spell a ping asks. The firmware answers frames in order, so a pong before the run's
+        reply means the run request (or its reply) was lost: run again."""
+        seq, what = self._next_seq(), "the reply to 'X'"
+        deadline = time.monotonic() + self.timeout
+        self._send("X", bytes([model]), seq)
+        ping = None
+        while True:
+            frame = self.receive_frame(min(deadline, time.monotonic() + self.attempt_seconds), what)
+            if frame is None:
+                if time.monotonic() > deadline:
+                    raise self._no_reply(what)
+                ping = self._next_seq()
+                self._send("P", b"", ping)
+                continue
+            kind, reply_seq, reply = frame
+            if kind == "x" and reply_seq == seq:
+                break
+            lost = kind == "p" and ping is not None and reply_seq == ping
+            if kind == "z" and reply_seq in (seq, 0):
+                code = reply[0] if reply else 0
+                if code not in _RESEND_ERRORS:
+                    raise RunError(f"the firmware refused 'X': {_ERRORS.get(code, f'error {code}')}")
+                lost = True
+            if lost:
+                self.resends += 1
+                ping = None
+                self._send("X", bytes([model]), seq)
         status, ticks, workspace, stack = struct.unpack("<iIII", reply[:16])
         return RunReply(status, ticks, workspace, stack, reply[16:].decode("ascii", "replace"))
 
@@ -179,4 +273,19 @@ class Client:
         return bytes(data)
 
     def quit(self, code: int = 0) -> None:
-        self.request("Q", bytes([code & 0xFF]), "q")
+        """Ask the firmware to exit. The reply may be lost as the emulator stops: a firmware that
+        is gone has quit."""
+        seq, deadline = self._next_seq(), time.monotonic() + self.timeout
+        while time.monotonic() < deadline:
+            self._send("Q", bytes([code & 0xFF]), seq)
+            try:
+                if self._await(seq, "q", min(deadline, time.monotonic() + self.attempt_seconds), "the reply to 'Q'") is not None:
+                    return
+            except RunError:
+                if not self.is_alive():
+                    return
+                raise
+            if not self.is_alive():
+                return
+            self.resends += 1
+        raise self._no_reply("the reply to 'Q'")

@@ -9,6 +9,9 @@ from . import RunResult
 
 def format_run(result: RunResult) -> str:
     lines = [f"ran {result.target} on {result.board} ({result.seconds:.1f} s)"]
+    if result.resends or result.damaged:
+        lines.append(f"  console: {result.resends} request(s) sent again, {result.damaged} damaged reply(ies) "
+                     "dropped (a lossy line; the results are unaffected)")
     for model in result.models:
         ticks = model.ticks
         spread = "identical" if len(set(ticks)) == 1 else f"min {min(ticks)} max {max(ticks)}"

@@ -124,9 +124,9 @@ class QemuTransport(_ProcessTransport):
     """qemu-system-arm with the console on a TCP server socket (pyserial socket://), deterministic
     instruction-count timing (-icount) and semihosting for the exit code.
 
-    We open the listening socket and hand it to QEMU (chardev fd=): picking a free port number
-    and letting QEMU bind it races with every other run on the machine, and a client that
-    connects to another run's emulator waits for a banner that never comes."""
+    We open the listening socket, connect to it, and only then start QEMU with it (chardev fd=).
+    Letting QEMU bind a port number we picked races with every other run on the machine, and
+    connecting after QEMU starts races with pyserial's open(), which drops early banner bytes."""
 
     def __init__(self, elf: Path, machine: str, *, icount_shift: int = 0, qemu: str = "qemu-system-arm",
                  extra_args: tuple[str, ...] = ()):
@@ -152,16 +152,16 @@ class QemuTransport(_ProcessTransport):
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:
             listener.bind(("127.0.0.1", 0))
             listener.listen(1)
-            tcp_port = listener.getsockname()[1]
+            # Connect before QEMU exists: the connection waits in the listen queue, and pyserial's
+            # open() (which discards whatever has already arrived) is over before the guest can
+            # print its banner. QEMU accepts it on start-up (wait=on) and only then runs the guest.
+            try:
+                self.port = serial.serial_for_url(f"socket://127.0.0.1:{listener.getsockname()[1]}", timeout=0.1)
+            except (serial.SerialException, OSError) as error:
+                raise RunError(f"could not open a console socket for QEMU: {error}") from None
             self.process = subprocess.Popen(self.command(listener.fileno()), stdin=subprocess.DEVNULL,
                                             stdout=self._stderr, stderr=self._stderr, start_new_session=True,
                                             pass_fds=(listener.fileno(),))
-            # The socket already listens, so the connection queues even before QEMU accepts it.
-            try:
-                self.port = serial.serial_for_url(f"socket://127.0.0.1:{tcp_port}", timeout=0.1)
-            except (serial.SerialException, OSError) as error:
-                _kill_group(self.process)
-                raise RunError(f"could not connect to QEMU's console: {error}") from None
 
     def _tail(self) -> str:
         self._stderr.seek(0)

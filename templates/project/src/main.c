@@ -1,6 +1,7 @@
 /* mlfbuild firmware main: the console protocol (docs/protocol.md), the same code on QEMU, the host
  * and real boards. Two dialects share the console:
- *   - framed binary commands (0xA5 0x5A, type, length, payload, CRC-16) used by `mlfbuild run`;
+ *   - framed binary commands (0xA5 0x5A, type, sequence, length, payload, CRC-16) used by
+ *     `mlfbuild run`; every reply carries the sequence number of the request it answers;
  *   - the MLPerf Tiny runner's ASCII commands, terminated by '%', so the official runner can drive it.
  * A byte that does not start a frame is taken as MLPerf text. */
 #include <stddef.h>
@@ -10,7 +11,7 @@
 #include "mlf_model.h"
 #include "mlfrt.h"
 
-#define PROTOCOL_VERSION 1u
+#define PROTOCOL_VERSION 2u
 #ifndef MLF_MAX_PAYLOAD
 #define MLF_MAX_PAYLOAD 256u
 #endif
@@ -32,6 +33,9 @@
 enum { ERR_CRC = 1, ERR_LENGTH = 2, ERR_UNKNOWN = 3, ERR_ARGUMENT = 4, ERR_TIMEOUT = 5 };
 
 static uint8_t frame[MLF_MAX_PAYLOAD + 8];
+/* Sequence number of the request being answered (0 while its header is incomplete). The host
+ * resends a request whose reply does not come; the number lets it drop replies to old copies. */
+static uint8_t s_seq;
 
 /* ---------------------------------------------------------------- framing */
 
@@ -56,9 +60,9 @@ static void put_u32(uint8_t* p, uint32_t v) {
 }
 
 static void send_frame(uint8_t type, const uint8_t* payload, uint32_t length) {
-  uint8_t head[5] = {SYNC0, SYNC1, type, (uint8_t)length, (uint8_t)(length >> 8)};
+  uint8_t head[6] = {SYNC0, SYNC1, type, s_seq, (uint8_t)length, (uint8_t)(length >> 8)};
   uint16_t crc = 0xFFFFu;
-  for (int i = 2; i < 5; i++) crc = crc16_update(crc, head[i]);
+  for (int i = 2; i < 6; i++) crc = crc16_update(crc, head[i]);
   for (uint32_t i = 0; i < length; i++) crc = crc16_update(crc, payload[i]);
   uint8_t tail[2] = {(uint8_t)crc, (uint8_t)(crc >> 8)};
   mlfrt_write(head, sizeof head);
@@ -78,8 +82,9 @@ static void send_error(uint8_t code, const char* message) {
 /* Reads the rest of a frame after SYNC0 SYNC1. Returns the payload length, or -1 when the frame
  * was dropped (timeout, bad length or CRC), after telling the host with an error frame. */
 static int read_frame(uint8_t* type) {
-  uint8_t head[3];
-  for (int i = 0; i < 3; i++) {
+  uint8_t head[4]; /* type, sequence, length (LE) */
+  s_seq = 0;
+  for (int i = 0; i < 4; i++) {
     int c = mlfrt_getc(MLF_FRAME_TIMEOUT_MS);
     if (c < 0) {
       send_error(ERR_TIMEOUT, "frame timeout");
@@ -87,13 +92,14 @@ static int read_frame(uint8_t* type) {
     }
     head[i] = (uint8_t)c;
   }
-  uint32_t length = (uint32_t)head[1] | ((uint32_t)head[2] << 8);
+  s_seq = head[1];
+  uint32_t length = (uint32_t)head[2] | ((uint32_t)head[3] << 8);
   if (length > MLF_MAX_PAYLOAD) {
     send_error(ERR_LENGTH, "payload too long");
     return -1;
   }
   uint16_t crc = 0xFFFFu;
-  for (int i = 0; i < 3; i++) crc = crc16_update(crc, head[i]);
+  for (int i = 0; i < 4; i++) crc = crc16_update(crc, head[i]);
   for (uint32_t i = 0; i < length + 2u; i++) {
     int c = mlfrt_getc(MLF_FRAME_TIMEOUT_MS);
     if (c < 0) {
