@@ -113,35 +113,36 @@ def test_crash_is_reported_with_exit_6(board, tmp_path, build_firmware):
         assert "FAULT" in result.stderr
 
 
-@pytest.mark.qemu
-def test_board_qemu_extra_args_reach_the_emulator(build_firmware, tmp_path):
-    # A board file's [qemu] extra_args go on QEMU's command line; one QEMU refuses is reported in its words.
-    board = (REPO / "boards" / "mps2-an386.toml").read_text().replace('name = "mps2-an386"', 'name = "odd-cpu"') \
-        .replace('machine = "mps2-an386"\n', 'machine = "mps2-an386"\nextra_args = ["-cpu", "no-such-cpu"]\n')
-    board_file = tmp_path / "odd-cpu.toml"
-    board_file.write_text(board)
-    build = subprocess.run([sys.executable, "-m", "mlfbuild", "build", str(EXAMPLE), "--board", "odd-cpu",
+def _build_for_board_variant(tmp_path: Path, name: str, old: str, new: str) -> Path:
+    """Build the example for a copy of the mps2-an386 board file named `name`, with `old` replaced by `new`."""
+    board = (REPO / "boards" / "mps2-an386.toml").read_text()
+    assert old in board
+    board_file = tmp_path / f"{name}.toml"
+    board_file.write_text(board.replace('name = "mps2-an386"', f'name = "{name}"').replace(old, new))
+    build = subprocess.run([sys.executable, "-m", "mlfbuild", "build", str(EXAMPLE), "--board", name,
                             "--board-file", str(board_file), "-o", str(tmp_path / "b")], capture_output=True, text=True)
     assert build.returncode == 0, build.stderr
-    result = subprocess.run([sys.executable, "-m", "mlfbuild", "run", str(tmp_path / "b"), "--timeout", "10"],
+    return tmp_path / "b"
+
+
+@pytest.mark.qemu
+def test_board_qemu_extra_args_reach_the_emulator(tmp_path):
+    # A board file's [qemu] extra_args go on QEMU's command line; one QEMU refuses is reported in its words.
+    out = _build_for_board_variant(tmp_path, "odd-cpu", 'machine = "mps2-an386"\n',
+                                   'machine = "mps2-an386"\nextra_args = ["-cpu", "no-such-cpu"]\n')
+    result = subprocess.run([sys.executable, "-m", "mlfbuild", "run", str(out), "--timeout", "10"],
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 6
     assert "exited with status 1: qemu-system-arm: unable to find CPU model 'no-such-cpu'" in result.stderr
 
 
 @pytest.mark.qemu
-def test_dead_console_is_a_timeout(build_firmware, tmp_path):
+def test_dead_console_is_a_timeout(tmp_path):
     # A board file whose console UART is not the one QEMU connects: the firmware says nothing.
-    board = (REPO / "boards" / "mps2-an386.toml").read_text().replace('name = "mps2-an386"', 'name = "silent"') \
-        .replace("base = 0x40004000", "base = 0x40005000")
-    board_file = tmp_path / "silent.toml"
-    board_file.write_text(board)
-    build = subprocess.run([sys.executable, "-m", "mlfbuild", "build", str(EXAMPLE), "--board", "silent",
-                            "--board-file", str(board_file), "-o", str(tmp_path / "b")], capture_output=True, text=True)
-    assert build.returncode == 0, build.stderr
+    out = _build_for_board_variant(tmp_path, "silent", "base = 0x40004000", "base = 0x40005000")
     started = time.monotonic()
     with pytest.raises(RunError, match="no reply"):
-        run_build(tmp_path / "b", timeout=2)
+        run_build(out, timeout=2)
     assert time.monotonic() - started < 20
 
 

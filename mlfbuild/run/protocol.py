@@ -24,6 +24,7 @@ _RESEND_ERRORS = {1, 5}
 # bytes (QEMU's UART models do under a loaded host, real lines do too); every request can be
 # repeated, and sequence numbers let the client drop replies to earlier copies.
 ATTEMPT_SECONDS = 2.0
+_LOST = object()  # what _await returns when the request has to be sent again
 
 
 class Port(Protocol):
@@ -159,8 +160,9 @@ class Client:
         self._seq = self._seq % 255 + 1  # 1..255; 0 marks an error about a frame cut short
         return self._seq
 
-    def _await(self, seq: int, expect: str, deadline: float, what: str) -> bytes | None:
-        """The reply to request `seq`, None at `deadline` or when the firmware asks for a resend."""
+    def _await(self, seq: int, expect: str, deadline: float, what: str, ping: int | None) -> bytes | object | None:
+        """The reply to request `seq`; None at `deadline`; _LOST when the request must be sent
+        again (the firmware dropped it as damaged, or the pong to `ping` came first)."""
         while True:
             frame = self.receive_frame(deadline, what)
             if frame is None:
@@ -169,27 +171,38 @@ class Client:
             if kind == "z" and reply_seq in (seq, 0):
                 code = payload[0] if payload else 0
                 if code in _RESEND_ERRORS:
-                    return None
+                    return _LOST
                 raise RunError(f"the firmware refused {what[len('the reply to '):]}: "
                                f"{_ERRORS.get(code, f'error {code}')}")
+            if kind == "p" and ping is not None and reply_seq == ping:
+                return _LOST
             if reply_seq != seq:
                 continue  # a reply to an earlier copy of some request
             if kind != expect:
                 raise RunError(f"unexpected reply '{kind}' to {what[len('the reply to '):]} from the firmware")
             return payload
 
-    def request(self, kind: str, payload: bytes, expect: str) -> bytes:
-        """Send a request and return its reply's payload, sending it again when no reply comes."""
+    def request(self, kind: str, payload: bytes, expect: str, *, long_running: bool = False) -> bytes:
+        """Send a request and return its reply's payload, sending it again when it was lost. A
+        request that may take long (a run) is not sent again on silence alone: a ping asks, and
+        as the firmware answers in order, a pong ahead of the reply shows the request was lost."""
         seq, what = self._next_seq(), f"the reply to '{kind}'"
         deadline = time.monotonic() + self.timeout
+        self._send(kind, payload, seq)
+        ping = None
         while True:
-            self._send(kind, payload, seq)
-            reply = self._await(seq, expect, min(deadline, time.monotonic() + self.attempt_seconds), what)
-            if reply is not None:
+            reply = self._await(seq, expect, min(deadline, time.monotonic() + self.attempt_seconds), what, ping)
+            if reply is not None and reply is not _LOST:
                 return reply
             if time.monotonic() > deadline:
                 raise self._no_reply(what)
+            if reply is None and long_running:
+                ping = self._next_seq()
+                self._send("P", b"", ping)
+                continue
             self.resends += 1
+            ping = None
+            self._send(kind, payload, seq)
 
     def wait_for_banner(self, marker: bytes = b"m-ready\r\n") -> None:
         """After a fresh boot: wait until the firmware says it is ready (some UART models, QEMU's
@@ -233,34 +246,7 @@ class Client:
             self.request("W", struct.pack("<BBI", model, index, offset) + data[offset:offset + chunk], "k")
 
     def run(self, model: int) -> RunReply:
-        """A run may take long, so silence alone does not mean the request was lost: after each
-        quiet spell a ping asks. The firmware answers frames in order, so a pong before the run's
-        reply means the run request (or its reply) was lost: run again."""
-        seq, what = self._next_seq(), "the reply to 'X'"
-        deadline = time.monotonic() + self.timeout
-        self._send("X", bytes([model]), seq)
-        ping = None
-        while True:
-            frame = self.receive_frame(min(deadline, time.monotonic() + self.attempt_seconds), what)
-            if frame is None:
-                if time.monotonic() > deadline:
-                    raise self._no_reply(what)
-                ping = self._next_seq()
-                self._send("P", b"", ping)
-                continue
-            kind, reply_seq, reply = frame
-            if kind == "x" and reply_seq == seq:
-                break
-            lost = kind == "p" and ping is not None and reply_seq == ping
-            if kind == "z" and reply_seq in (seq, 0):
-                code = reply[0] if reply else 0
-                if code not in _RESEND_ERRORS:
-                    raise RunError(f"the firmware refused 'X': {_ERRORS.get(code, f'error {code}')}")
-                lost = True
-            if lost:
-                self.resends += 1
-                ping = None
-                self._send("X", bytes([model]), seq)
+        reply = self.request("X", bytes([model]), "x", long_running=True)
         status, ticks, workspace, stack = struct.unpack("<iIII", reply[:16])
         return RunReply(status, ticks, workspace, stack, reply[16:].decode("ascii", "replace"))
 
@@ -275,17 +261,11 @@ class Client:
     def quit(self, code: int = 0) -> None:
         """Ask the firmware to exit. The reply may be lost as the emulator stops: a firmware that
         is gone has quit."""
-        seq, deadline = self._next_seq(), time.monotonic() + self.timeout
-        while time.monotonic() < deadline:
-            self._send("Q", bytes([code & 0xFF]), seq)
-            try:
-                if self._await(seq, "q", min(deadline, time.monotonic() + self.attempt_seconds), "the reply to 'Q'") is not None:
-                    return
-            except RunError:
-                if not self.is_alive():
-                    return
+        try:
+            self.request("Q", bytes([code & 0xFF]), "q")
+        except RunError:
+            settled = time.monotonic() + self.attempt_seconds  # an emulator takes a moment to exit
+            while self.is_alive() and time.monotonic() < settled:
+                time.sleep(0.05)
+            if self.is_alive():
                 raise
-            if not self.is_alive():
-                return
-            self.resends += 1
-        raise self._no_reply("the reply to 'Q'")
