@@ -14,6 +14,7 @@ import pytest
 from conftest import buildable, entry_id, manifest_entries
 from mlfbuild.build import build
 from mlfbuild.errors import BuildError, InvalidInputError, OverBudgetError
+from mlfbuild.run import run_build
 from mlfbuild.project import ProjectOptions
 
 REPO = Path(__file__).resolve().parents[1]
@@ -126,6 +127,21 @@ def test_cmsis_nn_needs_the_library(fixtures_dir, tmp_path):
     assert result.returncode == 4 and "--cmsis-nn" in result.stderr
     result = _cli("build", str(mlf), "--board", "mps3-an547", "--cmsis-nn", str(tmp_path), "-o", str(tmp_path / "b"))
     assert result.returncode == 4 and "not a CMSIS-NN source tree" in result.stderr
+
+
+@pytest.mark.qemu
+def test_cmsis_nn_builds_and_runs_given_a_cmsis_nn_tree(fixtures_dir, tmp_path):
+    """--cmsis-nn end to end with tests/cmsis_nn_subset, an API-compatible stand-in for the five
+    CMSIS-NN kernels kws calls (the real library cannot be fetched here). The reference comes from
+    TVM's own kernels, which round softmax differently: the fixture notes allow 1 LSB."""
+    mlf = fixtures_dir / "tvm-0.13" / "kws_aot_cmsisnn.tar"
+    result = _cli("build", str(mlf), "--board", "mps3-an547", "--cmsis-nn", str(REPO / "tests" / "cmsis_nn_subset"),
+                  "-o", str(tmp_path / "b"))
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "b" / "project" / "lib" / "cmsis-nn" / "Source" / "SoftmaxFunctions" / "arm_softmax_s8.c").is_file()
+    run = run_build(tmp_path / "b", references=[str(fixtures_dir / "tvm-0.13" / "kws.npz")], atol=1)
+    assert run.ok
+    assert max(c.max_abs_error for c in run.models[0].comparisons) <= 1
 
 
 def test_missing_toolchain_exits_4(tmp_path):
