@@ -353,3 +353,17 @@ def test_run_over_a_serial_port_url(build_firmware, tmp_path):
     finally:
         if qemu.poll() is None:
             qemu.kill()
+
+
+def test_a_firmware_from_other_templates_gets_a_rebuild_hint_when_it_does_not_answer(build_firmware, tmp_path):
+    import shutil
+
+    out = tmp_path / "old"
+    shutil.copytree(build_firmware(EXAMPLE, "host"), out)
+    record = json.loads((out / "build.json").read_text())
+    record["templates"] = "0000000000000000"
+    (out / "build.json").write_text(json.dumps(record))
+    (out / "firmware.elf").write_bytes(b"#!/bin/sh\nsleep 30\n")  # stands in for a firmware that never answers
+    (out / "firmware.elf").chmod(0o755)
+    with pytest.raises(RunError, match="rebuild it with mlfbuild build"):
+        run_build(out, timeout=2)

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from ..build import load_record
+from ..project import templates_hash
 from ..errors import InvalidInputError, RunError
 from .compare import Comparison, compare
 from .protocol import Client
@@ -166,9 +167,12 @@ def run_build(build_dir: Path, *, port: str | None = None, baud: int = 115200, i
     client = Client(transport.port, timeout=timeout, is_alive=transport.is_alive)
     results: list[ModelRun] = []
     try:
-        if transport.boots_fresh:
-            client.wait_for_banner()
-        hello = client.hello()
+        try:
+            if transport.boots_fresh:
+                client.wait_for_banner()
+            hello = client.hello()
+        except RunError as error:
+            raise RunError(f"{error}{_stale_firmware_hint(record)}") from None
         if hello.models != len(models):
             raise RunError(f"the firmware has {hello.models} model(s), build.json lists {len(models)}: "
                            "is this the firmware of this build?")
@@ -198,6 +202,13 @@ def run_build(build_dir: Path, *, port: str | None = None, baud: int = 115200, i
     # The measured peaks next to the static numbers: `mlfbuild size` picks this file up.
     (Path(build_dir) / RUN_RECORD).write_text(json.dumps(result.to_json(), indent=2, sort_keys=True) + "\n")
     return result
+
+
+def _stale_firmware_hint(record: dict) -> str:
+    """A firmware built from other templates may speak another protocol version: say so."""
+    if record.get("templates") in (None, templates_hash()):
+        return ""
+    return " (this firmware was built by another version of mlfbuild's templates: rebuild it with mlfbuild build)"
 
 
 def measured_peaks(build_dir: Path) -> dict[str, int] | None:
