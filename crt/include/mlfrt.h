@@ -51,6 +51,10 @@ void mlfrt_puts(const char* s);
 void mlfrt_put_u32(uint32_t value);       /* decimal */
 void mlfrt_put_i32(int32_t value);        /* decimal, '-' if negative */
 void mlfrt_put_u64(uint64_t value);       /* decimal */
+/* dividend / divisor (divisor > 0), remainder stored when `remainder` is not NULL. Bit by bit, so
+ * a firmware that prints or converts 64-bit counts does not link libgcc's 64-bit division
+ * (__aeabi_uldivmod, about 0.7 KB on Cortex-M). */
+uint64_t mlfrt_udiv64(uint64_t dividend, uint32_t divisor, uint32_t* remainder);
 void mlfrt_put_hex32(uint32_t value);     /* exactly 8 lowercase hex digits, no "0x" */
 
 /* Reads one line into buf (NUL-terminated, without the line end; '\r' and '\n' both end a

@@ -18,12 +18,26 @@ void mlfrt_puts(const char* s) {
   }
 }
 
+uint64_t mlfrt_udiv64(uint64_t dividend, uint32_t divisor, uint32_t* remainder) {
+  uint64_t quotient = 0, rest = 0;
+  for (int bit = 63; bit >= 0; bit--) {
+    rest = (rest << 1) | ((dividend >> bit) & 1u); /* rest < 2 * divisor: never overflows */
+    if (rest >= divisor) {
+      rest -= divisor;
+      quotient |= (uint64_t)1 << bit;
+    }
+  }
+  if (remainder != NULL) *remainder = (uint32_t)rest;
+  return quotient;
+}
+
 void mlfrt_put_u64(uint64_t value) {
   char digits[20];
   size_t n = 0;
   do {
-    digits[n++] = (char)('0' + (int)(value % 10u));
-    value /= 10u;
+    uint32_t digit;
+    value = mlfrt_udiv64(value, 10u, &digit);
+    digits[n++] = (char)('0' + (int)digit);
   } while (value != 0);
   while (n > 0) mlfrt_putc((uint8_t)digits[--n]);
 }

@@ -226,7 +226,7 @@ void mlfrt_init(void) {
 
 int mlfrt_getc(uint32_t timeout_ms) {
   uint64_t start = systick_now();
-  uint64_t limit = (uint64_t)timeout_ms * (uint64_t)(MLFRT_SYSTICK_HZ) / 1000u;
+  uint64_t limit = (uint64_t)timeout_ms * ((MLFRT_SYSTICK_HZ) / 1000u); /* no 64-bit division linked */
   for (;;) {
     if (uart_rx_ready()) return uart_rx();
     if (timeout_ms != 0 && systick_now() - start >= limit) return -1;

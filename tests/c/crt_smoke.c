@@ -125,6 +125,14 @@ static void timer_test(void) {
   mlfrt_puts("\n");
 }
 
+static void division_test(void) {
+  uint32_t rest = 0;
+  check(mlfrt_udiv64(18446744073709551615ull, 10u, &rest) == 1844674407370955161ull && rest == 5u, "udiv64 by 10");
+  check(mlfrt_udiv64(0x123456789ABCDEFull, 0xFFFFFFFFu, &rest) == 0x1234567ull && rest == 0x8ACF1356u,
+        "udiv64 by 2^32-1");
+  check(mlfrt_udiv64(7u, 8u, NULL) == 0u, "udiv64 without remainder");
+}
+
 static void format_test(void) {
   mlfrt_puts("format ");
   mlfrt_put_i32(-2147483647 - 1);
@@ -144,6 +152,7 @@ int main(void) {
   parallel_test();
   registry_test();
   timer_test();
+  division_test();
   format_test();
   mlfrt_puts("stack peak=");
   mlfrt_put_u32((uint32_t)mlfrt_stack_peak());
