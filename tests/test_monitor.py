@@ -205,3 +205,8 @@ def test_flash_without_port_uses_discovery(tmp_path, monkeypatch, capsys):
     rc = cli.main(["flash", str(folder)])
     assert rc == 2
     assert "no USB serial port found" in capsys.readouterr().err
+
+
+def test_sequence_numbers_are_shown():
+    items, _ = decode_stream(encode_frame("k", b"\x00", seq=7) + encode_frame("W", b"\x00\x00", seq=7))
+    assert [describe_frame(i) for i in items] == ["[frame k #7] input written", "[frame W #7] request write input, 2 bytes: 00 00"]

@@ -98,7 +98,7 @@ def _hex(data: bytes, limit: int = 16) -> str:
 def describe_frame(frame: Frame) -> str:
     """One readable line for a frame, e.g. `[frame x] run: status 0, 1234 ticks, ...`."""
     k, p = frame.kind, frame.payload
-    head = f"[frame {k}]"
+    head = f"[frame {k} #{frame.seq}]" if frame.seq else f"[frame {k}]"  # #n: the request it answers
     try:
         if k == "h":
             version, models, hz, max_payload = struct.unpack_from("<BBII", p)
