@@ -78,13 +78,17 @@ def _misbehaving(behaviour: str, tmp_path: Path, build_firmware, board: str) -> 
     return build_firmware(mlf, board)
 
 
+def _cli_run(out: Path, timeout: int) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "mlfbuild", "run", str(out), "--timeout", str(timeout)],
+                          capture_output=True, text=True, timeout=60)
+
+
 @pytest.mark.qemu
 @pytest.mark.parametrize("board", ["mps2-an386", "host"])
 def test_hung_firmware_times_out_with_exit_6(board, tmp_path, build_firmware):
     out = _misbehaving("hang", tmp_path, build_firmware, board)
     started = time.monotonic()
-    result = subprocess.run([sys.executable, "-m", "mlfbuild", "run", str(out), "--timeout", "3"],
-                            capture_output=True, text=True, timeout=60)
+    result = _cli_run(out, 3)
     assert result.returncode == 6
     assert "no reply from the firmware within 3 s" in result.stderr
     assert time.monotonic() - started < 30
@@ -92,11 +96,11 @@ def test_hung_firmware_times_out_with_exit_6(board, tmp_path, build_firmware):
     assert str(out) not in left, "the emulator or host program outlived the run"
 
 
+@pytest.mark.qemu
 @pytest.mark.parametrize("board", ["mps2-an386", "host"])
 def test_failing_model_reports_the_runtime_message_with_exit_6(board, tmp_path, build_firmware):
     out = _misbehaving("fail", tmp_path, build_firmware, board)
-    result = subprocess.run([sys.executable, "-m", "mlfbuild", "run", str(out), "--timeout", "10"],
-                            capture_output=True, text=True, timeout=60)
+    result = _cli_run(out, 10)
     assert result.returncode == 6
     assert "returned status -1: Assert fail: tiny input check" in result.stderr
 
@@ -105,8 +109,7 @@ def test_failing_model_reports_the_runtime_message_with_exit_6(board, tmp_path, 
 @pytest.mark.parametrize("board", ["mps2-an386", "host"])
 def test_crash_is_reported_with_exit_6(board, tmp_path, build_firmware):
     out = _misbehaving("crash", tmp_path, build_firmware, board)
-    result = subprocess.run([sys.executable, "-m", "mlfbuild", "run", str(out), "--timeout", "10"],
-                            capture_output=True, text=True, timeout=60)
+    result = _cli_run(out, 10)
     assert result.returncode == 6
     assert "crashed" in result.stderr or "stopped" in result.stderr
     if board != "host":
@@ -130,8 +133,7 @@ def test_board_qemu_extra_args_reach_the_emulator(tmp_path):
     # A board file's [qemu] extra_args go on QEMU's command line; one QEMU refuses is reported in its words.
     out = _build_for_board_variant(tmp_path, "odd-cpu", 'machine = "mps2-an386"\n',
                                    'machine = "mps2-an386"\nextra_args = ["-cpu", "no-such-cpu"]\n')
-    result = subprocess.run([sys.executable, "-m", "mlfbuild", "run", str(out), "--timeout", "10"],
-                            capture_output=True, text=True, timeout=60)
+    result = _cli_run(out, 10)
     assert result.returncode == 6
     assert "exited with status 1: qemu-system-arm: unable to find CPU model 'no-such-cpu'" in result.stderr
 
