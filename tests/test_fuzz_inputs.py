@@ -77,6 +77,20 @@ def test_console_replies_never_crash_the_client(noise, reply, kind, seq):
         assert "\n" not in str(exc)
 
 
+def test_the_client_skips_replies_that_answer_other_requests():
+    client = Client(_Replay(b""), timeout=0.5, attempt_seconds=0.5)
+    seq = client._seq % 255 + 1  # the number the next request gets
+    client.port = _Replay(encode_frame("z", b"\x04bad arguments", 0)  # about a frame that was not ours
+                          + encode_frame("h", b"", seq)  # stale traffic that happens to carry our number
+                          + encode_frame("p", b"old", (seq + 7) % 256)  # the answer to some earlier request
+                          + encode_frame("p", b"pong", seq))
+    assert client.request("P", b"pong", "p") == b"pong"
+    assert client.unexpected == {"h"}
+    client.port = _Replay(encode_frame("h", b"", seq % 255 + 1))
+    with pytest.raises(RunError, match="replies of the wrong kind came: h"):
+        client.request("P", b"", "p")
+
+
 @SETTINGS
 @given(blob=st.binary(max_size=400))
 def test_arbitrary_bytes_as_console_never_crash_the_client(blob):

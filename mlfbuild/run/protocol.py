@@ -7,6 +7,7 @@ prints outside a frame (boot lines, fault reports) is collected in `Client.text`
 
 from __future__ import annotations
 
+import random
 import struct
 import time
 from dataclasses import dataclass
@@ -75,7 +76,9 @@ class Client:
         self.max_payload = 256
         self.resends = 0  # requests sent again because no reply came (a lossy console)
         self.damaged = 0  # frames from the firmware that failed their checksum
-        self._seq = 0
+        self.unexpected: set[str] = set()  # kinds of replies that answered the wrong request
+        # Start somewhere random: a board may still send replies from an earlier, interrupted session.
+        self._seq = random.randrange(255)
 
     # -- framing ------------------------------------------------------------------------------
     def _read(self, size: int, deadline: float, what: str) -> bytes | None:
@@ -147,6 +150,8 @@ class Client:
     def _no_reply(self, what: str) -> RunError:
         lossy = (f" ({self.resends} resend(s); {self.damaged} frame(s) failed their checksum)"
                  if self.resends or self.damaged else "")
+        if self.unexpected:
+            lossy += f" (replies of the wrong kind came: {', '.join(sorted(self.unexpected))})"
         return RunError(f"no reply from the firmware within {self.timeout:g} s while waiting for {what}"
                         f"{lossy}{self._console_tail()}")
 
@@ -171,15 +176,18 @@ class Client:
             if kind == "z" and reply_seq in (seq, 0):
                 code = payload[0] if payload else 0
                 if code in _RESEND_ERRORS:
-                    return _LOST
-                raise RunError(f"the firmware refused {what[len('the reply to '):]}: "
-                               f"{_ERRORS.get(code, f'error {code}')}")
+                    return _LOST  # ours, or a frame cut short that may have been ours
+                if reply_seq == seq:
+                    raise RunError(f"the firmware refused {what[len('the reply to '):]}: "
+                                   f"{_ERRORS.get(code, f'error {code}')}")
+                continue
             if kind == "p" and ping is not None and reply_seq == ping:
                 return _LOST
             if reply_seq != seq:
                 continue  # a reply to an earlier copy of some request
-            if kind != expect:
-                raise RunError(f"unexpected reply '{kind}' to {what[len('the reply to '):]} from the firmware")
+            if kind != expect:  # stale traffic whose number happens to match; noted for the error
+                self.unexpected.add(kind)
+                continue
             return payload
 
     def request(self, kind: str, payload: bytes, expect: str, *, long_running: bool = False) -> bytes:
