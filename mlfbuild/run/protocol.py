@@ -165,28 +165,27 @@ class Client:
         self._seq = self._seq % 255 + 1  # 1..255; 0 marks an error about a frame cut short
         return self._seq
 
-    def _await(self, seq: int, expect: str, deadline: float, what: str, ping: int | None) -> bytes | object | None:
-        """The reply to request `seq`; None at `deadline`; _LOST when the request must be sent
-        again (the firmware dropped it as damaged, or the pong to `ping` came first)."""
+    def _await(self, kind: str, seq: int, expect: str, deadline: float, ping: int | None) -> bytes | object | None:
+        """The reply to request `kind` number `seq`; None at `deadline`; _LOST when the request must
+        be sent again (the firmware dropped it as damaged, or the pong to `ping` came first)."""
         while True:
-            frame = self.receive_frame(deadline, what)
+            frame = self.receive_frame(deadline, f"the reply to '{kind}'")
             if frame is None:
                 return None
-            kind, reply_seq, payload = frame
-            if kind == "z" and reply_seq in (seq, 0):
+            reply_kind, reply_seq, payload = frame
+            if reply_kind == "z" and reply_seq in (seq, 0):
                 code = payload[0] if payload else 0
                 if code in _RESEND_ERRORS:
                     return _LOST  # ours, or a frame cut short that may have been ours
                 if reply_seq == seq:
-                    raise RunError(f"the firmware refused {what[len('the reply to '):]}: "
-                                   f"{_ERRORS.get(code, f'error {code}')}")
+                    raise RunError(f"the firmware refused '{kind}': {_ERRORS.get(code, f'error {code}')}")
                 continue
-            if kind == "p" and ping is not None and reply_seq == ping:
+            if reply_kind == "p" and ping is not None and reply_seq == ping:
                 return _LOST
             if reply_seq != seq:
                 continue  # a reply to an earlier copy of some request
-            if kind != expect:  # stale traffic whose number happens to match; noted for the error
-                self.unexpected.add(kind)
+            if reply_kind != expect:  # stale traffic whose number happens to match; noted for the error
+                self.unexpected.add(reply_kind)
                 continue
             return payload
 
@@ -194,16 +193,16 @@ class Client:
         """Send a request and return its reply's payload, sending it again when it was lost. A
         request that may take long (a run) is not sent again on silence alone: a ping asks, and
         as the firmware answers in order, a pong ahead of the reply shows the request was lost."""
-        seq, what = self._next_seq(), f"the reply to '{kind}'"
+        seq = self._next_seq()
         deadline = time.monotonic() + self.timeout
         self._send(kind, payload, seq)
         ping = None
         while True:
-            reply = self._await(seq, expect, min(deadline, time.monotonic() + self.attempt_seconds), what, ping)
+            reply = self._await(kind, seq, expect, min(deadline, time.monotonic() + self.attempt_seconds), ping)
             if reply is not None and reply is not _LOST:
                 return reply
             if time.monotonic() > deadline:
-                raise self._no_reply(what)
+                raise self._no_reply(f"the reply to '{kind}'")
             if reply is None and long_running:
                 ping = self._next_seq()
                 self._send("P", b"", ping)
