@@ -91,6 +91,13 @@ def test_the_client_skips_replies_that_answer_other_requests():
         client.request("P", b"", "p")
 
 
+def test_a_refusal_of_our_own_request_ends_it_with_the_firmware_s_reason():
+    client = Client(_Replay(b""), timeout=0.5)
+    client.port = _Replay(encode_frame("z", b"\x04bad arguments", client._seq % 255 + 1))
+    with pytest.raises(RunError, match="the firmware refused 'R': bad arguments"):
+        client.request("R", b"\x09", "o")
+
+
 @SETTINGS
 @given(blob=st.binary(max_size=400))
 def test_arbitrary_bytes_as_console_never_crash_the_client(blob):
