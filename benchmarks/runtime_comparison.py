@@ -114,7 +114,7 @@ def timed_build(mlf: Path, outdir: Path, options: ProjectOptions) -> dict:
     library = read_mlf(mlf, outdir / "scratch")
     project = render_project(library, board, outdir / "project", options)
     rendered = time.perf_counter()
-    run_make(project.path, jobs=2)
+    run_make(project.path, jobs=2, log=outdir / "build.log")
     compiled = time.perf_counter()
     shutil.rmtree(outdir / "scratch")
     result = build(mlf, BOARD, outdir / "full", options=options)

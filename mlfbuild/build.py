@@ -23,10 +23,12 @@ from .errors import OverBudgetError
 from .project import Project, ProjectOptions, render_oversize_linker_script, render_project
 from .size import SizeReport, size_report
 from .size.command import report_build
-from .toolchain import MakeResult, compiler_version, find_compiler, run_make
+from .toolchain import MakeResult, find_compiler, run_make, toolchain_used
 
 BUILD_RECORD = "build.json"
+BUILD_LOG = "build.log"
 OUTPUTS = ("firmware.elf", "firmware.bin", "firmware.hex", "firmware.map")
+HOST_SKIPS = ("firmware.bin", "firmware.hex")
 
 
 @dataclass
@@ -47,12 +49,13 @@ class BuildResult:
 def build(mlf: Path, board_name: str, outdir: Path, *, options: ProjectOptions = ProjectOptions(),
           board_files: tuple[Path, ...] = (), jobs: int = 2, progress: Callable[[str], None] | None = None,
           max_mlf_bytes: int = DEFAULT_MAX_TOTAL_BYTES, budget_flash: int | None = None,
-          budget_ram: int | None = None) -> BuildResult:
+          budget_ram: int | None = None, verbose: bool = False) -> BuildResult:
     """Build the firmware; raises OverBudgetError (after writing every output, so the build can be
     inspected) when it does not fit the board or the tighter budgets."""
     board = load_board(board_name, list(board_files))
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
+    _forget_previous_build(outdir)
     unpacked = outdir / "mlf"
     if unpacked.exists() and not Path(mlf).is_dir():
         shutil.rmtree(unpacked)
@@ -63,13 +66,16 @@ def build(mlf: Path, board_name: str, outdir: Path, *, options: ProjectOptions =
 
     project = render_project(library, board, outdir / "project", options)
     toolchain = "gcc" if board.is_host else f"{options.toolchain_prefix}gcc"
-    cc = find_compiler(toolchain)
+    find_compiler(toolchain)
+    log = outdir / BUILD_LOG
     try:
-        make = run_make(project.path, jobs=jobs, progress=progress)
+        make = run_make(project.path, jobs=jobs, log=log, progress=progress, verbose=verbose)
     except OverBudgetError as overflow:
-        raise _explain_overflow(overflow, Path(mlf), library, board, project, options, cc) from None
+        raise _explain_overflow(overflow, Path(mlf), library, board, project, log) from None
+    if progress and make.warning_summary():
+        progress(f"{make.warning_summary()} (full log: {log})")
     outputs = _collect_outputs(project.path / "build", outdir, board)
-    record = _record(Path(mlf), library, board, project, options, compiler_version(cc), outputs)
+    record = _record(Path(mlf), library, board, project, toolchain_used(project.path), outputs)
     size = report_build(outdir, record, budget_flash=budget_flash, budget_ram=budget_ram)
     record["size"] = {"flash_used": size.flash.used, "flash_total": size.flash.total,
                       "ram_used": size.ram.used, "ram_total": size.ram.total}
@@ -82,18 +88,27 @@ def build(mlf: Path, board_name: str, outdir: Path, *, options: ProjectOptions =
     return result
 
 
+def _forget_previous_build(outdir: Path) -> None:
+    """A rebuild starts by removing what described the previous firmware (its record, outputs and
+    last run), so a failed rebuild cannot leave an old firmware that looks like the new one."""
+    from .run import RUN_RECORD
+
+    for name in (BUILD_RECORD, RUN_RECORD, *OUTPUTS):
+        (outdir / name).unlink(missing_ok=True)
+
+
 def _explain_overflow(overflow: OverBudgetError, mlf: Path, library: ModelLibrary, board: Board, project: Project,
-                      options: ProjectOptions, cc: str) -> OverBudgetError:
+                      log: Path) -> OverBudgetError:
     """The linker said a region overflowed; link again with roomier regions and let the size report
     say by how much and what is biggest. Falls back to the linker's words if that link fails too."""
     if board.is_host:
         return overflow
     render_oversize_linker_script(board, project.path)
     try:
-        run_make(project.path, jobs=1, targets=["build/oversize.elf"])
+        run_make(project.path, jobs=1, log=log, append=True, targets=["build/oversize.elf"])
     except (BuildError, OverBudgetError):
         return overflow
-    record = _record(mlf, library, board, project, options, compiler_version(cc), outputs={})
+    record = _record(mlf, library, board, project, toolchain_used(project.path), outputs={})
     report = size_report(project.path / "build" / "oversize.elf", record)
     if not report.over_budget:
         return overflow
@@ -108,21 +123,19 @@ def _explain_overflow(overflow: OverBudgetError, mlf: Path, library: ModelLibrar
 def _collect_outputs(build_dir: Path, outdir: Path, board: Board) -> dict[str, str]:
     hashes = {}
     for name in OUTPUTS:
+        if name in HOST_SKIPS and board.is_host:  # a native executable has no flash image
+            continue
         source = build_dir / name
         if not source.is_file():
-            if name in ("firmware.bin", "firmware.hex") and board.is_host:
-                continue
             raise BuildError(f"make finished but {source} is missing")
-        target = outdir / name
-        if not target.is_file() or target.read_bytes() != source.read_bytes():
-            shutil.copyfile(source, target)
-            shutil.copymode(source, target)
+        shutil.copyfile(source, outdir / name)
+        shutil.copymode(source, outdir / name)
         hashes[name] = hashlib.sha256(source.read_bytes()).hexdigest()
     return hashes
 
 
-def _record(mlf: Path, library: ModelLibrary, board: Board, project: Project, options: ProjectOptions,
-            toolchain: str, outputs: dict[str, str]) -> dict:
+def _record(mlf: Path, library: ModelLibrary, board: Board, project: Project, toolchain: str,
+            outputs: dict[str, str]) -> dict:
     """build.json: the one record of what went in and what came out; later stages read it."""
     return {
         "mlfbuild_version": __version__,

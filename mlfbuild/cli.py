@@ -91,6 +91,8 @@ def _add_build_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--opt", default="-Os", choices=["-Os", "-O2", "-O3", "-O1", "-O0", "-Og"],
                         help="optimisation level (default -Os)")
     parser.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 2, help="parallel compile jobs")
+    parser.add_argument("--verbose", "-v", action="store_true",
+                        help="show the compiler's output as it comes (it is always kept in OUT/build.log)")
     parser.add_argument("--budget-flash", type=parse_size, metavar="N", help="fail (exit 5) above this flash use")
     parser.add_argument("--budget-ram", type=parse_size, metavar="N", help="fail (exit 5) above this RAM use")
 
@@ -104,7 +106,8 @@ def build_from_args(args: argparse.Namespace, mlf: Path, outdir: Path):
     quiet = getattr(args, "json", False)
     progress = None if quiet else (lambda line: print(f"  {line}", file=sys.stderr, flush=True))
     return build(mlf, args.board, outdir, options=options, board_files=tuple(args.board_file),
-                 jobs=args.jobs, progress=progress, budget_flash=args.budget_flash, budget_ram=args.budget_ram)
+                 jobs=args.jobs, progress=progress, budget_flash=args.budget_flash, budget_ram=args.budget_ram,
+                 verbose=args.verbose)
 
 
 class BuildCommand(Command):

@@ -20,11 +20,42 @@ _NOT_FIT = re.compile(r"will not fit in region [`']?(\w+)'?")
 _ASSERT = re.compile(r"ld: (?:.*?: )?(RAM overflow[^\n]*|[^\n]*no room for the stack[^\n]*)")
 
 
+# gcc's diagnostic line: `path:line:col: warning: message [-Wflag]`.
+_WARNING = re.compile(r"^(?P<path>[^:\s]+):\d+:(?:\d+:)? warning: (?P<message>.*?)(?: \[(?P<flag>-W[^\]]+)\])?$")
+# Where the model's code lives in a rendered project: TVM's output and the libraries it calls.
+_MODEL_CODE = ("model/", "lib/")
+
+
+@dataclass(frozen=True)
+class CompilerWarning:
+    path: str
+    message: str
+    flag: str
+
+    @property
+    def in_model_code(self) -> bool:
+        return self.path.startswith(_MODEL_CODE)
+
+
 @dataclass
 class MakeResult:
     compiled: list[str] = field(default_factory=list)  # sources the compiler actually ran on
     linked: bool = False
     log: str = ""
+    warnings: list[CompilerWarning] = field(default_factory=list)
+
+    def warning_summary(self) -> str | None:
+        """One line on the model code's warnings: how many, and the first distinct kinds."""
+        model = [w for w in self.warnings if w.in_model_code]
+        if not model:
+            return None
+        kinds: dict[str, int] = {}
+        for warning in model:
+            key = f"{warning.message} [{warning.flag}]" if warning.flag else warning.message
+            kinds[key] = kinds.get(key, 0) + 1
+        shown = "; ".join(f"{count}x {kind}" for kind, count in list(kinds.items())[:3])
+        more = f"; {len(kinds) - 3} more kind(s)" if len(kinds) > 3 else ""
+        return f"{len(model)} compiler warning(s) in the model's code: {shown}{more}"
 
 
 def find_compiler(cc: str) -> str:
@@ -36,18 +67,19 @@ def find_compiler(cc: str) -> str:
     return path
 
 
-def compiler_version(cc: str) -> str:
+def toolchain_used(project: Path) -> str:
+    """The compiler make really ran: the first line of its `--version`, as the Makefile stamped it."""
     try:
-        out = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30).stdout
-    except (OSError, subprocess.SubprocessError):
+        return (project / "build" / "toolchain.txt").read_text().splitlines()[0].strip()
+    except (OSError, IndexError):
         return "unknown"
-    return out.splitlines()[0].strip() if out else "unknown"
 
 
-def run_make(project: Path, *, jobs: int, progress: Callable[[str], None] | None = None,
-             make: str = "make", targets: list[str] = ()) -> MakeResult:
-    """Run make in `project`, streaming progress lines; raise BuildError (compiler) or
-    OverBudgetError (the linker's region overflow) with the first meaningful lines."""
+def run_make(project: Path, *, jobs: int, log: Path, progress: Callable[[str], None] | None = None,
+             verbose: bool = False, make: str = "make", targets: list[str] = (), append: bool = False) -> MakeResult:
+    """Run make in `project`, streaming progress lines (every line when `verbose`) and keeping the
+    whole output in `log`; raise BuildError (compiler) or OverBudgetError (the linker's region
+    overflow) with the first meaningful lines and the log's name."""
     if shutil.which(make) is None:
         raise BuildError(f"'{make}' not found on PATH; install the Debian package make (bash scripts/setup.sh does)")
     env = dict(os.environ, LC_ALL="C")
@@ -56,19 +88,26 @@ def run_make(project: Path, *, jobs: int, progress: Callable[[str], None] | None
     process = subprocess.Popen([make, f"-j{max(jobs, 1)}", "--no-print-directory", *targets], cwd=project, env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
     assert process.stdout is not None
-    for line in process.stdout:
-        line = line.rstrip("\n")
-        lines.append(line)
-        if line.startswith("CC   "):
-            result.compiled.append(line[5:].strip())
-        if line.startswith("LD   "):
-            result.linked = True
-        if progress and line[:5] in ("CC   ", "LD   ", "BIN  ", "HEX  "):
-            progress(line)
+    with open(log, "a" if append else "w", encoding="utf-8") as kept:
+        for line in process.stdout:
+            kept.write(line)
+            line = line.rstrip("\n")
+            lines.append(line)
+            if line.startswith("CC   "):
+                result.compiled.append(line[5:].strip())
+            if line.startswith("LD   "):
+                result.linked = True
+            warning = _WARNING.match(line)
+            if warning:
+                result.warnings.append(CompilerWarning(warning["path"], warning["message"], warning["flag"] or ""))
+            if progress and (verbose or line[:5] in ("CC   ", "LD   ", "BIN  ", "HEX  ")):
+                progress(line)
     code = process.wait()
     result.log = "\n".join(lines)
     if code != 0:
-        raise _failure(result.log, project)
+        failure = _failure(result.log, project)
+        failure.args = (f"{failure.args[0]} (full log: {log})",)
+        raise failure
     return result
 
 

@@ -71,6 +71,110 @@ def test_builds_are_reproducible_and_incremental(tmp_path, fixtures_dir):
     assert again.make.compiled == [] and not again.make.linked
 
 
+def _board_file(tmp_path: Path, clock_hz: int) -> Path:
+    """A board file of the user's own: the default board under another name and UART clock."""
+    text = (REPO / "boards" / "mps2-an386.toml").read_text()
+    text = text.replace('name = "mps2-an386"', 'name = "my-board"').replace("clock_hz = 25000000", f"clock_hz = {clock_hz}")
+    path = tmp_path / str(clock_hz) / "my-board.toml"
+    path.parent.mkdir()
+    path.write_text(text)
+    return path
+
+
+def _rebuild_cases(fixtures: Path, tmp_path: Path) -> dict[str, tuple[dict, dict]]:
+    """Two builds that differ in one input each: (first, second) keyword arguments of build()."""
+    kws_aot = fixtures / "tvm-0.13" / "kws_aot_c_unpacked_usmp.tar"  # bundles TVM's CRT for --runtime tvm
+    return {
+        "opt": (dict(mlf=EXAMPLE, options=ProjectOptions(optimize="-Os")),
+                dict(mlf=EXAMPLE, options=ProjectOptions(optimize="-O0"))),
+        "board": (dict(mlf=EXAMPLE, board_name="mps2-an386"), dict(mlf=EXAMPLE, board_name="mps2-an385")),
+        "board-to-host": (dict(mlf=EXAMPLE, board_name="mps2-an386"), dict(mlf=EXAMPLE, board_name="host")),
+        "runtime": (dict(mlf=kws_aot, options=ProjectOptions(runtime="builtin")),
+                    dict(mlf=kws_aot, options=ProjectOptions(runtime="tvm"))),
+        "board-file-edit": (dict(mlf=EXAMPLE, board_name="my-board", board_files=(_board_file(tmp_path, 25_000_000),)),
+                            dict(mlf=EXAMPLE, board_name="my-board", board_files=(_board_file(tmp_path, 12_500_000),))),
+        # The same file names and module name, other code: only the contents tell them apart.
+        "mlf": (dict(mlf=fixtures / "tvm-0.8" / "mlp_graph_c.tar"), dict(mlf=fixtures / "tvm-0.13" / "mlp_graph_c.tar")),
+    }
+
+
+@pytest.mark.parametrize("case", ["opt", "board", "board-to-host", "runtime", "board-file-edit", "mlf"])
+def test_a_rebuild_into_a_used_folder_equals_a_fresh_build(case, fixtures_dir, tmp_path):
+    first, second = _rebuild_cases(fixtures_dir, tmp_path)[case]
+
+    def build_into(folder: str, kwargs: dict):
+        kwargs = {"board_name": "mps2-an386", **kwargs}
+        return build(kwargs.pop("mlf"), kwargs.pop("board_name"), tmp_path / folder, jobs=2, **kwargs)
+
+    build_into("used", first)
+    rebuilt = build_into("used", second)
+    fresh = build_into("fresh", second)
+    assert rebuilt.make.compiled, "the changed input recompiled nothing"
+    for name in ("firmware.elf", "firmware.bin", "firmware.hex"):
+        if (tmp_path / "fresh" / name).exists() or (tmp_path / "used" / name).exists():
+            assert (tmp_path / "used" / name).read_bytes() == (tmp_path / "fresh" / name).read_bytes(), name
+    assert (tmp_path / "used" / "build.json").read_text() == (tmp_path / "fresh" / "build.json").read_text()
+    again = build_into("used", second)
+    assert again.make.compiled == [] and not again.make.linked
+
+
+def test_plain_make_rebuilds_what_a_makefile_edit_affects(build_firmware, tmp_path):
+    """The rendered project keeps the property without mlfbuild: edit OPT_FLAGS, run make."""
+    out = build_firmware(EXAMPLE, "mps2-an386")
+    project = tmp_path / "project"
+    subprocess.run(["cp", "-a", str(out / "project"), str(project)], check=True)
+    assert subprocess.run(["make"], cwd=project, capture_output=True, text=True).stdout == ""
+    makefile = project / "Makefile"
+    makefile.write_text(makefile.read_text().replace("OPT_FLAGS   := -Os", "OPT_FLAGS   := -O0"))
+    remade = subprocess.run(["make", "-j2"], cwd=project, capture_output=True, text=True, check=True).stdout
+    assert remade.count("CC   ") == len(list((project / "build").rglob("*.o")))
+    fresh = build(EXAMPLE, "mps2-an386", tmp_path / "fresh", options=ProjectOptions(optimize="-O0", werror=True))
+    assert (project / "build" / "firmware.bin").read_bytes() == fresh.elf.with_suffix(".bin").read_bytes()
+
+
+def test_another_compiler_under_the_same_name_rebuilds_everything(tmp_path):
+    """The compiler's identity is part of the build: a new version on PATH recompiles, and
+    build.json names the compiler make really ran."""
+    build(EXAMPLE, "mps2-an386", tmp_path / "o")
+    real = subprocess.run(["which", "arm-none-eabi-gcc"], capture_output=True, text=True, check=True).stdout.strip()
+    wrapper = tmp_path / "bin" / "arm-none-eabi-gcc"
+    wrapper.parent.mkdir()
+    wrapper.write_text(f'#!/bin/sh\n[ "$1" = --version ] && {{ echo "arm-none-eabi-gcc (patched) 99.1"; exit 0; }}\n'
+                       f'exec {real} "$@"\n')
+    wrapper.chmod(0o755)
+    env = dict(os.environ, PATH=f"{wrapper.parent}:{os.environ['PATH']}")
+    result = subprocess.run([sys.executable, "-m", "mlfbuild", "build", str(EXAMPLE), "-o", str(tmp_path / "o")],
+                            capture_output=True, text=True, env=env, cwd=REPO)
+    assert result.returncode == 0, result.stderr
+    assert "nothing recompiled" not in result.stdout
+    assert json.loads((tmp_path / "o" / "build.json").read_text())["toolchain"] == "arm-none-eabi-gcc (patched) 99.1"
+
+
+def test_build_log_and_warning_summary(tmp_path):
+    """Every build keeps the compiler's whole output; the model code's warnings are summarised in
+    one line; -v streams the compiler's lines; a failed build names the log."""
+    from mlfwriter import TinyModel, tar_tree
+
+    files = TinyModel().files()
+    files["codegen/host/src/tiny_lib1.c"] += b"\nint tiny_unused_check(int status) { switch (!status) { case 0: return 1; case -1: return 2; } return 0; }\n"
+    mlf = tar_tree(files, tmp_path / "warned.tar")
+    result = _cli("build", str(mlf), "-o", str(tmp_path / "o"))
+    assert result.returncode == 0, result.stderr
+    log = (tmp_path / "o" / "build.log").read_text()
+    assert "CC   model/codegen/host/src/tiny_lib1.c" in log and "-Wswitch-bool" in log
+    summary = [line for line in result.stderr.splitlines() if "compiler warning(s) in the model's code" in line]
+    assert len(summary) == 1 and "1x switch condition has boolean value [-Wswitch-bool]" in summary[0]
+    assert "build.log" in summary[0]
+    verbose = _cli("build", str(mlf), "-v", "-o", str(tmp_path / "v"))
+    assert "warning: switch condition has boolean value" in verbose.stderr
+    files["codegen/host/src/tiny_lib1.c"] += b"\nthis is not C;\n"
+    broken = _cli("build", str(tar_tree(files, tmp_path / "broken.tar")), "-o", str(tmp_path / "o"))
+    assert broken.returncode == 4 and f"full log: {tmp_path / 'o' / 'build.log'}" in broken.stderr
+    assert "this is not C" in (tmp_path / "o" / "build.log").read_text()
+    # The failed rebuild left nothing that describes the previous firmware as if it were this one.
+    assert not (tmp_path / "o" / "build.json").exists() and not (tmp_path / "o" / "firmware.elf").exists()
+
+
 def test_our_code_is_warning_free(tmp_path):
     for board in ("mps2-an386", "mps2-an385", "host"):
         result = build(EXAMPLE, board, tmp_path / board, options=ProjectOptions(werror=True))
