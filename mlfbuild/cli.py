@@ -153,7 +153,7 @@ class RunCommand(Command):
 
     def run(self, args):
         from .build import BUILD_RECORD
-        from .run import run_build
+        from .run import MISMATCH, run_build
         from .run.report import format_run, junit_xml
 
         with tempfile.TemporaryDirectory(prefix="mlfbuild-run-") as scratch:
@@ -167,7 +167,7 @@ class RunCommand(Command):
         if args.junit:
             args.junit.write_bytes(junit_xml(result))
         print(json.dumps(result.to_json(), indent=2, sort_keys=True) if args.json else format_run(result))
-        if not result.ok:
+        if result.status == MISMATCH:
             raise MismatchError("outputs differ from the reference (see above)")
         return 0
 
@@ -189,7 +189,7 @@ class MatrixCommand(Command):
 
     def run(self, args):
         from .errors import UsageError
-        from .matrix import cross, jobs_from_file, junit_xml, label, run_matrix, summary_table
+        from .matrix import cross, jobs_from_file, junit_xml, label, matrix_exit_code, run_matrix, summary_table
 
         boards = args.board or ["mps2-an386"]
         items = [(str(m.resolve()), ()) for m in args.mlf]
@@ -209,8 +209,7 @@ class MatrixCommand(Command):
         if args.junit:
             args.junit.write_bytes(junit_xml(results))
         print(json.dumps(results, indent=2) if args.json else summary_table(results))
-        failed = [r for r in results if r["status"] != "pass"]
-        return failed[0]["exit_code"] if failed else 0
+        return matrix_exit_code(results)
 
 
 class SizeCommand(Command):

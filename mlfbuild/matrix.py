@@ -35,7 +35,7 @@ class Job:
 def run_job(job: dict) -> dict:
     """Build then run one MLF on one board. Never raises: failures come back as data."""
     from .build import build
-    from .run import run_build
+    from .run import MISMATCH, NOT_CHECKED, run_build
 
     started = time.monotonic()
     result = {"job": job, "status": "pass", "exit_code": 0, "message": "", "ticks": None, "flash": None, "ram": None}
@@ -46,10 +46,12 @@ def run_job(job: dict) -> dict:
         if built.board.is_emulated or built.board.is_host:
             ran = run_build(Path(job["outdir"]), references=job["references"], timeout=job["timeout"])
             result["ticks"] = {m.name: m.ticks[-1] for m in ran.models}
-            if not ran.ok:
+            if ran.status == MISMATCH:
                 result.update(status="mismatch", exit_code=7, message="outputs differ from the reference")
+            elif ran.status == NOT_CHECKED:
+                result.update(status=NOT_CHECKED, message=f"outputs not checked: {', '.join(ran.unchecked)}")
         else:
-            result["message"] = "built (real hardware: not run)"
+            result.update(status="built", message="built (real hardware: not run, outputs not checked)")
     except MlfError as exc:
         result.update(status="fail", exit_code=exc.exit_code, message=str(exc).splitlines()[0] if str(exc) else "")
     except Exception as exc:  # a worker must report, not die: the matrix goes on
@@ -106,6 +108,17 @@ def run_matrix(jobs: list[Job], *, workers: int, progress: Callable[[int, int, d
     return sorted(results, key=lambda r: order[r["job"]["outdir"]])
 
 
+# Which job's exit code the matrix exits with: bad input first, then errors (build, run, flash,
+# infrastructure), then failures (over budget, mismatch). Jobs that passed or were not checked give 0.
+_EXIT_PRECEDENCE = (3, 2, 4, 6, 8, 1, 5, 7)
+
+
+def matrix_exit_code(results: list[dict]) -> int:
+    codes = {r["exit_code"] for r in results} - {0}
+    return min(codes, key=lambda c: _EXIT_PRECEDENCE.index(c) if c in _EXIT_PRECEDENCE else len(_EXIT_PRECEDENCE),
+               default=0)
+
+
 def summary_table(results: list[dict]) -> str:
     boards = sorted({r["job"]["board"] for r in results})
     models = sorted({label(r["job"]["mlf"]) for r in results})
@@ -114,20 +127,23 @@ def summary_table(results: list[dict]) -> str:
     lines = [f"{'MLF':<{width}}  " + "  ".join(f"{b:<12}" for b in boards)]
     for model in models:
         lines.append(f"{model:<{width}}  " + "  ".join(f"{cell.get((model, b), '-'):<12}" for b in boards))
-    passed = sum(r["status"] == "pass" for r in results)
-    lines.append(f"{passed}/{len(results)} passed")
+    counts = {status: sum(r["status"] == status for r in results) for status in dict.fromkeys(r["status"] for r in results)}
+    lines.append(f"{counts.get('pass', 0)}/{len(results)} passed (" + ", ".join(f"{n} {s}" for s, n in counts.items()) + ")")
     return "\n".join(lines)
 
 
 def junit_xml(results: list[dict]) -> bytes:
     suite = ElementTree.Element("testsuite", name="mlfbuild matrix", tests=str(len(results)),
                                 failures=str(sum(r["status"] == "mismatch" for r in results)),
-                                errors=str(sum(r["status"] in ("fail", "error") for r in results)))
+                                errors=str(sum(r["status"] in ("fail", "error") for r in results)),
+                                skipped=str(sum(r["status"] in ("not checked", "built") for r in results)))
     for r in results:
         case = ElementTree.SubElement(suite, "testcase", classname=r["job"]["board"],
                                       name=label(r["job"]["mlf"]), time=str(r["seconds"]))
         if r["status"] == "mismatch":
             ElementTree.SubElement(case, "failure", message=r["message"])
+        elif r["status"] in ("not checked", "built"):
+            ElementTree.SubElement(case, "skipped", message="outputs not checked")
         elif r["status"] in ("fail", "error"):
             ElementTree.SubElement(case, "error", message=r["message"], type=f"exit {r['exit_code']}")
         ElementTree.SubElement(case, "system-out").text = json.dumps(

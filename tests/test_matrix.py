@@ -53,3 +53,28 @@ def test_worker_interface_is_plain_data(tmp_path):
     assert result["status"] == "pass" and result["flash"] > 0 and result["ticks"]["tiny"] > 0
     bad = run_job({**job, "mlf": str(tmp_path / "missing.tar"), "outdir": str(tmp_path / "p")})
     assert bad["status"] == "fail" and bad["exit_code"] == 3
+
+
+def test_a_job_without_reference_is_not_checked_not_passed(tmp_path):
+    from mlfbuild.matrix import junit_xml, summary_table
+
+    example = Path(__file__).resolve().parents[1] / "examples" / "tiny_aot.tar"
+    result = run_job({"mlf": str(example), "board": "host", "outdir": str(tmp_path / "o"), "references": [],
+                      "timeout": 30})
+    assert result["status"] == "not checked" and result["exit_code"] == 0
+    assert "tiny/output" in result["message"]
+    assert "0/1 passed (1 not checked)" in summary_table([result])
+    suite = ElementTree.fromstring(junit_xml([result]))
+    assert suite.get("skipped") == "1" and suite.find("testcase/skipped") is not None
+
+
+def test_matrix_exit_code_precedence():
+    from mlfbuild.matrix import matrix_exit_code
+
+    def results(*codes):
+        return [{"exit_code": code} for code in codes]
+
+    assert matrix_exit_code(results(0, 0)) == 0
+    assert matrix_exit_code(results(7, 0, 5)) == 5  # both failures: over budget before mismatch
+    assert matrix_exit_code(results(7, 4, 6)) == 4  # an error outranks a failure
+    assert matrix_exit_code(results(7, 4, 3)) == 3  # invalid input outranks everything

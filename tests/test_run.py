@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import serial
+from xml.etree import ElementTree
 
 from conftest import buildable, entry_id, manifest_entries, references_for
 from mlfbuild.errors import RunError
@@ -33,7 +34,7 @@ def test_fixture_outputs_match_tvm(item, board, fixtures_dir, build_firmware):
     fixture_set, entry = item
     out = build_firmware(fixtures_dir / fixture_set / entry["file"], board)
     result = run_build(out, references=references_for(fixture_set, entry, fixtures_dir), timeout=60)
-    assert result.ok and result.compared
+    assert result.status == "pass"
     for model in result.models:
         for comparison in model.comparisons:
             if np.dtype(next(o["dtype"] for o in entry["outputs"])).kind in "iu":
@@ -48,7 +49,7 @@ def test_fixture_outputs_match_tvm(item, board, fixtures_dir, build_firmware):
                                    "lm3s6965evb"])
 def test_example_runs_on_every_qemu_board(board, build_firmware):
     result = run_build(build_firmware(EXAMPLE, board), references=[str(EXAMPLE_REF)], timeout=30)
-    assert result.ok and result.models[0].comparisons[0].max_abs_error == 0
+    assert result.status == "pass" and result.models[0].comparisons[0].max_abs_error == 0
 
 
 @pytest.mark.qemu
@@ -69,8 +70,37 @@ def test_mismatch_exits_7(build_firmware, tmp_path):
                              "--json", "--junit", str(tmp_path / "j.xml")], capture_output=True, text=True)
     assert result.returncode == 7, result.stderr
     report = json.loads(result.stdout)
-    assert report["ok"] is False and report["models"][0]["outputs"][0]["mismatches"] == 4
+    assert report["status"] == "mismatch" and report["models"][0]["outputs"][0]["mismatches"] == 4
     assert "<failure" in (tmp_path / "j.xml").read_text()
+
+
+def test_nothing_unchecked_is_called_a_match(build_firmware, tmp_path):
+    """Without a reference a run says which outputs it did not check, in every form, and never
+    "match" or "pass"; a reference of the wrong shape or for another model is refused."""
+    out = build_firmware(EXAMPLE, "host")
+    junit = tmp_path / "j.xml"
+    result = subprocess.run([sys.executable, "-m", "mlfbuild", "run", str(out), "--junit", str(junit)],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "not checked (no reference for this model): output" in result.stdout
+    assert "result: not checked" in result.stdout and "match" not in result.stdout and "pass" not in result.stdout
+    suite = ElementTree.parse(junit).getroot()
+    assert suite.get("skipped") == "1" and suite.find("testcase/skipped").get("message") == "outputs not checked"
+    report = json.loads(subprocess.run([sys.executable, "-m", "mlfbuild", "run", str(out), "--json"],
+                                       capture_output=True, text=True).stdout)
+    assert report["status"] == "not checked" and report["unchecked"] == ["tiny/output"]
+    assert report["models"][0]["status"] == "not checked"
+    checked = run_build(out, references=[str(EXAMPLE_REF)], timeout=30)
+    assert checked.status == "pass" and checked.unchecked == []
+    reference = dict(np.load(EXAMPLE_REF))
+    for name, change in (("short", {"output_0": reference["output_0"].reshape(-1)[:3]}),
+                         ("extra", {"output_1": reference["output_0"]})):
+        bad = tmp_path / f"{name}.npz"
+        np.savez(bad, **{**reference, **change})
+        refused = subprocess.run([sys.executable, "-m", "mlfbuild", "run", str(out), "--reference", str(bad)],
+                                 capture_output=True, text=True)
+        assert refused.returncode == 3 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+        assert "output_" in refused.stderr and "Traceback" not in refused.stderr
 
 
 def _misbehaving(behaviour: str, tmp_path: Path, build_firmware, board: str) -> Path:
@@ -187,7 +217,7 @@ def test_a_damaged_reply_is_dropped_and_the_request_sent_again(build_firmware):
     out = build_firmware(EXAMPLE, "mps2-an386")
     result = run_build(out, transport=_GarblingQemu(out / "firmware.elf", "mps2-an386"), timeout=20,
                        references=[str(EXAMPLE_REF)])
-    assert result.ok and result.damaged == 1 and result.resends == 1
+    assert result.status == "pass" and result.damaged == 1 and result.resends == 1
 
 
 @pytest.mark.qemu
@@ -233,7 +263,7 @@ def test_a_console_that_drops_bytes_still_gives_the_exact_outputs(build_firmware
     out = build_firmware(fixtures_dir / "tvm-0.13" / "kws_aot_c_unpacked_usmp.tar", "mps2-an386")
     result = run_build(out, transport=_DroppingQemu(out / "firmware.elf", "mps2-an386"), timeout=60,
                        references=[str(fixtures_dir / "tvm-0.13" / "kws.npz")], repeat=2)
-    assert result.ok and result.resends > 0
+    assert result.status == "pass" and result.resends > 0
     assert len(set(result.models[0].ticks)) == 1
 
 

@@ -25,6 +25,10 @@ from .transports import FAULT_EXIT_CODE, HostTransport, QemuTransport, SerialTra
 
 RUN_RECORD = "run.json"
 
+# The verdicts of a model and of a run. "pass" is said only when every output of every model was
+# compared with a reference and matched; a run with anything unchecked is "not checked".
+MATCH, MISMATCH, NOT_CHECKED, PASS = "match", "mismatch", "not checked", "pass"
+
 
 @dataclass
 class ModelRun:
@@ -38,13 +42,22 @@ class ModelRun:
     reference: str | None = None
 
     @property
-    def ok(self) -> bool:
-        return all(c.ok for c in self.comparisons)
+    def unchecked(self) -> list[str]:
+        """Outputs that no reference checked (all of them when the model had no reference)."""
+        checked = {c.name for c in self.comparisons}
+        return [name for name in self.outputs if name not in checked]
+
+    @property
+    def status(self) -> str:
+        """match (every output checked and equal), mismatch, or not checked — never a match by default."""
+        if any(not c.ok for c in self.comparisons):
+            return MISMATCH
+        return NOT_CHECKED if self.unchecked else MATCH
 
     def to_json(self) -> dict:
         return {"name": self.name, "ticks": self.ticks, "timer_hz": self.timer_hz,
                 "workspace_peak": self.workspace_peak, "stack_peak": self.stack_peak,
-                "reference": self.reference, "ok": self.ok,
+                "reference": self.reference, "status": self.status, "unchecked": self.unchecked,
                 "outputs": [c.to_json() for c in self.comparisons]}
 
 
@@ -59,16 +72,21 @@ class RunResult:
     damaged: int = 0  # replies that failed their checksum
 
     @property
-    def compared(self) -> bool:
-        return any(m.comparisons for m in self.models)
+    def unchecked(self) -> list[str]:
+        """`model/output` for every output no reference checked."""
+        return [f"{m.name}/{name}" for m in self.models for name in m.unchecked]
 
     @property
-    def ok(self) -> bool:
-        return all(m.ok for m in self.models)
+    def status(self) -> str:
+        """pass, mismatch, or not checked (nothing differed, but not every output was compared)."""
+        statuses = {m.status for m in self.models}
+        if MISMATCH in statuses:
+            return MISMATCH
+        return NOT_CHECKED if NOT_CHECKED in statuses or not self.models else PASS
 
     def to_json(self) -> dict:
         return {"target": self.target, "board": self.board, "exit_code": self.exit_code, "seconds": self.seconds,
-                "ok": self.ok, "compared": self.compared, "models": [m.to_json() for m in self.models],
+                "status": self.status, "unchecked": self.unchecked, "models": [m.to_json() for m in self.models],
                 "console": {"resends": self.resends, "damaged_frames": self.damaged}}
 
 
@@ -147,9 +165,23 @@ def _references(references: list[str], models: list[dict]) -> dict[str, tuple[st
 def _expected(tensors: dict[str, np.ndarray], model: dict, index: int, spec: dict, path: str) -> np.ndarray:
     for key in (f"output_{index}", f"{model['name']}/output_{index}", spec["name"], spec["c_name"]):
         if key in tensors:
-            return tensors[key]
+            expected = tensors[key]
+            if expected.size != int(np.prod(spec["shape"], dtype=np.int64)):
+                raise InvalidInputError(f"{path}: reference '{key}' has shape {list(expected.shape)}, the model's "
+                                        f"output '{spec['name']}' has shape {spec['shape']}")
+            return expected
     raise InvalidInputError(f"{path}: no reference for output {index} ('{spec['name']}'); "
                             f"expected key output_{index} or {spec['name']}")
+
+
+def _check_no_extra_outputs(tensors: dict[str, np.ndarray], model: dict, path: str) -> None:
+    """A reference with more outputs than the model was made for another model: say so."""
+    count = len(model["outputs"])
+    for key in tensors:
+        name = key.removeprefix(f"{model['name']}/")
+        if name.startswith("output_") and name[7:].isdigit() and int(name[7:]) >= count:
+            raise InvalidInputError(f"{path}: reference '{key}' has no output to check: model {model['name']} "
+                                    f"has {count} output(s)")
 
 
 def run_build(build_dir: Path, *, port: str | None = None, baud: int = 115200, inputs: Path | None = None,
@@ -248,8 +280,9 @@ def _run_model(client: Client, model: dict, given, reference, rng, repeat, atol,
         outputs[spec["name"]] = np.frombuffer(raw, dtype=dtype).reshape(spec["shape"])
     run = ModelRun(name=model["name"], ticks=ticks, timer_hz=timer_hz, workspace_peak=workspace,
                    stack_peak=stack, outputs=outputs, reference=ref_path)
-    for i, spec in enumerate(model["outputs"]):
-        if ref_tensors:
+    if ref_tensors:
+        _check_no_extra_outputs(ref_tensors, model, ref_path)
+        for i, spec in enumerate(model["outputs"]):
             expected = _expected(ref_tensors, model, i, spec, ref_path)
             run.comparisons.append(compare(spec["name"], outputs[spec["name"]], expected, atol, rtol))
     return run
