@@ -7,7 +7,9 @@ missing, tests that use it fail under CI (CI=true) and are skipped elsewhere.
 
 from __future__ import annotations
 
+import functools
 import os
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -42,7 +44,7 @@ def manifest_entries() -> list[tuple[str, dict]]:
     entries = []
     for manifest in sorted(root.glob("*/manifest.json")) if root.is_dir() else []:
         for entry in json.loads(manifest.read_text())["fixtures"]:
-            entries.append((manifest.parent.name, entry))
+            entries.append((manifest.parent.name, {**entry, "fixture_set": manifest.parent.name}))
     return entries or [("missing", {"file": "missing"})]
 
 
@@ -75,11 +77,26 @@ def references_for(fixture_set: str, entry: dict, fixtures: Path) -> list[str]:
     return [f"{m['mod_name']}={fixtures / fixture_set / m['reference_npz']}" for m in entry["modules"]]
 
 
+# Boards whose core has no DSP extension: code with ACLE DSP intrinsics is refused there.
+NO_DSP_BOARDS = ("host", "mps2-an385", "lm3s6965evb")
+
+
+@functools.lru_cache(maxsize=None)
+def calls_dsp_intrinsics(mlf: Path) -> bool:
+    """Whether the MLF's generated C includes <arm_acle.h> (TVM's arm_cpu micro-kernels)."""
+    with tarfile.open(mlf) as tar:
+        return any(b"<arm_acle.h>" in tar.extractfile(m).read() for m in tar.getmembers()
+                   if m.isfile() and m.name.endswith(".c"))
+
+
 def buildable(entry: dict, board: str) -> bool:
     """Fixtures whose code builds: not the known-defective ones, not CMSIS-NN (needs the library),
-    and LLVM Cortex-M objects only for Cortex-M boards."""
+    LLVM Cortex-M objects only for Cortex-M boards, DSP intrinsics only on cores that have them.
+    `entry` comes from manifest_entries() (it knows its fixture set)."""
     if "target" not in entry:  # the placeholder for missing fixtures: let the test ask for them
         return True
     if entry.get("known_issue") or entry.get("cmsisnn") or entry["file"] == "kws_aot_llvm_cm4_packed.tar":
+        return False
+    if board in NO_DSP_BOARDS and calls_dsp_intrinsics(fixtures_path() / entry["fixture_set"] / entry["file"]):
         return False
     return not (board == "host" and entry["target"].startswith("llvm"))

@@ -220,6 +220,16 @@ def test_llvm_objects_that_do_not_match_the_board(fixtures_dir, tmp_path):
     assert result.returncode == 3 and len(result.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("board", ["host", "mps2-an385"])
+def test_dsp_intrinsics_are_refused_on_cores_without_dsp(board, fixtures_dir, tmp_path):
+    """TVM's arm_cpu micro-kernels call ACLE DSP intrinsics: refused before compiling, exit 3."""
+    result = _cli("build", str(fixtures_dir / "tvm-0.18" / "kws_aot_c_cm4_usmp.tar"), "--board", board,
+                  "-o", str(tmp_path / "o"))
+    assert result.returncode == 3 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "DSP intrinsics" in result.stderr and "cortex-m4" in result.stderr
+    assert not (tmp_path / "o" / "project" / "build").exists()
+
+
 def test_llvm_micro_kernel_defect_is_explained(fixtures_dir, tmp_path):
     result = _cli("build", str(fixtures_dir / "tvm-0.13" / "kws_aot_llvm_cm4_packed.tar"), "-o", str(tmp_path / "o"))
     assert result.returncode == 3 and "micro-kernels" in result.stderr

@@ -10,18 +10,18 @@ from xml.etree import ElementTree
 
 import pytest
 
-from conftest import buildable
+from conftest import buildable, manifest_entries
 from mlfbuild.matrix import run_job
 
 
 @pytest.mark.qemu
 def test_matrix_of_fixtures_on_two_qemu_boards(fixtures_dir, tmp_path):
     jobs = []
-    for manifest in sorted(fixtures_dir.glob("*/manifest.json")):
-        for entry in json.loads(manifest.read_text())["fixtures"]:
-            jobs.append({"mlf": str(manifest.parent / entry["file"]), "expect_pass": buildable(entry, "mps2-an385"),
-                         "references": [f"{m['mod_name']}={manifest.parent / m['reference_npz']}"
-                                        for m in entry["modules"]]})
+    for fixture_set, entry in manifest_entries():
+        folder = fixtures_dir / fixture_set
+        jobs.append({"mlf": str(folder / entry["file"]),
+                     "expect_pass": {board: buildable(entry, board) for board in ("mps2-an386", "mps2-an385")},
+                     "references": [f"{m['mod_name']}={folder / m['reference_npz']}" for m in entry["modules"]]})
     job_file = tmp_path / "jobs.json"
     job_file.write_text(json.dumps(jobs))
     junit = tmp_path / "matrix.xml"
@@ -33,7 +33,7 @@ def test_matrix_of_fixtures_on_two_qemu_boards(fixtures_dir, tmp_path):
     assert len(results) == 2 * len(jobs)
     expected = {j["mlf"]: j["expect_pass"] for j in jobs}
     for r in results:
-        if expected[r["job"]["mlf"]] and not (r["job"]["board"] == "mps2-an385" and "llvm" in r["job"]["mlf"]):
+        if expected[r["job"]["mlf"]][r["job"]["board"]] and not (r["job"]["board"] == "mps2-an385" and "llvm" in r["job"]["mlf"]):
             assert r["status"] == "pass", r
         else:
             assert r["status"] == "fail" and r["exit_code"] in (3, 4), r

@@ -48,3 +48,8 @@ def packed_arg_count(source: str, function: str) -> int | None:
         return None
     indices = {int(i) for i in re.findall(r"\(\(TVMValue\*\)args\)\[(\d+)\]", body.group(1))}
     return max(indices) + 1 if indices else None
+
+
+def system_includes(source: str) -> set[str]:
+    """Headers included with angle brackets (`#include <arm_acle.h>`): the toolchain's and libraries'."""
+    return set(re.findall(r"^[ \t]*#[ \t]*include[ \t]*<([^<>\s]+)>", source, re.M))

@@ -134,10 +134,16 @@ class Module:
     params: dict[str, Param] = field(default_factory=dict, compare=False, repr=False)
     entry_function: str | None = None  # AOT: tvmgen_<mod>_run; operator: the TIR function name
     defects: tuple[str, ...] = ()  # producer defects that make this module unbuildable as exported
+    system_headers: tuple[str, ...] = ()  # `#include <...>` of the generated C, e.g. arm_acle.h (ACLE intrinsics)
 
     @property
     def prefix(self) -> str:
         return f"tvmgen_{self.name}"
+
+    @property
+    def target_cpu(self) -> str | None:
+        """The -mcpu TVM generated this module's code for (None: a generic target)."""
+        return next((t.attrs["mcpu"] for t in self.targets if t.attrs.get("mcpu")), None)
 
     @property
     def uses_llvm(self) -> bool:
@@ -162,6 +168,7 @@ class Module:
             "system_lib": self.system_lib,
             "entry_function": self.entry_function,
             "defects": list(self.defects),
+            "system_headers": list(self.system_headers),
             "targets": [t.raw for t in self.targets],
             "target_kinds": sorted({t.kind for t in self.targets}),
             "sources": list(self.sources),

@@ -184,6 +184,7 @@ def _full_model_module(root: Path, meta: _Obj, name: str, version: int) -> Modul
         inputs=tuple(inputs), outputs=tuple(outputs), memory=tuple(memory), operators=tuple(operators),
         graph=graph, params=params, entry_function=f"tvmgen_{name}_run" if executor == "aot" else None,
         defects=tuple(_aot_defects(name, executor, source_text) + _object_defects(objects)),
+        system_headers=tuple(sorted(csource.system_includes(all_source))),
     )
 
 

@@ -17,7 +17,7 @@ from ..boards import Board
 from ..errors import BuildError, InvalidInputError, UsageError
 from ..mlf.model import ModelLibrary, Module
 from ..resources import data_dir
-from .abi import float_abi_for
+from .abi import check_c_code, float_abi_for
 from .lowering import Lowered, lowering_for
 from .runtime import RuntimeChoice, runtime_files
 
@@ -105,6 +105,7 @@ def render_project(lib: ModelLibrary, board: Board, dest: Path, options: Project
     for module in lib.modules:
         if module.defects:
             raise InvalidInputError(f"{module.name}: {module.defects[0]}")
+        check_c_code(board, module)
     _check_link_collisions(lib)
     env = template_environment()
     templates = data_dir("templates")

@@ -9,12 +9,28 @@ from __future__ import annotations
 
 from ..boards import Board
 from ..errors import InvalidInputError
-from ..mlf.model import ObjectFile
+from ..mlf.model import Module, ObjectFile
 
 # Architecture level of each core: an object built for a core may run on cores of the same family at
 # the same or a higher level (v7-M code runs on v7E-M; v7E-M code needs DSP instructions).
 _CORE_LEVEL = {"cortex-m0": 0, "cortex-m0plus": 0, "cortex-m1": 0, "cortex-m3": 1, "cortex-m4": 2,
                "cortex-m7": 3, "cortex-m33": 2, "cortex-m55": 4}
+
+
+# Cores with the DSP extension (the ACLE SIMD32 intrinsics of <arm_acle.h>: __smlad, __sxtb16, ...).
+# Cortex-M33 makes it optional; QEMU's and the common M33 parts have it.
+_DSP_CORES = {"cortex-m4", "cortex-m7", "cortex-m33", "cortex-m35p", "cortex-m55", "cortex-m85"}
+
+
+def check_c_code(board: Board, module: Module) -> None:
+    """Generated C that calls ACLE DSP intrinsics (TVM's arm_cpu micro-kernels) runs only on a core
+    with the DSP extension: refuse other boards before the compiler fails on the intrinsics."""
+    if "arm_acle.h" not in module.system_headers or (not board.is_host and board.cpu.core in _DSP_CORES):
+        return
+    where = "the host" if board.is_host else f"board {board.name} ({board.cpu.core}, no DSP extension)"
+    raise InvalidInputError(f"{module.name}: TVM generated this code for {module.target_cpu or 'a Cortex-M core'} with "
+                            f"DSP intrinsics (<arm_acle.h>, arm_cpu schedules); it cannot run on {where}: build for "
+                            f"a board with one of {', '.join(sorted(_DSP_CORES))}")
 
 
 def board_has_fpu(board: Board) -> bool:
