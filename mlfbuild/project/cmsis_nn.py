@@ -62,7 +62,8 @@ class CmsisNnLibrary:
     def to_json(self) -> dict[str, Any]:
         record: dict[str, Any] = {
             "path": str(self.tree), "sha256": self.sha256, "features": sorted(self.features),
-            "paths": describe_features(self.features), "flags": list(self.flags), "sources": len(self.sources)}
+            "paths": describe_features(self.features), "flags": list(self.flags),
+            "sources": [path.removeprefix("lib/cmsis-nn/") for path in self.sources]}
         if self.core_include:
             record["cmsis_core"] = {"path": str(self.core_include), "sha256": self.core_sha256}
         return record
@@ -128,7 +129,8 @@ def render_cmsis_nn(lib: ModelLibrary, board: Board, arch_flags: list[str], tree
     core_include = _cmsis_core(tree, core)
 
     includes = [_copy(writer, tree / "Include", "lib/cmsis-nn/Include", ".h")[0]]
-    folder, sources = _copy(writer, tree / "Source", "lib/cmsis-nn/Source", ".c")
+    called = {name for m in users for name in m.cmsis_nn.functions}
+    sources = _copy_sources(writer, tree, called)
     if core_include:
         includes.append(_copy(writer, core_include, "lib/cmsis-core/Include", ".h")[0])
     flags = tuple(f"-U{macro}" for feature, macro in FEATURE_MACROS.items() if feature not in features)
@@ -216,6 +218,71 @@ def _cmsis_core(tree: Path, given: Path | None) -> Path | None:
             return candidate
     raise BuildError(f"CMSIS-NN at {tree} includes {_CORE_HEADER} from CMSIS-Core and none is beside it: "
                      "pass --cmsis-core DIR (the CMSIS/Core/Include folder of ARM-software/CMSIS_5 or CMSIS_6)")
+
+
+def _copy_sources(writer: "_Writer", tree: Path, called: set[str]) -> list[str]:
+    """Copy the library's .c files the model needs under lib/cmsis-nn/Source (compiling all of them
+    takes several times longer and the linker drops the rest anyway)."""
+    source = tree / "Source"
+    texts = {path.relative_to(source).as_posix(): _text(path) for path in sorted(source.rglob("*.c")) if path.is_file()}
+    headers = {path.name: _text(path) for path in sorted((tree / "Include").rglob("*.h")) if path.is_file()}
+    copied = []
+    for relative in needed_sources(texts, headers, called):
+        writer.copy(source / relative, f"lib/cmsis-nn/Source/{relative}")
+        copied.append(f"lib/cmsis-nn/Source/{relative}")
+    return copied
+
+
+# A file-scope definition starts in column 0: a function (name, parameters, body) or initialised data.
+_DEFINITION = re.compile(r"^[A-Za-z_][A-Za-z0-9_ \t*]*?\b([A-Za-z_][A-Za-z0-9_]*)[ \t]*"
+                         r"(?:\([^;{]*\)\s*\{|(?:\[[^\]\n]*\][ \t]*)*=)", re.M)
+_IDENTIFIER = re.compile(r"\b[A-Za-z_][A-Za-z0-9_]*")
+
+
+def needed_sources(sources: dict[str, str], headers: dict[str, str], called: set[str]) -> list[str]:
+    """The source files that define what the model calls and, by name, everything those use in turn
+    (through header inline functions too): a superset of what the linker keeps. When a called name is
+    defined nowhere, every file, and the linker has the last word."""
+    defined_in: dict[str, set[str]] = {}
+    for relative, text in sources.items():
+        for name in _DEFINITION.findall(text):
+            defined_in.setdefault(name, set()).add(relative)
+    inline_uses = _inline_function_uses(headers)
+    if any(name not in defined_in and name not in inline_uses for name in called):
+        return sorted(sources)
+    needed: set[str] = set()
+    seen: set[str] = set()
+    pending = list(called)
+    while pending:
+        name = pending.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        pending += inline_uses.get(name, ())
+        for relative in defined_in.get(name, set()) - needed:
+            needed.add(relative)
+            pending += [used for used in set(_IDENTIFIER.findall(sources[relative])) if used in defined_in or used in inline_uses]
+    return sorted(needed)
+
+
+_MACRO = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_][A-Za-z0-9_]*)((?:[^\n]*\\\n)*[^\n]*)", re.M)
+
+
+def _inline_function_uses(headers: dict[str, str]) -> dict[str, set[str]]:
+    """Names used in the body of each function and macro a header defines (the library's inline helpers)."""
+    uses: dict[str, set[str]] = {}
+    for text in headers.values():
+        for match in _MACRO.finditer(text):
+            uses.setdefault(match.group(1), set()).update(_IDENTIFIER.findall(match.group(2)))
+        for match in _DEFINITION.finditer(text):
+            if text[match.end() - 1] != "{":
+                continue
+            depth, end = 1, match.end()
+            while depth and end < len(text):
+                depth += {"{": 1, "}": -1}.get(text[end], 0)
+                end += 1
+            uses.setdefault(match.group(1), set()).update(_IDENTIFIER.findall(text[match.end():end]))
+    return uses
 
 
 def _copy(writer: "_Writer", source: Path, relative: str, suffix: str) -> tuple[str, list[str]]:
