@@ -137,7 +137,7 @@ def _collect_outputs(build_dir: Path, outdir: Path, board: Board) -> dict[str, s
 def _record(mlf: Path, library: ModelLibrary, board: Board, project: Project, toolchain: str,
             outputs: dict[str, str]) -> dict:
     """build.json: the one record of what went in and what came out; later stages read it."""
-    return {
+    record = {
         "mlfbuild_version": __version__,
         "mlf": {"name": mlf.name, "sha256": library.sha256, "version": library.version, "style": library.style},
         "board": board.to_json(),
@@ -157,6 +157,9 @@ def _record(mlf: Path, library: ModelLibrary, board: Board, project: Project, to
         "outputs": outputs,
         "notes": project.notes,
     }
+    if project.cmsis_nn:
+        record["cmsis_nn"] = project.cmsis_nn.to_json()
+    return record
 
 
 def load_record(target: Path) -> dict:

@@ -87,6 +87,9 @@ def _add_build_arguments(parser: argparse.ArgumentParser) -> None:
                         help="C runtime: mlfbuild's own (default) or TVM's standalone CRT")
     parser.add_argument("--crt-dir", type=Path, help="TVM standalone CRT to use with --runtime tvm")
     parser.add_argument("--cmsis-nn", type=Path, help="CMSIS-NN source tree, for MLFs built with the CMSIS-NN BYOC")
+    parser.add_argument("--cmsis-core", type=Path, metavar="DIR",
+                        help="CMSIS-Core headers (CMSIS/Core/Include), for CMSIS-NN trees that include "
+                             "cmsis_compiler.h and have none beside them")
     parser.add_argument("--toolchain-prefix", default="arm-none-eabi-", help="cross compiler prefix")
     parser.add_argument("--opt", default="-Os", choices=["-Os", "-O2", "-O3", "-O1", "-O0", "-Og"],
                         help="optimisation level (default -Os)")
@@ -102,6 +105,7 @@ def build_from_args(args: argparse.Namespace, mlf: Path, outdir: Path):
     from .project import ProjectOptions
 
     options = ProjectOptions(runtime=args.runtime, crt_dir=args.crt_dir, cmsis_nn=args.cmsis_nn,
+                             cmsis_core=args.cmsis_core,
                              optimize=args.opt, toolchain_prefix=args.toolchain_prefix)
     quiet = getattr(args, "json", False)
     progress = None if quiet else (lambda line: print(f"  {line}", file=sys.stderr, flush=True))

@@ -47,6 +47,10 @@ class GraphError(InvalidInputError):
     """An executor-config graph JSON is malformed or inconsistent."""
 
 
+class GeneratedCodeError(InvalidInputError):
+    """The MLF's generated C is not in a shape TVM emits, so a fact read from it cannot be trusted."""
+
+
 class BoardError(InvalidInputError):
     """A board file is malformed or names something unsupported."""
 

@@ -3,6 +3,9 @@
 `fixtures_dir`: the folder of real TVM-made MLF tarballs (read-only inputs, never copied into the
 repo). Taken from $MLFBUILD_FIXTURES, else `shared/fixtures` beside the repository. When it is
 missing, tests that use it fail under CI (CI=true) and are skipped elsewhere.
+
+`third_party_dir`: the same for unchanged exports of libraries that generated code calls
+(cmsis-nn-v4.1.0/, cmsis-nn-v6.0.0/): $MLFBUILD_THIRD_PARTY, else `shared/third_party` beside the repository.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from pathlib import Path
 import pytest
 
 FIXTURES_ENV = "MLFBUILD_FIXTURES"
+THIRD_PARTY_ENV = "MLFBUILD_THIRD_PARTY"
 
 
 def fixtures_path() -> Path:
@@ -23,16 +27,30 @@ def fixtures_path() -> Path:
     return Path(configured) if configured else Path(__file__).resolve().parents[2] / "shared" / "fixtures"
 
 
-@pytest.fixture(scope="session")
-def fixtures_dir() -> Path:
-    """The fixtures folder; fails the test under CI=true when it is missing, skips it otherwise."""
-    path = fixtures_path()
+def third_party_path() -> Path:
+    """Where the third-party library trees are expected (whether or not they exist)."""
+    configured = os.environ.get(THIRD_PARTY_ENV)
+    return Path(configured) if configured else Path(__file__).resolve().parents[2] / "shared" / "third_party"
+
+
+def required_folder(path: Path, what: str, env: str) -> Path:
+    """`path`; fails the test under CI=true when it is missing, skips it otherwise."""
     if not path.is_dir():
-        message = f"MLF fixtures folder not found: {path} (set ${FIXTURES_ENV})"
+        message = f"{what} folder not found: {path} (set ${env})"
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(message)
         pytest.skip(message)
     return path
+
+
+@pytest.fixture(scope="session")
+def fixtures_dir() -> Path:
+    return required_folder(fixtures_path(), "MLF fixtures", FIXTURES_ENV)
+
+
+@pytest.fixture(scope="session")
+def third_party_dir() -> Path:
+    return required_folder(third_party_path(), "third-party libraries", THIRD_PARTY_ENV)
 
 
 def manifest_entries() -> list[tuple[str, dict]]:

@@ -247,6 +247,57 @@ int32_t tvmgen_{n}_run(struct tvmgen_{n}_inputs* inputs,struct tvmgen_{n}_output
         return files
 
 
+# --- CMSIS-NN code, as TVM's cmsis-nn codegen writes it ------------------------------------------
+
+def cmsis_nn_source(name: str, scratch_bytes: list[int]) -> str:
+    """`<name>_lib2.c`: one arm_fully_connected_s8 call per entry of `scratch_bytes`, each with its
+    context ({NULL,0} for 0, else a slice of the workspace), and TVM's inverted status check."""
+    functions = []
+    for index, size in enumerate(scratch_bytes):
+        buffer = "NULL"
+        lines = []
+        if size:
+            buffer = f"context_buffer_{index}_let"
+            lines.append(f"  void* {buffer} = (&(global_workspace_{index}_var[0]));")
+        functions.append("\n".join([
+            '#ifdef __cplusplus\nextern "C"\n#endif',
+            f"TVM_DLL int32_t tvmgen_{name}_cmsis_nn_main_{index}(int8_t* input_, int8_t* filter_, int32_t* bias_, "
+            f"int8_t* output_, uint8_t* global_workspace_{index}_var) {{",
+            *lines,
+            f"  cmsis_nn_context context= {{{buffer},{size}}};",
+            "  cmsis_nn_activation activation = {-128,127};",
+            "  cmsis_nn_fc_params fc_params = {128, 0, -128, activation};",
+            "  cmsis_nn_per_tensor_quant_params quant_params = {1073741824, -6};",
+            "  cmsis_nn_dims input_dims = {1,1,1,16};",
+            "  cmsis_nn_dims filter_dims = {16,1,1,4};",
+            "  cmsis_nn_dims bias_dims = {1,1,1,4};",
+            "  cmsis_nn_dims output_dims = {1,4};",
+            "  arm_cmsis_nn_status status = arm_fully_connected_s8(&context, &fc_params, &quant_params, &input_dims, "
+            "input_, &filter_dims, filter_, &bias_dims, bias_, &output_dims, output_);",
+            "  switch (!status) {",
+            "  case ARM_CMSIS_NN_SUCCESS: break;",
+            "  case ARM_CMSIS_NN_ARG_ERROR: return -1;",
+            "  case ARM_CMSIS_NN_NO_IMPL_ERROR: return -1;",
+            "  }",
+            "  return 0;",
+            "}",
+        ]))
+    head = ("// tvm target: cmsis-nn \n#define TVM_EXPORTS\n#include \"tvm/runtime/c_runtime_api.h\"\n"
+            "#include <stdio.h>\n#include <stdlib.h>\n#include <dlpack/dlpack.h>\n#include <arm_nnfunctions.h>\n"
+            "#include <arm_nn_types.h>\n#include <arm_nn_math_types.h>\n")
+    return head + "\n\n".join(functions) + "\n"
+
+
+def with_cmsis_nn(model: TinyModel, targets: list[str], scratch_bytes: list[int]) -> dict[str, bytes]:
+    """The tiny model's MLF plus CMSIS-NN code (its main does not call it: enough to render projects)."""
+    files = model.files()
+    metadata = json.loads(files["metadata.json"])
+    metadata["modules"][model.name]["target"] = targets
+    files["metadata.json"] = json.dumps(metadata, indent=2, sort_keys=True).encode()
+    files[f"codegen/host/src/{model.name}_lib2.c"] = cmsis_nn_source(model.name, scratch_bytes).encode()
+    return files
+
+
 def write_example(folder: Path) -> tuple[Path, Path]:
     """The bundled default: examples/tiny_aot.tar and its reference examples/tiny_aot.npz."""
     model = TinyModel()

@@ -14,7 +14,6 @@ import pytest
 from conftest import buildable, entry_id, manifest_entries
 from mlfbuild.build import build
 from mlfbuild.errors import BuildError, InvalidInputError, OverBudgetError
-from mlfbuild.run import run_build
 from mlfbuild.project import ProjectOptions
 
 REPO = Path(__file__).resolve().parents[1]
@@ -26,8 +25,8 @@ def _cli(*args: str, cwd: Path = REPO, env: dict | None = None) -> subprocess.Co
                           env=env)
 
 
-# The fixtures that must not build (producer defects, CMSIS-NN without the library, Cortex-M objects
-# on the host) have failure tests of their own below.
+# The fixtures that must not build (producer defects, Cortex-M objects on the host) have failure tests
+# of their own below; the CMSIS-NN ones build with the library in test_cmsis_nn.py.
 BUILDS = [(item, board) for board in ("mps2-an386", "host") for item in manifest_entries() if buildable(item[1], board)]
 
 
@@ -233,29 +232,6 @@ def test_dsp_intrinsics_are_refused_on_cores_without_dsp(board, fixtures_dir, tm
 def test_llvm_micro_kernel_defect_is_explained(fixtures_dir, tmp_path):
     result = _cli("build", str(fixtures_dir / "tvm-0.13" / "kws_aot_llvm_cm4_packed.tar"), "-o", str(tmp_path / "o"))
     assert result.returncode == 3 and "micro-kernels" in result.stderr
-
-
-def test_cmsis_nn_needs_the_library(fixtures_dir, tmp_path):
-    mlf = fixtures_dir / "tvm-0.13" / "kws_aot_cmsisnn.tar"
-    result = _cli("build", str(mlf), "--board", "mps3-an547", "-o", str(tmp_path / "a"))
-    assert result.returncode == 4 and "--cmsis-nn" in result.stderr
-    result = _cli("build", str(mlf), "--board", "mps3-an547", "--cmsis-nn", str(tmp_path), "-o", str(tmp_path / "b"))
-    assert result.returncode == 4 and "not a CMSIS-NN source tree" in result.stderr
-
-
-@pytest.mark.qemu
-def test_cmsis_nn_builds_and_runs_given_a_cmsis_nn_tree(fixtures_dir, tmp_path):
-    """--cmsis-nn end to end with tests/cmsis_nn_subset, an API-compatible stand-in for the five
-    CMSIS-NN kernels kws calls (the real library cannot be fetched here). The reference comes from
-    TVM's own kernels, which round softmax differently: the fixture notes allow 1 LSB."""
-    mlf = fixtures_dir / "tvm-0.13" / "kws_aot_cmsisnn.tar"
-    result = _cli("build", str(mlf), "--board", "mps3-an547", "--cmsis-nn", str(REPO / "tests" / "cmsis_nn_subset"),
-                  "-o", str(tmp_path / "b"))
-    assert result.returncode == 0, result.stderr
-    assert (tmp_path / "b" / "project" / "lib" / "cmsis-nn" / "Source" / "SoftmaxFunctions" / "arm_softmax_s8.c").is_file()
-    run = run_build(tmp_path / "b", references=[str(fixtures_dir / "tvm-0.13" / "kws.npz")], atol=1)
-    assert run.status == "pass"
-    assert max(c.max_abs_error for c in run.models[0].comparisons) <= 1
 
 
 def test_missing_toolchain_exits_4(tmp_path):

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+from ..errors import GeneratedCodeError
+
 _DLTYPE_CODES = {0: "int", 1: "uint", 2: "float"}
 
 
@@ -53,3 +55,34 @@ def packed_arg_count(source: str, function: str) -> int | None:
 def system_includes(source: str) -> set[str]:
     """Headers included with angle brackets (`#include <arm_acle.h>`): the toolchain's and libraries'."""
     return set(re.findall(r"^[ \t]*#[ \t]*include[ \t]*<([^<>\s]+)>", source, re.M))
+
+
+# --- CMSIS-NN calls (TVM's cmsis-nn codegen) -----------------------------------------------------
+
+_INCLUDE = r"^[ \t]*#[ \t]*include[ \t]*[<\"]{}[>\"]"
+# TVM writes `cmsis_nn_context context= {<buffer>,<size>};` before every call that takes a context.
+_CONTEXT = re.compile(r"\bcmsis_nn_context[ \t]+[A-Za-z_][A-Za-z0-9_]*[ \t]*=[ \t]*\{([^{};\n]*)\}")
+_CONTEXT_SIZE = re.compile(r"[0-9]{1,10}")
+_NULL_BUFFERS = ("NULL", "0", "(void*)0", "((void*)0)")
+
+
+def includes(source: str, header: str) -> bool:
+    return re.search(_INCLUDE.format(re.escape(header)), source, re.M) is not None
+
+
+def cmsis_nn_calls(source: str) -> set[str]:
+    """CMSIS-NN functions a generated file calls (the library prefixes them all with arm_)."""
+    return set(re.findall(r"\b(arm_[A-Za-z0-9_]+)[ \t]*\(", source))
+
+
+def cmsis_nn_scratch_sizes(source: str, where: str) -> list[int]:
+    """Bytes of scratch buffer each CMSIS-NN context passes, in order; 0 for TVM's `{NULL,0}`."""
+    sizes = []
+    for match in _CONTEXT.finditer(source):
+        parts = [part.strip() for part in match.group(1).split(",")]
+        if len(parts) != 2 or not _CONTEXT_SIZE.fullmatch(parts[1]):
+            shown = " ".join(match.group(0).split())[:80]
+            raise GeneratedCodeError(f"{where}: cannot read the CMSIS-NN scratch buffer of {shown!r} "
+                                     "(TVM writes {NULL,0} or {<buffer>,<bytes>})")
+        sizes.append(0 if parts[0].replace(" ", "") in _NULL_BUFFERS else int(parts[1]))
+    return sizes

@@ -109,6 +109,29 @@ class ObjectFile:
 
 
 @dataclass(frozen=True)
+class CmsisNnAssumptions:
+    """What a module's CMSIS-NN calls assume of the library. TVM sizes each call's scratch buffer for
+    the library paths of one core; `{NULL,0}` everywhere means paths that need none (no DSP, no MVE)."""
+
+    sources: tuple[str, ...]  # generated files that include arm_nnfunctions.h
+    functions: tuple[str, ...]  # the CMSIS-NN functions they call
+    mcpu: str | None  # -mcpu of the cmsis-nn target, else of the C target
+    mattr: str | None  # -mattr of that target (e.g. +nomve)
+    target_kind: str | None  # the target both came from: cmsis-nn | c | None
+    scratch_bytes: tuple[int, ...]  # per cmsis_nn_context, in order; 0 for {NULL,0}
+
+    @property
+    def generic(self) -> bool:
+        """No call passes a scratch buffer: the code was generated for a core without DSP or MVE."""
+        return not any(self.scratch_bytes)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"sources": list(self.sources), "functions": list(self.functions), "mcpu": self.mcpu,
+                "mattr": self.mattr, "target": self.target_kind, "scratch_bytes": list(self.scratch_bytes),
+                "generic": self.generic}
+
+
+@dataclass(frozen=True)
 class Module:
     """One model (or operator) inside the MLF; a multi-module MLF has several."""
 
@@ -135,6 +158,7 @@ class Module:
     entry_function: str | None = None  # AOT: tvmgen_<mod>_run; operator: the TIR function name
     defects: tuple[str, ...] = ()  # producer defects that make this module unbuildable as exported
     system_headers: tuple[str, ...] = ()  # `#include <...>` of the generated C, e.g. arm_acle.h (ACLE intrinsics)
+    cmsis_nn: CmsisNnAssumptions | None = None  # None: the code does not call CMSIS-NN
 
     @property
     def prefix(self) -> str:
@@ -169,6 +193,7 @@ class Module:
             "entry_function": self.entry_function,
             "defects": list(self.defects),
             "system_headers": list(self.system_headers),
+            "cmsis_nn": self.cmsis_nn.to_json() if self.cmsis_nn else None,
             "targets": [t.raw for t in self.targets],
             "target_kinds": sorted({t.kind for t in self.targets}),
             "sources": list(self.sources),

@@ -18,8 +18,8 @@ from . import csource, relay
 from .archive import DEFAULT_MAX_TOTAL_BYTES, sha256_of, unpack
 from .dtypes import dtype_nbytes
 from .graph import Graph, read_graph
-from .model import (BundledRuntime, MainMemory, ModelLibrary, Module, ObjectFile, OperatorFunction,
-                    Target, TensorSpec, c_identifier, spec_from_shape)
+from .model import (BundledRuntime, CmsisNnAssumptions, MainMemory, ModelLibrary, Module, ObjectFile,
+                    OperatorFunction, Target, TensorSpec, c_identifier, spec_from_shape)
 from .objfile import inspect_object
 from .params import Param, read_params
 
@@ -185,6 +185,7 @@ def _full_model_module(root: Path, meta: _Obj, name: str, version: int) -> Modul
         graph=graph, params=params, entry_function=f"tvmgen_{name}_run" if executor == "aot" else None,
         defects=tuple(_aot_defects(name, executor, source_text) + _object_defects(objects)),
         system_headers=tuple(sorted(csource.system_includes(all_source))),
+        cmsis_nn=_cmsis_nn_assumptions(source_text, targets),
     )
 
 
@@ -326,6 +327,24 @@ def _object_defects(objects: tuple[ObjectFile, ...]) -> list[str]:
             "Re-export with target 'c' (or without the arm_cpu micro-kernel schedules)."]
 
 
+def _cmsis_nn_assumptions(source_text: dict[str, str], targets: tuple[Target, ...]) -> CmsisNnAssumptions | None:
+    """What the CMSIS-NN calls assume of the library: TVM sizes scratch buffers for the core of its
+    cmsis-nn target (which defaults to no -mcpu: a core without DSP or MVE)."""
+    files = [rel for rel, text in source_text.items() if csource.includes(text, "arm_nnfunctions.h")]
+    if not files:
+        return None
+    functions: set[str] = set()
+    scratch: list[int] = []
+    for rel in files:
+        functions |= csource.cmsis_nn_calls(source_text[rel])
+        scratch += csource.cmsis_nn_scratch_sizes(source_text[rel], rel)
+    target = next((t for kind in ("cmsis-nn", "c") for t in targets if t.kind == kind), None)
+    attrs = target.attrs if target else {}
+    return CmsisNnAssumptions(sources=tuple(files), functions=tuple(sorted(functions)), mcpu=attrs.get("mcpu"),
+                              mattr=attrs.get("mattr"), target_kind=target.kind if target else None,
+                              scratch_bytes=tuple(scratch))
+
+
 # --- operator-style exports ---------------------------------------------------------------------
 
 def _operator_module(root: Path, meta: _Obj, version: int) -> Module:
@@ -354,14 +373,16 @@ def _operator_module(root: Path, meta: _Obj, version: int) -> Module:
         name_ = tir_names[index] if index < len(tir_names) else (
             re.sub(r"_\d+$", "", binding) if isinstance(binding, str) and binding else f"arg{index}")
         specs.append(spec_from_shape(name_, dtype, shape))
-    all_source = "\n".join(_read_text(root / rel) for rel in sources)
+    source_text = {rel: _read_text(root / rel) for rel in sources}
+    all_source = "\n".join(source_text.values())
     system_lib = "TVMSystemLibEntryPoint" in all_source or any("TVMSystemLibEntryPoint" in o.symbols for o in objects)
     # TE/TIR puts outputs last; metadata cannot tell inputs from outputs, so the last buffer is the output.
     return Module(
         name=name, style="operator", executor=None, interface_api="packed", unpacked_api=False, usmp=False,
         link_params=None, system_lib=system_lib, targets=targets, sources=tuple(sources), objects=objects,
         header=None, graph_path=None, params_path=None, inputs=tuple(specs[:-1]), outputs=tuple(specs[-1:]),
-        memory=(), operators=(OperatorFunction(function, 0),), entry_function=function)
+        memory=(), operators=(OperatorFunction(function, 0),), entry_function=function,
+        cmsis_nn=_cmsis_nn_assumptions(source_text, targets))
 
 
 def _tir_param_names(root: Path, function: str) -> list[str]:

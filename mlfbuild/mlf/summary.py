@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .model import ModelLibrary, Module, TensorSpec
+from .model import CmsisNnAssumptions, ModelLibrary, Module, TensorSpec
 
 
 def _tensor_line(kind: str, t: TensorSpec) -> str:
@@ -37,7 +37,24 @@ def _module_lines(m: Module) -> list[str]:
         lines.append(f"    operators {len(m.operators)}")
     if m.params_path:
         lines.append(f"    params {len(m.params)} arrays, {m.params_bytes} B ({m.params_path})")
+    if m.cmsis_nn:
+        lines += _cmsis_nn_lines(m.cmsis_nn)
     return lines
+
+
+def _cmsis_nn_lines(c: CmsisNnAssumptions) -> list[str]:
+    core = f"-mcpu={c.mcpu}" if c.mcpu else "no -mcpu"
+    if c.mattr:
+        core += f" -mattr={c.mattr}"
+    origin = f"{c.target_kind} target" if c.target_kind else "no target"
+    calls = len(c.scratch_bytes)
+    if c.generic:
+        buffers = f"no scratch buffers ({{NULL,0}} in {calls} call(s)): generated for a core without DSP or MVE"
+    else:
+        sizes = ", ".join(str(size) for size in c.scratch_bytes)
+        buffers = f"scratch buffers of {sizes} B: generated for the DSP/MVE paths of {c.mcpu or 'its core'}"
+    return [f"    cmsis-nn calls {', '.join(c.functions)}",
+            f"    cmsis-nn core {core} ({origin}); {buffers}"]
 
 
 def format_summary(lib: ModelLibrary, source: str) -> str:

@@ -14,10 +14,11 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from ..boards import Board
-from ..errors import BuildError, InvalidInputError, UsageError
+from ..errors import InvalidInputError, UsageError
 from ..mlf.model import ModelLibrary, Module
 from ..resources import data_dir
 from .abi import check_c_code, float_abi_for
+from .cmsis_nn import CmsisNnLibrary, fix_status_checks, render_cmsis_nn
 from .lowering import Lowered, lowering_for
 from .runtime import RuntimeChoice, runtime_files
 
@@ -29,6 +30,7 @@ class ProjectOptions:
     runtime: str = "builtin"  # builtin (crt/) | tvm (TVM's standalone CRT)
     crt_dir: Path | None = None  # TVM standalone CRT to use with runtime "tvm"
     cmsis_nn: Path | None = None  # CMSIS-NN source tree, for MLFs that call arm_nnfunctions
+    cmsis_core: Path | None = None  # CMSIS-Core headers, for CMSIS-NN trees that include cmsis_compiler.h
     optimize: str = "-Os"
     toolchain_prefix: str = _TOOLCHAIN_DEFAULT_PREFIX
     werror: bool = False  # -Werror for our code (the tests use it)
@@ -46,6 +48,7 @@ class Project:
     runtime: str
     template_hash: str
     notes: list[str] = field(default_factory=list)
+    cmsis_nn: CmsisNnLibrary | None = None  # the CMSIS-NN tree compiled in, when the model calls it
 
 
 def template_environment() -> Environment:
@@ -122,12 +125,13 @@ def render_project(lib: ModelLibrary, board: Board, dest: Path, options: Project
     writer.copy(templates / "project" / "src" / "main.c", "src/main.c")
     writer.copy(templates / "project" / "src" / "mlf_model.h", "src/mlf_model.h")
 
-    model_sources, model_objects, includes = _copy_model(lib, writer)
     float_abi = float_abi_for(board, [o for m in lib.modules for o in m.objects])
-    runtime = runtime_files(RuntimeChoice(options.runtime, options.crt_dir), lib, board, writer)
-    libraries, library_flags = _cmsis_nn(lib, options, writer)
-
     arch_flags = _arch_flags(board, float_abi)
+    cmsis_nn = render_cmsis_nn(lib, board, arch_flags, options.cmsis_nn, options.cmsis_core, writer)
+    model_sources, model_objects, includes, status_fixes = _copy_model(lib, writer)
+    runtime = runtime_files(RuntimeChoice(options.runtime, options.crt_dir), lib, board, writer)
+    library_includes = list(cmsis_nn.includes) if cmsis_nn else []
+
     defines = runtime.defines + _app_defines(lib, board, options)
     linker_script = None
     if not board.is_host:
@@ -137,26 +141,36 @@ def render_project(lib: ModelLibrary, board: Board, dest: Path, options: Project
     toolchain = _toolchain_names(board, options.toolchain_prefix)
     makefile = env.get_template("project/Makefile.j2").render(
         board=board, toolchain=toolchain, arch_flags=arch_flags, opt_flags=[options.optimize, "-g"],
-        werror=options.werror, defines=defines, includes=["src", *runtime.includes, *includes, *library_flags],
+        werror=options.werror, defines=defines, includes=["src", *runtime.includes, *includes, *library_includes],
         ld_flags=_ld_flags(board, linker_script), ld_libs=["-lm"], linker_script=linker_script,
         our_sources=["src/main.c", "src/models.c", *[f"src/model_{i.module.name}.c" for i in lowered], *runtime.sources],
-        model_sources=model_sources, model_objects=model_objects, library_sources=libraries + runtime.library_sources,
-        library_flags=runtime.library_flags,
-        libraries_note=", ".join(n for n, used in (("CMSIS-NN", libraries), ("TVM CRT", runtime.library_sources)) if used))
+        model_sources=model_sources, model_objects=model_objects, library_sources=runtime.library_sources,
+        library_flags=runtime.library_flags, libraries_note="TVM CRT" if runtime.library_sources else "",
+        cmsis_nn_sources=cmsis_nn.sources if cmsis_nn else [], cmsis_nn_flags=cmsis_nn.flags if cmsis_nn else [])
     writer.write("Makefile", makefile)
     for folder in ("src", "crt", "model", "lib", "tvm_crt"):
         writer.prune(folder)
     notes = [note for item in lowered for note in item.notes] + runtime.notes
+    if status_fixes:
+        notes.append(f"patched TVM's inverted CMSIS-NN status check (switch (!status)) in {status_fixes} places, "
+                     "so that a failing CMSIS-NN kernel fails its operator")
     return Project(path=dest, board=board, lowered=lowered, cflags=arch_flags + [options.optimize], float_abi=float_abi,
-                   workspace_bytes=workspace, runtime=options.runtime, template_hash=templates_hash(), notes=notes)
+                   workspace_bytes=workspace, runtime=options.runtime, template_hash=templates_hash(), notes=notes,
+                   cmsis_nn=cmsis_nn)
 
 
-def _copy_model(lib: ModelLibrary, writer: _Writer) -> tuple[list[str], list[str], list[str]]:
-    """Copy each module's generated code under model/, keeping TVM's relative layout."""
+def _copy_model(lib: ModelLibrary, writer: _Writer) -> tuple[list[str], list[str], list[str], int]:
+    """Copy each module's generated code under model/, keeping TVM's relative layout; CMSIS-NN callers
+    get their status checks fixed (returns how many)."""
     sources, objects = [], []
+    status_fixes = 0
     for module in lib.modules:
         for rel in module.sources:
-            writer.copy(lib.root / rel, f"model/{rel}")
+            code = (lib.root / rel).read_bytes()
+            if module.cmsis_nn and rel in module.cmsis_nn.sources:
+                code, fixed = fix_status_checks(code)
+                status_fixes += fixed
+            writer.write(f"model/{rel}", code)
             sources.append(f"model/{rel}")
         for obj in module.objects:
             writer.copy(lib.root / obj.path, f"model/{obj.path}")
@@ -164,7 +178,7 @@ def _copy_model(lib: ModelLibrary, writer: _Writer) -> tuple[list[str], list[str
         if module.header:
             writer.copy(lib.root / module.header, f"model/{module.header}")
     includes = ["model/codegen/host/include"] if any(m.header for m in lib.modules) else []
-    return sources, objects, includes
+    return sources, objects, includes, status_fixes
 
 
 def _check_link_collisions(lib: ModelLibrary) -> None:
@@ -227,29 +241,6 @@ def _app_defines(lib: ModelLibrary, board: Board, options: ProjectOptions) -> li
     if board.is_emulated:
         defines.append("-DMLF_FRAME_TIMEOUT_MS=30000u")
     return defines
-
-
-def _cmsis_nn(lib: ModelLibrary, options: ProjectOptions, writer: _Writer) -> tuple[list[str], list[str]]:
-    """CMSIS-NN BYOC modules call arm_nnfunctions; compile the user's CMSIS-NN tree into lib/."""
-    needs = [m.name for m in lib.modules if any(
-        "arm_nnfunctions.h" in (lib.root / rel).read_text(errors="replace") for rel in m.sources)]
-    if not needs:
-        return [], []
-    if options.cmsis_nn is None:
-        raise BuildError(f"{', '.join(needs)}: the generated code calls CMSIS-NN (arm_nnfunctions.h); "
-                         "point --cmsis-nn at a CMSIS-NN source tree (github.com/ARM-software/CMSIS-NN)")
-    root = options.cmsis_nn
-    include, source = root / "Include", root / "Source"
-    if not (include / "arm_nnfunctions.h").is_file() or not source.is_dir():
-        raise BuildError(f"{root}: not a CMSIS-NN source tree (expected Include/arm_nnfunctions.h and Source/)")
-    sources = []
-    for path in sorted(source.rglob("*.c")):
-        relative = f"lib/cmsis-nn/Source/{path.relative_to(source)}"
-        writer.copy(path, relative)
-        sources.append(relative)
-    for path in sorted(include.rglob("*.h")):
-        writer.copy(path, f"lib/cmsis-nn/Include/{path.relative_to(include)}")
-    return sources, ["lib/cmsis-nn/Include"]
 
 
 def copy_tree_into(writer: _Writer, source: Path, relative: str, suffixes: tuple[str, ...]) -> list[str]:

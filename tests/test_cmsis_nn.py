@@ -1,0 +1,326 @@
+"""CMSIS-NN: what the generated code assumes of the library, how the library is compiled for it, every
+refusal, and real runs of TVM's kws_aot_cmsisnn against real CMSIS-NN trees on three cores."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import THIRD_PARTY_ENV, required_folder
+from mlfbuild.boards import load_board
+from mlfbuild.errors import EXIT_BUILD, EXIT_MISMATCH, EXIT_RUN, BuildError, GeneratedCodeError, InvalidInputError
+from mlfbuild.mlf import csource
+from mlfbuild.mlf.reader import describe, read_mlf
+from mlfbuild.project import ProjectOptions, render_project
+from mlfbuild.project.cmsis_nn import core_features, fix_status_checks, needed_sources
+from mlfbuild.run import run_build
+from mlfwriter import TinyModel, tar_tree, with_cmsis_nn
+
+REPO = Path(__file__).resolve().parents[1]
+KWS = ("tvm-0.13/kws_aot_cmsisnn", "tvm-0.18/kws_aot_cmsisnn", "tvm-0.18/kws_aot_cmsisnn_m4")
+BOARDS = ("mps2-an385", "mps2-an386", "mps3-an547")  # Cortex-M3, M4F (DSP), M55 (DSP + MVE)
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "mlfbuild", *args], capture_output=True, text=True, cwd=REPO)
+
+
+@pytest.fixture(scope="session")
+def cmsis_nn(third_party_dir):
+    """cmsis_nn("v4.1.0") → that CMSIS-NN tree (fails under CI, skips elsewhere when missing)."""
+    return lambda version: required_folder(third_party_dir / f"cmsis-nn-{version}", f"CMSIS-NN {version}",
+                                           THIRD_PARTY_ENV)
+
+
+def _mlf(tmp_path: Path, targets: list[str], scratch_bytes: list[int], name: str = "tiny") -> Path:
+    return tar_tree(with_cmsis_nn(TinyModel(name), targets, scratch_bytes), tmp_path / f"{name}.tar")
+
+
+def _render(mlf: Path, board: str, tmp_path: Path, tree: Path | None, core: Path | None = None):
+    lib = read_mlf(mlf, tmp_path / "work")
+    return render_project(lib, load_board(board), tmp_path / "project",
+                          ProjectOptions(cmsis_nn=tree, cmsis_core=core))
+
+
+def _make_variable(project: Path, name: str) -> str:
+    for line in (project / "Makefile").read_text().splitlines():
+        if line.startswith(f"{name} ") or line.startswith(f"{name}:"):
+            return line.split(":=", 1)[1].strip()
+    raise AssertionError(f"{name} not in the Makefile")
+
+
+# --- what the generated code assumes (the reader) -------------------------------------------------
+
+def test_scratch_buffer_sizes_are_read_as_tvm_writes_them():
+    source = ("  cmsis_nn_context context= {NULL,0};\n"
+              "  void* context_buffer_0_let = (&(global_workspace_3_var[16384]));\n"
+              "  cmsis_nn_context context= {context_buffer_0_let,1152};\n"
+              "  cmsis_nn_context ctx = { context_buffer_1 , 64 };\n")
+    assert csource.cmsis_nn_scratch_sizes(source, "x.c") == [0, 1152, 64]
+    with pytest.raises(GeneratedCodeError, match="x.c: cannot read the CMSIS-NN scratch buffer"):
+        csource.cmsis_nn_scratch_sizes("cmsis_nn_context context= {buffer, SIZE};", "x.c")
+    with pytest.raises(GeneratedCodeError):
+        csource.cmsis_nn_scratch_sizes("cmsis_nn_context context= {" + "9" * 5000 + "};", "x.c")
+
+
+_FRAGMENTS = st.sampled_from(["cmsis_nn_context", " context", "=", " {", "}", ",", ";", "\n", "NULL", "0",
+                              "1152", "9" * 40, "context_buffer_0_let", "arm_fully_connected_s8(", "#include ",
+                              "<arm_nnfunctions.h>", " ", "\t", "(void*)0", "\u0663", "\x00"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.one_of(st.text(max_size=400), st.lists(_FRAGMENTS, max_size=40).map("".join)))
+def test_generated_code_readers_fail_only_with_invalid_input(text):
+    for reader in (lambda: csource.cmsis_nn_scratch_sizes(text, "f.c"), lambda: csource.cmsis_nn_calls(text),
+                   lambda: csource.includes(text, "arm_nnfunctions.h")):
+        try:
+            reader()
+        except InvalidInputError:
+            pass
+
+
+@settings(max_examples=60, deadline=None)
+@given(body=st.lists(_FRAGMENTS, max_size=40).map("".join))
+def test_a_module_with_arbitrary_cmsis_nn_code_reads_or_fails_as_invalid_input(tmp_path_factory, body):
+    root = tmp_path_factory.mktemp("mlf")
+    for rel, data in with_cmsis_nn(TinyModel(), ["c -mcpu=cortex-m55"], [0]).items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(data)
+    (root / "codegen/host/src/tiny_lib2.c").write_text("#include <arm_nnfunctions.h>\n" + body)
+    try:
+        describe(root)
+    except InvalidInputError:
+        pass
+
+
+def test_assumptions_come_from_the_cmsis_nn_target_else_the_c_target(tmp_path):
+    lib = read_mlf(_mlf(tmp_path, ["c -mcpu=cortex-m4", "cmsis-nn -mcpu=cortex-m55 -mattr=+nomve"], [0, 256]),
+                   tmp_path / "a")
+    assumptions = lib.modules[0].cmsis_nn
+    assert (assumptions.mcpu, assumptions.mattr, assumptions.target_kind) == ("cortex-m55", "+nomve", "cmsis-nn")
+    assert assumptions.scratch_bytes == (0, 256) and not assumptions.generic
+    assert assumptions.functions == ("arm_fully_connected_s8",)
+    assert assumptions.sources == ("codegen/host/src/tiny_lib2.c",)
+    lib = read_mlf(_mlf(tmp_path, ["c -keys=arm_cpu,cpu -mcpu=cortex-m7"], [0, 0]), tmp_path / "b")
+    assert (lib.modules[0].cmsis_nn.mcpu, lib.modules[0].cmsis_nn.target_kind) == ("cortex-m7", "c")
+    assert lib.modules[0].cmsis_nn.generic
+    assert read_mlf(tar_tree(TinyModel().files(), tmp_path / "plain.tar"), tmp_path / "c").modules[0].cmsis_nn is None
+
+
+def test_inspect_shows_the_real_fixtures_assumptions(fixtures_dir):
+    result = _cli("inspect", str(fixtures_dir / "tvm-0.13" / "kws_aot_cmsisnn.tar"))
+    assert result.returncode == 0, result.stderr
+    assert "cmsis-nn core -mcpu=cortex-m55 (c target); no scratch buffers ({NULL,0} in 11 call(s))" in result.stdout
+    result = _cli("inspect", "--json", str(fixtures_dir / "tvm-0.18" / "kws_aot_cmsisnn_m4.tar"))
+    assumptions = json.loads(result.stdout)["modules"][0]["cmsis_nn"]
+    assert assumptions["mcpu"] == "cortex-m4" and assumptions["target"] == "cmsis-nn"
+    assert assumptions["scratch_bytes"] == [0] * 11 and assumptions["generic"]
+    assert "arm_depthwise_conv_wrapper_s8" in assumptions["functions"]
+
+
+# --- the library side ------------------------------------------------------------------------------
+
+def test_core_features_follow_gcc():
+    assert core_features("cortex-m3") == frozenset() and core_features(None) == frozenset()
+    assert core_features("cortex-m4") == {"dsp"} and core_features("cortex-m33+nodsp") == frozenset()
+    assert core_features("cortex-m55") == {"dsp", "mve"} and core_features("cortex-m55+nomve") == {"dsp"}
+    assert core_features("cortex-m55", "+nomve") == {"dsp"}
+    assert core_features("cortex-a53") is None
+
+
+def test_status_check_fix_is_exact():
+    code = b"switch (!status) {\n}\nswitch (!status) {}\nswitch (!state) {}\nswitch (! status) {}"
+    fixed, count = fix_status_checks(code)
+    assert count == 2 and fixed == b"switch (status) {\n}\nswitch (status) {}\nswitch (!state) {}\nswitch (! status) {}"
+
+
+def test_only_the_sources_the_calls_reach_are_compiled():
+    sources = {"a.c": "int arm_a(int x)\n{\n    return arm_b(x) + MACRO_C(x) + arm_inline_d(x);\n}\n",
+               "b.c": "int arm_b(int x) { return table_b[x]; }\n",
+               "tables.c": "const int table_b[4] = {1, 2, 3, 4};\n",
+               "c.c": "int arm_c(int x) { return x; }\n",
+               "e.c": "int arm_e(int x) { return x; }\n",
+               "unused.c": "int arm_unused(void) { return arm_a(1); }\n"}
+    headers = {"h.h": "#define MACRO_C(x) \\\n    arm_c(x)\n"
+                      "__STATIC_FORCEINLINE int arm_inline_d(int x)\n{\n    if (x) { return arm_e(x); }\n    return 0;\n}\n"
+                      "int arm_unused(void);\n"}
+    assert needed_sources(sources, headers, {"arm_a"}) == ["a.c", "b.c", "c.c", "e.c", "tables.c"]
+    assert needed_sources(sources, headers, {"arm_a", "arm_defined_elsewhere"}) == sorted(sources)
+
+
+# --- refusals (rendering only: they come before anything is compiled) ------------------------------
+
+def test_the_library_is_required_and_must_be_a_cmsis_nn_tree(fixtures_dir, tmp_path):
+    mlf = fixtures_dir / "tvm-0.13" / "kws_aot_cmsisnn.tar"
+    result = _cli("build", str(mlf), "--board", "mps3-an547", "-o", str(tmp_path / "a"))
+    assert result.returncode == EXIT_BUILD and "--cmsis-nn" in result.stderr
+    result = _cli("build", str(mlf), "--board", "mps3-an547", "--cmsis-nn", str(tmp_path), "-o", str(tmp_path / "b"))
+    assert result.returncode == EXIT_BUILD and "not a CMSIS-NN source tree" in result.stderr
+
+
+def test_generic_code_gets_the_library_without_dsp_and_mve_on_every_core(tmp_path, cmsis_nn):
+    mlf = _mlf(tmp_path, ["c -mcpu=cortex-m55"], [0, 0])
+    for board in BOARDS:
+        project = _render(mlf, board, tmp_path / board, cmsis_nn("v6.0.0"))
+        assert _make_variable(project.path, "CMSIS_NN_FLAGS") == "-U__ARM_FEATURE_DSP -U__ARM_FEATURE_MVE"
+        assert project.cmsis_nn.features == frozenset()
+        assert "-mcpu=" + load_board(board).cpu.core in _make_variable(project.path, "ARCH_FLAGS")
+
+
+def test_code_with_scratch_buffers_gets_the_features_of_its_core(tmp_path, cmsis_nn):
+    project = _render(_mlf(tmp_path, ["c -mcpu=cortex-m4", "cmsis-nn -mcpu=cortex-m4"], [0, 512]),
+                      "mps3-an547", tmp_path / "m4-on-m55", cmsis_nn("v6.0.0"))
+    assert _make_variable(project.path, "CMSIS_NN_FLAGS") == "-U__ARM_FEATURE_MVE"
+    project = _render(_mlf(tmp_path, ["cmsis-nn -mcpu=cortex-m55"], [512]), "mps3-an547", tmp_path / "m55",
+                      cmsis_nn("v4.1.0"))
+    assert _make_variable(project.path, "CMSIS_NN_FLAGS") == "" and project.cmsis_nn.features == {"dsp", "mve"}
+
+
+@pytest.mark.parametrize("mcpu, board, missing", [("cortex-m55", "mps2-an386", "no MVE"),
+                                                  ("cortex-m4", "mps2-an385", "no DSP")])
+def test_code_sized_for_features_the_board_lacks_is_refused(tmp_path, cmsis_nn, mcpu, board, missing):
+    mlf = _mlf(tmp_path, [f"c -mcpu={mcpu}", f"cmsis-nn -mcpu={mcpu}"], [0, 1152])
+    with pytest.raises(BuildError, match=f"sized for .*-mcpu={mcpu}.*{missing}"):
+        _render(mlf, board, tmp_path, cmsis_nn("v4.1.0"))
+    result = _cli("build", str(mlf), "--board", board, "--cmsis-nn", str(cmsis_nn("v4.1.0")), "-o", str(tmp_path / "o"))
+    assert result.returncode == EXIT_BUILD and len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "o" / "firmware.elf").exists()
+
+
+def test_mve_code_is_refused_a_tree_whose_fully_connected_kernel_wants_kernel_sums(tmp_path, cmsis_nn):
+    mlf = _mlf(tmp_path, ["cmsis-nn -mcpu=cortex-m55"], [0, 1152])
+    with pytest.raises(BuildError, match=r"declares arm_vector_sum_s8.*v4\.1\.0.*without MVE"):
+        _render(mlf, "mps3-an547", tmp_path / "v6", cmsis_nn("v6.0.0"))
+    # By the tree's content, not its version: v4.1.0 with the v6 declaration added is refused too.
+    tree = tmp_path / "cmsis-nn-edited"
+    shutil.copytree(cmsis_nn("v4.1.0") / "Include", tree / "Include")
+    shutil.copytree(cmsis_nn("v4.1.0") / "Source", tree / "Source")
+    header = tree / "Include" / "arm_nnfunctions.h"
+    header.write_text(header.read_text().replace(
+        "#ifdef __cplusplus\n}", "arm_cmsis_nn_status arm_vector_sum_s8(int32_t *vector_sum_buf,\n"
+        "                                      const int32_t vector_cols);\n\n#ifdef __cplusplus\n}"))
+    with pytest.raises(BuildError, match="arm_vector_sum_s8"):
+        _render(mlf, "mps3-an547", tmp_path / "edited", tree)
+    result = _cli("build", str(mlf), "--board", "mps3-an547", "--cmsis-nn", str(tree), "-o", str(tmp_path / "o"))
+    assert result.returncode == EXIT_BUILD and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_modules_generated_for_different_paths_are_refused(tmp_path, cmsis_nn):
+    first = with_cmsis_nn(TinyModel("first"), ["c -mcpu=cortex-m4"], [0])
+    second = with_cmsis_nn(TinyModel("second", seed=3), ["cmsis-nn -mcpu=cortex-m4"], [64])
+    metadata = json.loads(first["metadata.json"])
+    metadata["modules"].update(json.loads(second.pop("metadata.json"))["modules"])
+    files = {**first, **second, "metadata.json": json.dumps(metadata).encode()}
+    with pytest.raises(BuildError, match="different library paths"):
+        _render(tar_tree(files, tmp_path / "two.tar"), "mps2-an386", tmp_path, cmsis_nn("v4.1.0"))
+
+
+def _tree_needing_cmsis_core(root: Path) -> Path:
+    """A minimal CMSIS-NN tree whose math header includes CMSIS-Core, as v4.0.0 and older do."""
+    (root / "Include").mkdir(parents=True)
+    (root / "Source" / "FullyConnectedFunctions").mkdir(parents=True)
+    (root / "Include" / "arm_nnfunctions.h").write_text('#include "arm_nn_math_types.h"\n')
+    (root / "Include" / "arm_nn_math_types.h").write_text('#include "cmsis_compiler.h"\n')
+    (root / "Source" / "FullyConnectedFunctions" / "arm_fully_connected_s8.c").write_text(
+        "int arm_fully_connected_s8(void)\n{\n    return 0;\n}\n")
+    return root
+
+
+def test_cmsis_core_is_found_beside_the_tree_or_given(tmp_path):
+    mlf = _mlf(tmp_path, ["c -mcpu=cortex-m55"], [0])
+    tree = _tree_needing_cmsis_core(tmp_path / "libs" / "CMSIS-NN")
+    with pytest.raises(BuildError, match="cmsis_compiler.h .*pass --cmsis-core DIR"):
+        _render(mlf, "mps2-an386", tmp_path / "none", tree)
+    result = _cli("build", str(mlf), "--cmsis-nn", str(tree), "-o", str(tmp_path / "cli"))
+    assert result.returncode == EXIT_BUILD and len(result.stderr.strip().splitlines()) == 1
+    assert "--cmsis-core" in result.stderr
+    with pytest.raises(BuildError, match="--cmsis-core .*no cmsis_compiler.h"):
+        _render(mlf, "mps2-an386", tmp_path / "bad", tree, core=tmp_path)
+
+    given = tmp_path / "elsewhere" / "Include"
+    given.mkdir(parents=True)
+    (given / "cmsis_compiler.h").write_text("/* CMSIS-Core */\n")
+    project = _render(mlf, "mps2-an386", tmp_path / "given", tree, core=given)
+    assert project.cmsis_nn.core_include == given
+    beside = tmp_path / "libs" / "CMSIS_5" / "CMSIS" / "Core" / "Include"
+    beside.mkdir(parents=True)
+    (beside / "cmsis_compiler.h").write_text("/* CMSIS_5 */\n")
+    project = _render(mlf, "mps2-an386", tmp_path / "beside", tree)
+    assert project.cmsis_nn.core_include == beside
+    assert (project.path / "lib" / "cmsis-core" / "Include" / "cmsis_compiler.h").read_text() == "/* CMSIS_5 */\n"
+    assert "-Ilib/cmsis-core/Include" in _make_variable(project.path, "INCLUDES")
+    assert project.cmsis_nn.to_json()["cmsis_core"]["path"] == str(beside)
+
+
+# --- real runs: TVM's kws_aot_cmsisnn against real CMSIS-NN trees ---------------------------------
+
+def _run_kws(fixtures_dir: Path, fixture: str, out: Path):
+    return run_build(out, references=[str(fixtures_dir / fixture.split("/")[0] / "kws.npz")], atol=1, timeout=60)
+
+
+@pytest.mark.qemu
+@pytest.mark.parametrize("board", BOARDS)
+@pytest.mark.parametrize("fixture", KWS)
+def test_kws_with_cmsis_nn_v4_matches_tvm_on_every_core(fixture, board, fixtures_dir, cmsis_nn, build_firmware):
+    out = build_firmware(fixtures_dir / f"{fixture}.tar", board, cmsis_nn=cmsis_nn("v4.1.0"))
+    record = json.loads((out / "build.json").read_text())
+    assert record["cmsis_nn"]["path"] == str(cmsis_nn("v4.1.0").resolve())
+    assert record["cmsis_nn"]["flags"] == ["-U__ARM_FEATURE_DSP", "-U__ARM_FEATURE_MVE"]
+    assert len(record["cmsis_nn"]["sha256"]) == 64 and record["cmsis_nn"]["features"] == []
+    assert "patched TVM's inverted CMSIS-NN status check (switch (!status)) in 11 places" in " ".join(record["notes"])
+    result = _run_kws(fixtures_dir, fixture, out)
+    assert result.ok and result.compared
+    assert max(c.max_abs_error for c in result.models[0].comparisons) <= 1
+
+
+@pytest.mark.qemu
+@pytest.mark.parametrize("board", BOARDS)
+@pytest.mark.parametrize("fixture", KWS)
+def test_kws_with_cmsis_nn_v6_matches_tvm_or_is_refused_with_the_reason(fixture, board, fixtures_dir, cmsis_nn,
+                                                                        build_firmware, tmp_path):
+    try:
+        out = build_firmware(fixtures_dir / f"{fixture}.tar", board, cmsis_nn=cmsis_nn("v6.0.0"))
+    except BuildError as refused:
+        assert "arm_vector_sum_s8" in str(refused) or "has no" in str(refused)
+        return
+    result = _run_kws(fixtures_dir, fixture, out)
+    assert result.ok and max(c.max_abs_error for c in result.models[0].comparisons) <= 1
+
+
+def _rebuild(build: Path, *make_args: str) -> Path:
+    """Recompile `build`'s project from scratch with `make_args` and take its firmware."""
+    subprocess.run(["make", "clean"], cwd=build / "project", check=True, capture_output=True)
+    subprocess.run(["make", "-j2", *make_args], cwd=build / "project", check=True, capture_output=True)
+    shutil.copyfile(build / "project" / "build" / "firmware.elf", build / "firmware.elf")
+    return build
+
+
+@pytest.mark.qemu
+def test_a_failing_kernel_now_fails_the_run(fixtures_dir, cmsis_nn, build_firmware, tmp_path):
+    """With the board's full flags the M4F takes CMSIS-NN's DSP paths, which need the scratch buffers
+    TVM did not allocate: arm_avgpool_s8 returns an error. TVM's `switch (!status)` hid it (wrong
+    outputs); with the fix the operator fails and so does the run."""
+    out = build_firmware(fixtures_dir / "tvm-0.13" / "kws_aot_cmsisnn.tar", "mps2-an386", cmsis_nn=cmsis_nn("v4.1.0"))
+    reference = str(fixtures_dir / "tvm-0.13" / "kws.npz")
+    full_flags = _rebuild(shutil.copytree(out, tmp_path / "full"), "CMSIS_NN_FLAGS=")
+    result = _cli("run", str(full_flags), "--reference", reference, "--atol", "1")
+    assert result.returncode == EXIT_RUN, result.stdout + result.stderr
+    assert "model kws returned status -1" in result.stderr
+
+    unfixed = shutil.copytree(out, tmp_path / "unfixed")
+    model = unfixed / "project" / "model" / "codegen" / "host" / "src" / "kws_lib2.c"
+    model.write_text(model.read_text().replace("switch (status)", "switch (!status)"))
+    result = _cli("run", str(_rebuild(unfixed, "CMSIS_NN_FLAGS=")), "--reference", reference, "--atol", "1")
+    assert result.returncode == EXIT_MISMATCH, result.stdout + result.stderr  # silently wrong without the fix
+
+
+def test_builds_without_cmsis_nn_record_none(build_firmware):
+    out = build_firmware(REPO / "examples" / "tiny_aot.tar", "mps2-an386")
+    assert "cmsis_nn" not in json.loads((out / "build.json").read_text())
