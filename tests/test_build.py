@@ -80,10 +80,13 @@ def _board_file(tmp_path: Path, clock_hz: int) -> Path:
     return path
 
 
-def _rebuild_cases(fixtures: Path, tmp_path: Path) -> dict[str, tuple[dict, dict]]:
+def _rebuild_cases(fixtures: Path, third_party: Path, tmp_path: Path) -> dict[str, tuple[dict, dict]]:
     """Two builds that differ in one input each: (first, second) keyword arguments of build()."""
     kws_aot = fixtures / "tvm-0.13" / "kws_aot_c_unpacked_usmp.tar"  # bundles TVM's CRT for --runtime tvm
+    kws_cmsis_nn = fixtures / "tvm-0.18" / "kws_aot_cmsisnn_m4.tar"
     return {
+        "cmsis-nn-tree": (dict(mlf=kws_cmsis_nn, options=ProjectOptions(cmsis_nn=third_party / "cmsis-nn-v4.1.0")),
+                          dict(mlf=kws_cmsis_nn, options=ProjectOptions(cmsis_nn=third_party / "cmsis-nn-v6.0.0"))),
         "opt": (dict(mlf=EXAMPLE, options=ProjectOptions(optimize="-Os")),
                 dict(mlf=EXAMPLE, options=ProjectOptions(optimize="-O0"))),
         "board": (dict(mlf=EXAMPLE, board_name="mps2-an386"), dict(mlf=EXAMPLE, board_name="mps2-an385")),
@@ -97,9 +100,9 @@ def _rebuild_cases(fixtures: Path, tmp_path: Path) -> dict[str, tuple[dict, dict
     }
 
 
-@pytest.mark.parametrize("case", ["opt", "board", "board-to-host", "runtime", "board-file-edit", "mlf"])
-def test_a_rebuild_into_a_used_folder_equals_a_fresh_build(case, fixtures_dir, tmp_path):
-    first, second = _rebuild_cases(fixtures_dir, tmp_path)[case]
+@pytest.mark.parametrize("case", ["opt", "board", "board-to-host", "runtime", "board-file-edit", "mlf", "cmsis-nn-tree"])
+def test_a_rebuild_into_a_used_folder_equals_a_fresh_build(case, fixtures_dir, third_party_dir, tmp_path):
+    first, second = _rebuild_cases(fixtures_dir, third_party_dir, tmp_path)[case]
 
     def build_into(folder: str, kwargs: dict):
         kwargs = {"board_name": "mps2-an386", **kwargs}
