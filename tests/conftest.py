@@ -75,11 +75,44 @@ def references_for(fixture_set: str, entry: dict, fixtures: Path) -> list[str]:
     return [f"{m['mod_name']}={fixtures / fixture_set / m['reference_npz']}" for m in entry["modules"]]
 
 
+def arm_cpu_schedules(entry: dict) -> bool:
+    """Compiled with TVM's arm_cpu schedules (target `c -keys=arm_cpu,...`): their int8 operators are
+    tensorized into Cortex-M DSP micro-kernels (<arm_acle.h> intrinsics, inline assembly)."""
+    return "-keys=arm_cpu" in str(entry.get("target", ""))
+
+
+# The Cortex-M7 board the arm_cpu fixtures also run on, besides the default Cortex-M4 one.
+ARM_CPU_EXTRA_BOARD = "mps2-an500"
+
+
 def buildable(entry: dict, board: str) -> bool:
     """Fixtures whose code builds: not the known-defective ones, not CMSIS-NN (needs the library),
-    and LLVM Cortex-M objects only for Cortex-M boards."""
+    LLVM Cortex-M objects only for Cortex-M boards, and DSP micro-kernels (arm_cpu schedules of
+    integer models) only for cores with the DSP extension (not the host, not Cortex-M3)."""
     if "target" not in entry:  # the placeholder for missing fixtures: let the test ask for them
         return True
     if entry.get("known_issue") or entry.get("cmsisnn") or entry["file"] == "kws_aot_llvm_cm4_packed.tar":
         return False
+    if arm_cpu_schedules(entry) and _integer_model(entry) and not _has_dsp(board):
+        return False
     return not (board == "host" and entry["target"].startswith("llvm"))
+
+
+def _has_dsp(board: str) -> bool:
+    from mlfbuild.boards import load_board
+
+    loaded = load_board(board)
+    return not loaded.is_host and loaded.cpu.core in ("cortex-m4", "cortex-m7", "cortex-m33", "cortex-m55")
+
+
+def _integer_model(entry: dict) -> bool:
+    return all(tensor["dtype"].startswith(("int", "uint")) for tensor in entry.get("inputs", []))
+
+
+def fixture_boards(default_boards: tuple[str, ...]) -> list[tuple[tuple[str, dict], str]]:
+    """(fixture, board) pairs to build or run: every buildable fixture on each default board, and
+    the arm_cpu fixtures on the Cortex-M7 board too."""
+    pairs = [(item, board) for board in default_boards for item in manifest_entries() if buildable(item[1], board)]
+    pairs += [(item, ARM_CPU_EXTRA_BOARD) for item in manifest_entries()
+              if arm_cpu_schedules(item[1]) and buildable(item[1], ARM_CPU_EXTRA_BOARD)]
+    return pairs

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import buildable, entry_id, manifest_entries
+from conftest import entry_id, fixture_boards
 from mlfbuild.build import build
 from mlfbuild.errors import BuildError, InvalidInputError, OverBudgetError
 from mlfbuild.run import run_build
@@ -28,7 +28,7 @@ def _cli(*args: str, cwd: Path = REPO, env: dict | None = None) -> subprocess.Co
 
 # The fixtures that must not build (producer defects, CMSIS-NN without the library, Cortex-M objects
 # on the host) have failure tests of their own below.
-BUILDS = [(item, board) for board in ("mps2-an386", "host") for item in manifest_entries() if buildable(item[1], board)]
+BUILDS = fixture_boards(("mps2-an386", "host"))
 
 
 @pytest.mark.parametrize("item, board", BUILDS, ids=[f"{entry_id(i)}-{b}" for i, b in BUILDS])
@@ -119,6 +119,16 @@ def test_llvm_objects_that_do_not_match_the_board(fixtures_dir, tmp_path):
 def test_llvm_micro_kernel_defect_is_explained(fixtures_dir, tmp_path):
     result = _cli("build", str(fixtures_dir / "tvm-0.13" / "kws_aot_llvm_cm4_packed.tar"), "-o", str(tmp_path / "o"))
     assert result.returncode == 3 and "micro-kernels" in result.stderr
+
+
+def test_dsp_micro_kernels_need_a_dsp_core(fixtures_dir, tmp_path):
+    # TVM's arm_cpu schedules tensorize int8 operators into Cortex-M DSP micro-kernels: the host has
+    # no <arm_acle.h>, and a Cortex-M3 lacks the instructions. The compiler says so (exit 4).
+    mlf = fixtures_dir / "tvm-0.18" / "kws_aot_c_cm4_usmp.tar"
+    result = _cli("build", str(mlf), "--board", "host", "-o", str(tmp_path / "host"))
+    assert result.returncode == 4 and "arm_acle.h" in result.stderr
+    result = _cli("build", str(mlf), "--board", "mps2-an385", "-o", str(tmp_path / "m3"))
+    assert result.returncode == 4 and "kws_lib1.c" in result.stderr
 
 
 def test_cmsis_nn_needs_the_library(fixtures_dir, tmp_path):
