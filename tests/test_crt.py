@@ -333,7 +333,8 @@ def test_generated_code_shapes_cover_every_abi_use():
                 "TVMSystemLibEntryPoint", "struct TVMMetadata", "struct TVMTensorInfo", "struct TVMConstantInfo",
                 "kTVMOpaqueHandle", "kTVMArgBool", "kTvmErrorFunctionCallInvalidArg", "kTvmErrorGraphModuleNoSuchInput",
                 "kTvmErrorSystemErrorMask", '.rodata.tvm', '.bss.noinit.tvm', "__sxtb16", "__smlad", "__ssub8", "__sel",
-                "__ssat", "__builtin_arm_smlabb", "__builtin_arm_smlatt"):
+                "__ssat", "__builtin_arm_smlabb", "__builtin_arm_smlatt", "__smlabb", "__smlabt", "__smlatb",
+                "__smlatt", "__smladx", "__asm__("):
         assert use in text, use
 
 

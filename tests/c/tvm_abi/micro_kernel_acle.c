@@ -1,8 +1,9 @@
 /* The DSP side of TVM's arm_cpu micro-kernels (TVM 0.12-0.18, compiled with -mcpu=cortex-m4 or
  * cortex-m7): <arm_acle.h> next to <tvm/runtime/crt/error_codes.h>, the kernels' own rotate and
  * halfword-pack helpers behind ARM_CPU_INTRINSICS_EXIST, and the ACLE intrinsics they call:
- * __sxtb16, __smlad, __ssub8, __sel, __ssat, __builtin_arm_smlabb / __builtin_arm_smlatt.
- * Cortex-M only: the host has no <arm_acle.h>. */
+ * __sxtb16, __smlad, __ssub8, __sel, __ssat, __builtin_arm_smlabb / __builtin_arm_smlatt (gemm,
+ * pooling, multi-channel convolution); __smlabb, __smlabt, __smlatb, __smlatt, __smladx and an
+ * `__asm__` pkhbt (tensordot, 0.11+). Cortex-M only: the host has no <arm_acle.h>. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,5 +74,27 @@ int32_t abi_dsp_kernel(const int8_t* a, const int8_t* b, int8_t* max, int32_t* s
   sums[0] = __ssat(sum >> 8, 8);
   sums[1] = sum_c0;
   sums[2] = sum_c1;
+  return 0;
+}
+
+/* One tensordot step: halfword products picked by instruction, then a packed int16 result. */
+int32_t abi_tensordot(const int32_t* tensor, const int32_t* kernel, int32_t* output);
+int32_t abi_tensordot(const int32_t* tensor, const int32_t* kernel, int32_t* output) {
+  int32_t tensor__y00_x00__y00_x01 = tensor[0];
+  int32_t tensor__y00_x02__y00_x03 = tensor[1];
+  int32_t kernel__y00_x00__y00_x01 = kernel[0];
+  int32_t kernel__y00_x02__y00_x03 = kernel[1];
+  int32_t sum_0 = 0, sum_1 = 0;
+  sum_0 = __smlad(tensor__y00_x00__y00_x01, kernel__y00_x00__y00_x01, sum_0);
+  sum_0 = __smlabb(tensor__y00_x02__y00_x03, kernel__y00_x02__y00_x03, sum_0);
+  sum_1 = __smladx(tensor__y00_x00__y00_x01, kernel__y00_x02__y00_x03, sum_1);
+  sum_1 = __smlabt(tensor__y00_x02__y00_x03, kernel__y00_x00__y00_x01, sum_1);
+  sum_1 = __smlatb(tensor__y00_x02__y00_x03, kernel__y00_x00__y00_x01, sum_1);
+  sum_1 = __smlatt(tensor__y00_x00__y00_x01, kernel__y00_x02__y00_x03, sum_1);
+  int32_t requant_0 = __ssat(sum_0 >> 8, 8);
+  int32_t requant_1 = __ssat(sum_1 >> 8, 8);
+  int32_t packed_res_0;
+  __asm__("pkhbt %0, %1, %2, lsl #16" : "=r"(packed_res_0) : "r"(requant_0), "r"(requant_1));
+  output[0] = packed_res_0;
   return 0;
 }
