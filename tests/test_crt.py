@@ -1,5 +1,5 @@
 """The C runtime in crt/: warning-free on every compiler we target, compatible with real TVM output,
-and working firmware on QEMU boards and on the host.
+numbered as TVM numbers its ABI, and working firmware on QEMU boards and on the host.
 
 Tools: gcc, arm-none-eabi-gcc, qemu-system-arm. A missing tool skips its tests, except when the
 environment says CI=true: then it fails them. The MLF fixtures come from the `fixtures_dir` fixture
