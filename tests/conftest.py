@@ -107,6 +107,16 @@ def calls_dsp_intrinsics(mlf: Path) -> bool:
                    if m.isfile() and m.name.endswith(".c"))
 
 
+def arm_cpu_schedules(entry: dict) -> bool:
+    """Compiled with TVM's arm_cpu schedules (target `c -keys=arm_cpu,...`): their int8 operators are
+    tensorized into Cortex-M DSP micro-kernels (<arm_acle.h> intrinsics, inline assembly)."""
+    return "-keys=arm_cpu" in str(entry.get("target", ""))
+
+
+# The Cortex-M7 board the arm_cpu fixtures also run on, besides the default Cortex-M4 one.
+ARM_CPU_EXTRA_BOARD = "mps2-an500"
+
+
 def buildable(entry: dict, board: str) -> bool:
     """Fixtures whose code builds: not the known-defective ones, not CMSIS-NN (needs the library),
     LLVM Cortex-M objects only for Cortex-M boards, DSP intrinsics only on cores that have them.
@@ -118,3 +128,12 @@ def buildable(entry: dict, board: str) -> bool:
     if board in NO_DSP_BOARDS and calls_dsp_intrinsics(fixtures_path() / entry["fixture_set"] / entry["file"]):
         return False
     return not (board == "host" and entry["target"].startswith("llvm"))
+
+
+def fixture_boards(default_boards: tuple[str, ...]) -> list[tuple[tuple[str, dict], str]]:
+    """(fixture, board) pairs to build or run: every buildable fixture on each default board, and
+    the arm_cpu fixtures on the Cortex-M7 board too."""
+    pairs = [(item, board) for board in default_boards for item in manifest_entries() if buildable(item[1], board)]
+    pairs += [(item, ARM_CPU_EXTRA_BOARD) for item in manifest_entries()
+              if arm_cpu_schedules(item[1]) and buildable(item[1], ARM_CPU_EXTRA_BOARD)]
+    return pairs

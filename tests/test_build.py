@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import buildable, entry_id, manifest_entries
+from conftest import entry_id, fixture_boards
 from mlfbuild.build import build
 from mlfbuild.errors import BuildError, InvalidInputError, OverBudgetError
 from mlfbuild.project import ProjectOptions
@@ -27,7 +27,7 @@ def _cli(*args: str, cwd: Path = REPO, env: dict | None = None) -> subprocess.Co
 
 # The fixtures that must not build (producer defects, Cortex-M objects on the host) have failure tests
 # of their own below; the CMSIS-NN ones build with the library in test_cmsis_nn.py.
-BUILDS = [(item, board) for board in ("mps2-an386", "host") for item in manifest_entries() if buildable(item[1], board)]
+BUILDS = fixture_boards(("mps2-an386", "host"))
 
 
 @pytest.mark.parametrize("item, board", BUILDS, ids=[f"{entry_id(i)}-{b}" for i, b in BUILDS])

@@ -1,5 +1,5 @@
 """The C runtime in crt/: warning-free on every compiler we target, compatible with real TVM output,
-and working firmware on QEMU boards and on the host.
+numbered as TVM numbers its ABI, and working firmware on QEMU boards and on the host.
 
 Tools: gcc, arm-none-eabi-gcc, qemu-system-arm. A missing tool skips its tests, except when the
 environment says CI=true: then it fails them. The MLF fixtures come from the `fixtures_dir` fixture
@@ -37,6 +37,7 @@ ARM_CPUS = {
     "m3": ["-mcpu=cortex-m3", "-mthumb", "-mfloat-abi=soft"],
     "m33": ["-mcpu=cortex-m33", "-mthumb", "-mfpu=fpv5-sp-d16", "-mfloat-abi=hard"],
     "m55": ["-mcpu=cortex-m55", "-mthumb", "-mfloat-abi=hard"],
+    "m7": ["-mcpu=cortex-m7", "-mthumb", "-mfpu=fpv5-d16", "-mfloat-abi=hard"],
 }
 PORTABLE_SOURCES = ["backend.c", "mlfrt_common.c", "func_registry.c"]
 CORTEXM_SOURCES = ["startup_cortexm.c", "platform_cortexm.c", "newlib_syscalls.c"]
@@ -207,7 +208,147 @@ def test_usmp_off_model_runs_on_host_with_our_workspace_allocator(tmp_path, fixt
 
 
 # ------------------------------------------------------------------------------------------------
-# (c) smoke firmware on QEMU boards and on the host
+# (c) the TVM ABI: the same numbering as TVM, and every shape of generated code compiles cleanly
+
+# tvm_crt_error_t — include/tvm/runtime/crt/error_codes.h, TVM v0.9.0 (the file is identical up to
+# v0.18.0). TVM v0.8.0 has the same values under the executor names of TVM_08_ERROR_NAMES, and its
+# kTvmErrorSystemErrorMask is 1 << 15 instead of the sign bit.
+TVM_ERROR_CODES = {
+    "kTvmErrorCategoryFunctionRegistry": 1, "kTvmErrorCategoryFraming": 2, "kTvmErrorCategoryWriteStream": 3,
+    "kTvmErrorCategorySession": 4, "kTvmErrorCategoryPlatform": 5, "kTvmErrorCategoryGenerated": 6,
+    "kTvmErrorCategoryExecutor": 7, "kTvmErrorCategoryFunctionCall": 8, "kTvmErrorCategoryTimeEvaluator": 9,
+    "kTvmErrorNoError": 0,
+    "kTvmErrorFunctionNameNotFound": 0x100, "kTvmErrorFunctionIndexInvalid": 0x101,
+    "kTvmErrorFunctionRegistryFull": 0x102, "kTvmErrorFunctionAlreadyDefined": 0x103,
+    "kTvmErrorBufferTooSmall": 0x104,
+    "kTvmErrorFramingInvalidState": 0x200, "kTvmErrorFramingShortPacket": 0x201,
+    "kTvmErrorFramingInvalidEscape": 0x202, "kTvmErrorFramingPayloadOverflow": 0x203,
+    "kTvmErrorFramingPayloadIncomplete": 0x204,
+    "kTvmErrorWriteStreamShortWrite": 0x300, "kTvmErrorWriteStreamLongWrite": 0x301,
+    "kTvmErrorSessionInvalidState": 0x400, "kTvmErrorSessionReceiveBufferBusy": 0x401,
+    "kTvmErrorSessionReceiveBufferShortWrite": 0x402,
+    "kTvmErrorPlatformCheckFailure": 0x500, "kTvmErrorPlatformMemoryManagerInitialized": 0x501,
+    "kTvmErrorPlatformShutdown": 0x502, "kTvmErrorPlatformNoMemory": 0x503, "kTvmErrorPlatformTimerBadState": 0x504,
+    "kTvmErrorPlatformStackAllocBadFree": 0x505,
+    "kTvmErrorGeneratedInvalidStorageId": 0x600,
+    "kTvmErrorExecutorModuleAlreadyCreated": 0x700, "kTvmErrorExecutorModuleBadContext": 0x701,
+    "kTvmErrorExecutorModuleNoSuchInput": 0x702,
+    "kTvmErrorFunctionCallNumArguments": 0x800, "kTvmErrorFunctionCallWrongArgType": 0x801,
+    "kTvmErrorFunctionCallNotImplemented": 0x802, "kTvmErrorFunctionCallInvalidArg": 0x803,
+    "kTvmErrorTimeEvaluatorBadHandle": 0x900,
+    "kTvmErrorSystemErrorMask": -(2**31),
+    "TVM_CRT_ERROR_CATEGORY_Pos": 8, "TVM_CRT_ERROR_CATEGORY_Msk": 0xFF00, "TVM_CRT_ERROR_CODE_Pos": 0,
+    "TVM_CRT_ERROR_CODE_Msk": 0xFF,
+}
+# include/tvm/runtime/crt/error_codes.h, TVM v0.8.0: the names TVM 0.9 replaced.
+TVM_08_ERROR_NAMES = {
+    "kTvmErrorCategoryGraphExecutor": 7, "kTvmErrorGraphModuleAlreadyCreated": 0x700,
+    "kTvmErrorGraphModuleBadContext": 0x701, "kTvmErrorGraphModuleNoSuchInput": 0x702,
+}
+# TVMArgTypeCode — include/tvm/runtime/c_runtime_api.h, TVM v0.18.0. TVM v0.8.0-v0.17.0 have the
+# same codes 0..14 and ranges, no kTVMArgBool, and kTVMExtBegin = 15.
+TVM_ARG_TYPE_CODES = {
+    "kTVMArgInt": 0, "kTVMArgFloat": 2, "kTVMOpaqueHandle": 3, "kTVMNullptr": 4, "kTVMDataType": 5,
+    "kDLDevice": 6, "kTVMDLTensorHandle": 7, "kTVMObjectHandle": 8, "kTVMModuleHandle": 9,
+    "kTVMPackedFuncHandle": 10, "kTVMStr": 11, "kTVMBytes": 12, "kTVMNDArrayHandle": 13,
+    "kTVMObjectRValueRefArg": 14, "kTVMArgBool": 15, "kTVMExtBegin": 16, "kTVMNNVMFirst": 16, "kTVMNNVMLast": 20,
+    "kTVMExtReserveEnd": 64, "kTVMExtEnd": 128,
+}
+# TVMDeviceExtType — include/tvm/runtime/c_runtime_api.h, TVM v0.11.0 (unchanged to v0.18.0; TVM
+# v0.8.0-v0.10.0 numbered these 5, 6, 11, 13). DLDeviceType, DLDataTypeCode — include/dlpack/dlpack.h
+# of DLPack v0.7, the 3rdparty/dlpack TVM v0.11.0-v0.18.0 bundle (DLPack v0.5 in TVM v0.8.0-v0.10.0
+# has the same values for the kinds it knows).
+TVM_DEVICE_CODES = {
+    "kDLAOCL": 32, "kDLSDAccel": 33, "kOpenGL": 34, "kDLMicroDev": 35, "TVMDeviceExtType_End": 36,
+    "kDLCPU": 1, "kDLCUDA": 2, "kDLCUDAHost": 3, "kDLOpenCL": 4, "kDLVulkan": 7, "kDLMetal": 8, "kDLVPI": 9,
+    "kDLROCM": 10, "kDLROCMHost": 11, "kDLExtDev": 12, "kDLCUDAManaged": 13, "kDLOneAPI": 14, "kDLWebGPU": 15,
+    "kDLHexagon": 16,
+    "kDLInt": 0, "kDLUInt": 1, "kDLFloat": 2, "kDLOpaqueHandle": 3, "kDLBfloat": 4, "kDLComplex": 5,
+}
+ABI_SNIPPETS = REPO / "tests" / "c" / "tvm_abi"
+# One file per shape of TVM-generated code (each says which in its first comment).
+GENERATED_SHAPES = sorted(p.name for p in ABI_SNIPPETS.glob("*.c") if p.name != "registry_layouts.c")
+NEEDS_DSP = {"micro_kernel_acle.c"}  # <arm_acle.h> DSP intrinsics: Cortex-M4/M7 only
+
+
+def _numbering_program() -> str:
+    checks = []
+    for table in (TVM_ERROR_CODES, TVM_08_ERROR_NAMES, TVM_ARG_TYPE_CODES, TVM_DEVICE_CODES):
+        for name, value in table.items():
+            literal = "(-2147483647 - 1)" if value == -(2**31) else str(value)
+            checks.append(f'_Static_assert(({name}) == {literal}, "{name} must be {value}");')
+    return ("#include <tvm/runtime/c_runtime_api.h>\n#include <tvm/runtime/crt/error_codes.h>\n"
+            '_Static_assert(sizeof(tvm_crt_error_t) == sizeof(int), "tvm_crt_error_t is an int");\n'
+            + "\n".join(checks) + "\nint abi_numbering_checked;\n")
+
+
+def test_numbering_is_tvms_on_host(tmp_path):
+    src = tmp_path / "numbering.c"
+    src.write_text(_numbering_program())
+    compile_ok([need("gcc"), "-std=c11", *WARNINGS, "-I", str(CRT / "include"), "-c", str(src),
+                "-o", str(tmp_path / "numbering.o")])
+
+
+@pytest.mark.cross
+@pytest.mark.parametrize("cpu", ["m4f", "m7", "m3"])
+def test_numbering_is_tvms_on_arm(tmp_path, cpu):
+    """Also where enums are short (arm-none-eabi-gcc's default): the mask still needs a full int."""
+    src = tmp_path / "numbering.c"
+    src.write_text(_numbering_program())
+    compile_ok([need("arm-none-eabi-gcc"), *ARM_CPUS[cpu], "-std=c11", *WARNINGS,
+                "-I", str(CRT / "include"), "-c", str(src), "-o", str(tmp_path / "numbering.o")])
+
+
+def _compile_shape(compiler: list[str], snippet: str, out: Path, opt: str) -> None:
+    compile_ok([*compiler, "-std=c11", opt, *WARNINGS, "-I", str(CRT / "include"), "-I", str(ABI_SNIPPETS),
+                "-c", str(ABI_SNIPPETS / snippet), "-o", str(out)])
+
+
+@pytest.mark.parametrize("snippet", [s for s in GENERATED_SHAPES if s not in NEEDS_DSP])
+def test_generated_code_shapes_compile_warning_free_on_host(tmp_path, snippet):
+    for opt in ("-O0", "-O2"):
+        _compile_shape([need("gcc")], snippet, tmp_path / f"{opt}.o", opt)
+
+
+@pytest.mark.cross
+@pytest.mark.parametrize("snippet", GENERATED_SHAPES)
+def test_generated_code_shapes_compile_warning_free_on_arm(tmp_path, snippet):
+    gcc = need("arm-none-eabi-gcc")
+    cpus = ["m4f", "m7"] + ([] if snippet in NEEDS_DSP else ["m3", "m33", "m55"])
+    for cpu in cpus:
+        for opt in ("-O0", "-O2"):
+            _compile_shape([gcc, *ARM_CPUS[cpu]], snippet,
+                           tmp_path / f"{cpu}{opt}.o", opt)
+
+
+def test_generated_code_shapes_cover_every_abi_use():
+    """Each ABI item generated code can reference appears in at least one shape."""
+    text = "\n".join((ABI_SNIPPETS / s).read_text() for s in GENERATED_SHAPES)
+    for use in ("#define TVM_EXPORTS", '#include "tvm/runtime/c_runtime_api.h"', '#include "tvm/runtime/c_backend_api.h"',
+                "#include <tvm/runtime/crt/module.h>", "#include <tvm/runtime/crt/error_codes.h>",
+                "#include <tvm/runtime/metadata_types.h>", "#include <dlpack/dlpack.h>", "#include <arm_acle.h>",
+                "TVM_DLL", "TVM_WEAK", "TVM_ATTRIBUTE_UNUSED", "__tvm_module_ctx", "TVMValue", "DLTensor",
+                "(DLDeviceType)1", "bool ", "TVMAPISetLastError", "TVMBackendAllocWorkspace", "TVMBackendFreeWorkspace",
+                "TVMBackendGetFuncFromEnv", "TVMFuncCall", "TVMBackendPackedCFunc", "TVMFuncRegistry", "TVMModule",
+                "TVMSystemLibEntryPoint", "struct TVMMetadata", "struct TVMTensorInfo", "struct TVMConstantInfo",
+                "kTVMOpaqueHandle", "kTVMArgBool", "kTvmErrorFunctionCallInvalidArg", "kTvmErrorGraphModuleNoSuchInput",
+                "kTvmErrorSystemErrorMask", '.rodata.tvm', '.bss.noinit.tvm', "__sxtb16", "__smlad", "__ssub8", "__sel",
+                "__ssat", "__builtin_arm_smlabb", "__builtin_arm_smlatt", "__smlabb", "__smlabt", "__smlatb",
+                "__smlatt", "__smladx", "__asm__("):
+        assert use in text, use
+
+
+def test_function_registry_reads_tvm_08_and_09_layouts(tmp_path):
+    gcc = need("gcc")
+    exe = tmp_path / "registry_layouts"
+    compile_ok([gcc, "-std=c11", "-O2", *WARNINGS, "-I", str(CRT / "include"), str(ABI_SNIPPETS / "registry_layouts.c"),
+                str(CRT / "src" / "func_registry.c"), "-o", str(exe)])
+    result = subprocess.run([str(exe)], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0 and result.stdout == "ok\n", result.stdout + result.stderr
+
+
+# ------------------------------------------------------------------------------------------------
+# (d) smoke firmware on QEMU boards and on the host
 
 
 def render_linker_script(board: Board, path: Path) -> Path:

@@ -13,6 +13,8 @@ import pytest
 from conftest import buildable, manifest_entries
 from mlfbuild.matrix import run_job
 
+BOARDS = ("mps2-an386", "mps2-an385")  # Cortex-M4F, and Cortex-M3 (no FPU, no DSP)
+
 
 @pytest.mark.qemu
 def test_matrix_of_fixtures_on_two_qemu_boards(fixtures_dir, tmp_path):
@@ -20,13 +22,13 @@ def test_matrix_of_fixtures_on_two_qemu_boards(fixtures_dir, tmp_path):
     for fixture_set, entry in manifest_entries():
         folder = fixtures_dir / fixture_set
         jobs.append({"mlf": str(folder / entry["file"]),
-                     "expect_pass": {board: buildable(entry, board) for board in ("mps2-an386", "mps2-an385")},
+                     "expect_pass": {board: buildable(entry, board) for board in BOARDS},
                      "references": [f"{m['mod_name']}={folder / m['reference_npz']}" for m in entry["modules"]]})
     job_file = tmp_path / "jobs.json"
     job_file.write_text(json.dumps(jobs))
     junit = tmp_path / "matrix.xml"
     result = subprocess.run([sys.executable, "-m", "mlfbuild", "matrix", "--jobs-file", str(job_file),
-                             "--board", "mps2-an386", "--board", "mps2-an385", "-o", str(tmp_path / "builds"),
+                             "--board", BOARDS[0], "--board", BOARDS[1], "-o", str(tmp_path / "builds"),
                              "--workers", "2", "--junit", str(junit), "--json"],
                             capture_output=True, text=True, timeout=900)
     results = json.loads(result.stdout)

@@ -15,7 +15,7 @@ import pytest
 import serial
 from xml.etree import ElementTree
 
-from conftest import buildable, entry_id, manifest_entries, references_for
+from conftest import entry_id, fixture_boards, references_for
 from mlfbuild.errors import RunError
 from mlfbuild.run import run_build
 from mlfbuild.run.transports import QemuTransport
@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "examples" / "tiny_aot.tar"
 EXAMPLE_REF = REPO / "examples" / "tiny_aot.npz"
 
-RUNS = [(item, board) for board in ("mps2-an386", "host") for item in manifest_entries() if buildable(item[1], board)]
+RUNS = fixture_boards(("mps2-an386", "host"))
 
 
 @pytest.mark.qemu

@@ -38,8 +38,10 @@ _Static_assert(offsetof(struct TVMTensorInfo, dtype) == (MLFRT_PTR32 ? 16 : 24),
 _Static_assert(sizeof(struct TVMConstantInfo) == 32, "TVMConstantInfo must be 32 bytes");
 _Static_assert(sizeof(tvm_crt_error_t) == 4, "tvm_crt_error_t is 32-bit");
 _Static_assert(kTVMOpaqueHandle == 3 && kTVMDLTensorHandle == 7 && kTVMNDArrayHandle == 13 &&
-                   kTVMExtBegin == 15,
-               "TVMArgTypeCode values");
+                   kTVMArgBool == 15 && kTVMExtBegin == 16,
+               "TVMArgTypeCode values (TVM 0.18 numbering)");
+_Static_assert(kTvmErrorFunctionCallInvalidArg == 0x803 && kTvmErrorSystemErrorMask < 0,
+               "tvm_crt_error_t numbering");
 _Static_assert(kDLCPU == 1 && kDLFloat == 2 && kDLUInt == 1, "DLPack enum values");
 
 _Static_assert((MLFRT_WORKSPACE_ALIGN & (MLFRT_WORKSPACE_ALIGN - 1u)) == 0 && MLFRT_WORKSPACE_ALIGN >= 8u,

@@ -1,6 +1,7 @@
 /*
  * tvm/runtime/c_backend_api.h — mlfrt's own, ABI-compatible declaration of the backend functions
- * TVM-generated code calls (TVM 0.8-0.18). Written for mlfbuild; not TVM's file.
+ * TVM-generated code calls (TVM 0.8-0.18; the header is the same in every release). Written for
+ * mlfbuild; not TVM's file. crt/README.md has the provenance of each fact.
  *
  * ABI facts this file must match:
  *   - TVMBackendPackedCFunc: int f(TVMValue* args, int* type_codes, int num_args,
@@ -10,8 +11,9 @@
  *   - TVMBackendAllocWorkspace(int device_type, int device_id, uint64_t nbytes,
  *     int dtype_code_hint, int dtype_bits_hint) -> void* (NULL on failure);
  *     TVMBackendFreeWorkspace(int device_type, int device_id, void* ptr) -> 0 on success.
+ *     Called by C and LLVM kernels, and by the AOT main without USMP.
  *   - TVMParallelGroupEnv {void* sync_handle; int32_t num_task;} and
- *     FTVMParallelLambda int f(int task_id, TVMParallelGroupEnv* penv, void* cdata).
+ *     FTVMParallelLambda int f(int task_id, TVMParallelGroupEnv* penv, void* cdata) (LLVM code).
  * mlfrt implements these in crt/src/backend.c (see crt/README.md).
  */
 #ifndef MLFRT_TVM_RUNTIME_C_BACKEND_API_H_
@@ -47,11 +49,14 @@ typedef int (*FTVMParallelLambda)(int task_id, TVMParallelGroupEnv* penv, void* 
 TVM_DLL int TVMBackendParallelLaunch(FTVMParallelLambda flambda, void* cdata, int num_task);
 TVM_DLL int TVMBackendParallelBarrier(int task_id, TVMParallelGroupEnv* penv);
 
-/* Declared for ABI completeness only; mlfrt does not implement them (models needing them fail
-   at link time with an undefined reference naming the function). */
+/* Declared only; mlfrt does not implement them, so a model that needs one fails at link time with an
+   undefined reference naming it. Callers: GetFuncFromEnv (with TVMFuncCall), C and LLVM code calling
+   a packed function by name; RegisterSystemLibSymbol, system libraries that embed device code;
+   RunOnce, LLVM static initialisers; RegisterEnvCAPI, TVM's host runtime only. */
 TVM_DLL int TVMBackendGetFuncFromEnv(void* mod_node, const char* func_name, TVMFunctionHandle* out);
 TVM_DLL int TVMBackendRegisterSystemLibSymbol(const char* name, void* ptr);
 TVM_DLL int TVMBackendRunOnce(void** handle, int (*f)(void*), void* cdata, int nbytes);
+TVM_DLL int TVMBackendRegisterEnvCAPI(const char* name, void* ptr);
 
 #ifdef __cplusplus
 } /* extern "C" */

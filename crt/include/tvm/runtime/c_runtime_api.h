@@ -1,29 +1,53 @@
 /*
- * tvm/runtime/c_runtime_api.h — mlfrt's own, ABI-compatible subset of TVM's C runtime API, as
- * needed by TVM-generated C code (TVM 0.8-0.18). Written for mlfbuild; not TVM's file.
+ * tvm/runtime/c_runtime_api.h — mlfrt's own, ABI-compatible declaration of the part of TVM's C
+ * runtime API that TVM-generated C code (TVM 0.8-0.18) can reference. Written for mlfbuild; not
+ * TVM's file. crt/README.md has the provenance of each fact.
  *
- * Generated kernels include this as "tvm/runtime/c_runtime_api.h" and use: TVM_DLL, TVMValue,
- * DLTensor (through dlpack.h), DLDeviceType, int32_t/int64_t/uint64_t, NULL, and the type code
- * kTVMOpaqueHandle (AOT packed metadata). Everything else is declared for completeness.
+ * Generated code includes this as "tvm/runtime/c_runtime_api.h" (after `#define TVM_EXPORTS`) and
+ * uses: TVM_DLL, TVMValue, DLTensor and DLDeviceType (through dlpack.h), int32_t/int64_t/uint64_t,
+ * NULL, bool (TVM 0.8-0.11 code prints `bool` without including <stdbool.h>), the type code
+ * kTVMOpaqueHandle (AOT packed metadata), TVMAPISetLastError (failed assertions) and TVMFuncCall
+ * (calls of packed functions by name). Type codes are compared as integer literals, never by name.
  *
  * ABI facts this file must match (checked in crt/src/backend.c):
  *   - TVMValue is an 8-byte, 8-aligned union on x86-64 and Cortex-M (int64/double members);
- *   - TVMArgTypeCode values 0..15 as in TVM 0.8-0.17 (TVM 0.18 inserts kTVMArgBool = 15 and
- *     moves kTVMExtBegin to 16; codes 0..14 are identical in all releases);
+ *   - TVMArgTypeCode follows TVM 0.18: kTVMArgBool = 15, kTVMExtBegin = 16. TVM 0.8-0.17 had no
+ *     kTVMArgBool and kTVMExtBegin = 15; codes 0..14 are identical in every release;
+ *   - TVMDeviceExtType follows TVM 0.11+ (32..36); TVM 0.8-0.10 used 5, 6, 11, 13, 14, 15;
  *   - type codes and return codes travel as plain `int` (32-bit on both targets).
+ * Not declared: TVM's host-side C API (modules, arrays, streams, objects, Python error hooks) and
+ * TVM_VERSION — nothing generated calls them, and mlfrt implements none of them.
  */
 #ifndef MLFRT_TVM_RUNTIME_C_RUNTIME_API_H_
 #define MLFRT_TVM_RUNTIME_C_RUNTIME_API_H_
 
-#include <dlpack/dlpack.h>
-#include <stddef.h>
-#include <stdint.h>
+/* Weak linking. */
+#ifndef TVM_WEAK
+#if defined(_MSC_VER)
+#define TVM_WEAK __declspec(selectany)
+#else
+#define TVM_WEAK __attribute__((weak))
+#endif
+#endif
+
+/* Marks something deliberately unused (TVM 0.12+). */
+#ifndef TVM_ATTRIBUTE_UNUSED
+#if defined(__GNUC__)
+#define TVM_ATTRIBUTE_UNUSED __attribute__((unused))
+#else
+#define TVM_ATTRIBUTE_UNUSED
+#endif
+#endif
 
 /* Symbol visibility. Generated code writes `TVM_DLL int32_t f(...)`; it must expand to a
    declaration specifier that is valid on gcc/clang for both ELF targets. */
 #ifndef TVM_DLL
-#if defined(_MSC_VER)
+#if defined(_WIN32)
+#if defined(TVM_EXPORTS)
 #define TVM_DLL __declspec(dllexport)
+#else
+#define TVM_DLL __declspec(dllimport)
+#endif
 #elif defined(__GNUC__) || defined(__clang__)
 #define TVM_DLL __attribute__((visibility("default")))
 #else
@@ -31,9 +55,10 @@
 #endif
 #endif
 
-#ifndef TVM_WEAK
-#define TVM_WEAK __attribute__((weak))
-#endif
+#include <dlpack/dlpack.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -41,7 +66,8 @@ extern "C" {
 
 typedef int64_t tvm_index_t;
 
-/* TVM's device kinds beyond DLPack's (values fixed since TVM 0.8). */
+/* TVM's device kinds beyond DLPack's (TVM 0.11+ numbering; generated code writes device types as
+   integer literals and only ever kDLCPU = 1, which no release renumbered). */
 typedef enum {
   kDLAOCL = 32,
   kDLSDAccel = 33,
@@ -66,7 +92,8 @@ typedef enum {
   kTVMBytes = 12U,
   kTVMNDArrayHandle = 13U,
   kTVMObjectRValueRefArg = 14U,
-  kTVMExtBegin = 15U,           /* TVM 0.18: kTVMArgBool = 15, kTVMExtBegin = 16 */
+  kTVMArgBool = 15U,            /* TVM 0.18 */
+  kTVMExtBegin = 16U,           /* 15 in TVM 0.8-0.17 */
   kTVMNNVMFirst = 16U,
   kTVMNNVMLast = 20U,
   kTVMExtReserveEnd = 64U,
@@ -97,14 +124,22 @@ typedef struct {
   size_t size;
 } TVMByteArray;
 
+/* A packed function as front ends register it (results go through a TVMRetValueHandle), its
+   finaliser, and an extension-type declarer. Types only: mlfrt registers no functions. */
+typedef int (*TVMPackedCFunc)(TVMValue* args, int* type_codes, int num_args, TVMRetValueHandle ret,
+                              void* resource_handle);
+typedef void (*TVMPackedCFuncFinalizer)(void* resource_handle);
+typedef int (*TVMExtensionFuncDeclarer)(TVMFunctionHandle register_func_handle);
+
 /* Error message of the last failing call on this (single) thread. Implemented by mlfrt in
    crt/src/backend.c: the pointer is kept, not the text (TVM's generated code passes string
    literals), so the message must outlive the call. */
 TVM_DLL void TVMAPISetLastError(const char* msg);
 TVM_DLL const char* TVMGetLastError(void);
 
-/* Calls a packed function through a handle. Declared for ABI completeness only: mlfrt does not
-   implement it, so models that call packed externs (tvm_call_packed) fail at link time. */
+/* Calls a packed function through a handle (generated code gets the handle from
+   TVMBackendGetFuncFromEnv). Declared only: mlfrt does not implement it, so models that call packed
+   functions by name (tvm_call_packed) fail at link time with an undefined reference naming it. */
 TVM_DLL int TVMFuncCall(TVMFunctionHandle func, TVMValue* arg_values, int* type_codes, int num_args,
                         TVMValue* ret_val, int* ret_type_code);
 

@@ -3,7 +3,8 @@
  * that TVM (0.9+) generates for the AOT executor with interface-api=packed (a <mod>_libN.c that
  * includes <inttypes.h>, this header and <tvm/runtime/c_runtime_api.h>, defines
  * `static const struct TVMMetadata kTvmgenMetadata[1]` and returns it from
- * tvmgen_<mod>_get_c_metadata). Written for mlfbuild; not TVM's file.
+ * tvmgen_<mod>_get_c_metadata). Written for mlfbuild; not TVM's file. The same in TVM 0.9-0.18;
+ * like TVM's, it brings in <inttypes.h> and c_runtime_api.h (TVMValue, kTVMOpaqueHandle).
  *
  * ABI facts this file must match (checked in crt/src/backend.c). The generated initialisers are
  * positional, so member order is the ABI:
@@ -15,8 +16,8 @@
 #ifndef MLFRT_TVM_RUNTIME_METADATA_TYPES_H_
 #define MLFRT_TVM_RUNTIME_METADATA_TYPES_H_
 
-#include <dlpack/dlpack.h>
-#include <stdint.h>
+#include <inttypes.h>
+#include <tvm/runtime/c_runtime_api.h>
 
 #ifdef __cplusplus
 extern "C" {

@@ -7,7 +7,9 @@
  * c_runtime_api.h, c_backend_api.h and func_registry.h.
  *
  * ABI: struct TVMModule {const TVMFuncRegistry* registry;} (one pointer), initialised
- * positionally by lib0.c.
+ * positionally by lib0.c. The same in TVM 0.8-0.18. TVM 0.8's CMSIS-NN code includes this header
+ * for TVM_DLL and the DLPack types. Not declared: TVMModCreateFromCModule, which registers a module
+ * with TVM's own CRT and is never called by generated code.
  */
 #ifndef MLFRT_TVM_RUNTIME_CRT_MODULE_H_
 #define MLFRT_TVM_RUNTIME_CRT_MODULE_H_
