@@ -138,7 +138,25 @@ def test_core_features_follow_gcc():
 def test_status_check_fix_is_exact():
     code = b"switch (!status) {\n}\nswitch (!status) {}\nswitch (!state) {}\nswitch (! status) {}"
     fixed, count = fix_status_checks(code)
-    assert count == 2 and fixed == b"switch (status) {\n}\nswitch (status) {}\nswitch (!state) {}\nswitch (! status) {}"
+    fixed_check = b"switch (status) { default: return -1;"
+    assert count == 2
+    assert fixed == fixed_check + b"\n}\n" + fixed_check + b"}\nswitch (!state) {}\nswitch (! status) {}"
+
+
+def test_every_cmsis_nn_error_fails_the_operator():
+    """After the fix any non-zero status returns -1, also ARM_CMSIS_NN_FAILURE (-3), which TVM's cases
+    do not list: compiled and run on the host with TVM's exact switch."""
+    import tempfile
+
+    tvm_check = (b"int check(int status) {\n  switch (!status) {\n  case 0: break;\n  case -1: return -1;\n"
+                 b"  case -2: return -1;\n  }\n  return 0;\n}\n")
+    fixed, count = fix_status_checks(tvm_check)
+    program = fixed + b"int main(void) { return check(0) != 0 || check(-1) != -1 || check(-2) != -1 || check(-3) != -1; }\n"
+    with tempfile.TemporaryDirectory() as work:
+        source = Path(work) / "check.c"
+        source.write_bytes(program)
+        subprocess.run(["gcc", "-Wall", "-Werror", "-o", str(source.with_suffix("")), str(source)], check=True)
+        assert count == 1 and subprocess.run([str(source.with_suffix(""))]).returncode == 0
 
 
 def test_only_the_sources_the_calls_reach_are_compiled():
@@ -316,7 +334,7 @@ def test_a_failing_kernel_now_fails_the_run(fixtures_dir, cmsis_nn, build_firmwa
 
     unfixed = shutil.copytree(out, tmp_path / "unfixed")
     model = unfixed / "project" / "model" / "codegen" / "host" / "src" / "kws_lib2.c"
-    model.write_text(model.read_text().replace("switch (status)", "switch (!status)"))
+    model.write_text(model.read_text().replace("switch (status) { default: return -1;", "switch (!status) {"))
     result = _cli("run", str(_rebuild(unfixed, "CMSIS_NN_FLAGS=")), "--reference", reference, "--atol", "1")
     assert result.returncode == EXIT_MISMATCH, result.stdout + result.stderr  # silently wrong without the fix
 

@@ -42,8 +42,10 @@ _CORE_BESIDE_TREE = ("CMSIS_5/CMSIS/Core/Include", "CMSIS_6/CMSIS/Core/Include",
 _CORE_HEADER = "cmsis_compiler.h"
 
 # TVM's cmsis-nn codegen tests `switch (!status)`: every error (negative) becomes case 0, SUCCESS.
-_INVERTED_STATUS_CHECK = b"switch (!status)"
-_STATUS_CHECK = b"switch (status)"
+# The fix tests the status itself, and its `default` also catches the errors TVM's cases do not list
+# (ARM_CMSIS_NN_FAILURE, -3, from CMSIS-NN 6): a `default` label may stand anywhere in a switch.
+_INVERTED_STATUS_CHECK = b"switch (!status) {"
+_STATUS_CHECK = b"switch (status) { default: return -1;"
 
 
 @dataclass(frozen=True)
@@ -112,7 +114,7 @@ def generated_for(module: Module) -> frozenset[str] | None:
 
 def fix_status_checks(source: bytes) -> tuple[bytes, int]:
     """TVM's `switch (!status)` maps every CMSIS-NN error to the SUCCESS case; test the status itself so
-    that a failing kernel makes its operator return -1."""
+    that any failing kernel makes its operator return -1."""
     return source.replace(_INVERTED_STATUS_CHECK, _STATUS_CHECK), source.count(_INVERTED_STATUS_CHECK)
 
 
