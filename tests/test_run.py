@@ -101,6 +101,14 @@ def test_nothing_unchecked_is_called_a_match(build_firmware, tmp_path):
                                  capture_output=True, text=True)
         assert refused.returncode == 3 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
         assert "output_" in refused.stderr and "Traceback" not in refused.stderr
+    # Refused before the firmware started, and no firmware outlives a run that stopped on bad input.
+    wrong_input = tmp_path / "wrong_input.npy"
+    np.save(wrong_input, np.zeros(3, dtype=np.int8))
+    refused = subprocess.run([sys.executable, "-m", "mlfbuild", "run", str(out), "--input", str(wrong_input)],
+                             capture_output=True, text=True)
+    assert refused.returncode == 3, refused.stderr
+    alive = subprocess.run(["pgrep", "-f", str(out / "firmware.elf")], capture_output=True, text=True).stdout
+    assert alive == "", f"firmware processes left running: {alive}"
 
 
 def _misbehaving(behaviour: str, tmp_path: Path, build_firmware, board: str) -> Path:

@@ -174,14 +174,17 @@ def _expected(tensors: dict[str, np.ndarray], model: dict, index: int, spec: dic
                             f"expected key output_{index} or {spec['name']}")
 
 
-def _check_no_extra_outputs(tensors: dict[str, np.ndarray], model: dict, path: str) -> None:
-    """A reference with more outputs than the model was made for another model: say so."""
+def _expected_outputs(reference: tuple[str, dict[str, np.ndarray]], model: dict) -> list[np.ndarray]:
+    """The reference tensor of every output of `model`, checked: one per output, of its size, and no
+    more outputs than the model has (a reference with more was made for another model)."""
+    path, tensors = reference
     count = len(model["outputs"])
     for key in tensors:
         name = key.removeprefix(f"{model['name']}/")
         if name.startswith("output_") and name[7:].isdigit() and int(name[7:]) >= count:
             raise InvalidInputError(f"{path}: reference '{key}' has no output to check: model {model['name']} "
                                     f"has {count} output(s)")
+    return [_expected(tensors, model, i, spec, path) for i, spec in enumerate(model["outputs"])]
 
 
 def run_build(build_dir: Path, *, port: str | None = None, baud: int = 115200, inputs: Path | None = None,
@@ -192,6 +195,9 @@ def run_build(build_dir: Path, *, port: str | None = None, baud: int = 115200, i
     models = record["models"]
     given = _load_tensors(inputs)
     refs = _references(list(references), models)
+    for model in models:  # every reference is checked against the model before anything starts
+        if model["name"] in refs:
+            _expected_outputs(refs[model["name"]], model)
     rng = np.random.default_rng(seed)
     transport = transport or make_transport(build_dir, record, port=port, baud=baud, icount_shift=icount_shift)
     started = time.monotonic()
@@ -224,6 +230,9 @@ def run_build(build_dir: Path, *, port: str | None = None, baud: int = 115200, i
             raise RunError(f"{transport.describe()} exited with status {ending.exit_code}: {said[-1].strip()}") from None
         if ending.exit_code is not None:
             raise RunError(f"{error} ({transport.describe()} had exited with status {ending.exit_code})") from None
+        raise
+    except BaseException:  # bad input found mid-run, Ctrl-C, a bug: the emulator must not outlive the run
+        transport.close(timeout=2.0)
         raise
     ending = transport.close(timeout=min(timeout, 10.0))
     if ending.exit_code not in (0, None):
@@ -280,9 +289,7 @@ def _run_model(client: Client, model: dict, given, reference, rng, repeat, atol,
         outputs[spec["name"]] = np.frombuffer(raw, dtype=dtype).reshape(spec["shape"])
     run = ModelRun(name=model["name"], ticks=ticks, timer_hz=timer_hz, workspace_peak=workspace,
                    stack_peak=stack, outputs=outputs, reference=ref_path)
-    if ref_tensors:
-        _check_no_extra_outputs(ref_tensors, model, ref_path)
-        for i, spec in enumerate(model["outputs"]):
-            expected = _expected(ref_tensors, model, i, spec, ref_path)
+    if reference:
+        for spec, expected in zip(model["outputs"], _expected_outputs(reference, model)):
             run.comparisons.append(compare(spec["name"], outputs[spec["name"]], expected, atol, rtol))
     return run
