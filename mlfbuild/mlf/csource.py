@@ -52,22 +52,26 @@ def packed_arg_count(source: str, function: str) -> int | None:
     return max(indices) + 1 if indices else None
 
 
+# `#include <name>` or `#include "name"`: the bracket and the name.
+_INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*([<\"])([^<>\"\s]+)[>\"]", re.M)
+
+
 def system_includes(source: str) -> set[str]:
     """Headers included with angle brackets (`#include <arm_acle.h>`): the toolchain's and libraries'."""
-    return set(re.findall(r"^[ \t]*#[ \t]*include[ \t]*<([^<>\s]+)>", source, re.M))
+    return {name for bracket, name in _INCLUDE.findall(source) if bracket == "<"}
+
+
+def includes(source: str, header: str) -> bool:
+    """Whether the file includes `header`, with either kind of bracket."""
+    return any(name == header for _, name in _INCLUDE.findall(source))
 
 
 # --- CMSIS-NN calls (TVM's cmsis-nn codegen) -----------------------------------------------------
 
-_INCLUDE = r"^[ \t]*#[ \t]*include[ \t]*[<\"]{}[>\"]"
 # TVM writes `cmsis_nn_context context= {<buffer>,<size>};` before every call that takes a context.
 _CONTEXT = re.compile(r"\bcmsis_nn_context[ \t]+[A-Za-z_][A-Za-z0-9_]*[ \t]*=[ \t]*\{([^{};\n]*)\}")
 _CONTEXT_SIZE = re.compile(r"[0-9]{1,10}")
 _NULL_BUFFERS = ("NULL", "0", "(void*)0", "((void*)0)")
-
-
-def includes(source: str, header: str) -> bool:
-    return re.search(_INCLUDE.format(re.escape(header)), source, re.M) is not None
 
 
 def cmsis_nn_calls(source: str) -> set[str]:
