@@ -108,6 +108,9 @@ def run_matrix(jobs: list[Job], *, workers: int, progress: Callable[[int, int, d
     return sorted(results, key=lambda r: order[r["job"]["outdir"]])
 
 
+# Job statuses whose outputs nobody compared: no reference, or real hardware that was only built.
+_UNCHECKED = ("not checked", "built")
+
 # Which job's exit code the matrix exits with: bad input first, then errors (build, run, flash,
 # infrastructure), then failures (over budget, mismatch). Jobs that passed or were not checked give 0.
 _EXIT_PRECEDENCE = (3, 2, 4, 6, 8, 1, 5, 7)
@@ -136,13 +139,13 @@ def junit_xml(results: list[dict]) -> bytes:
     suite = ElementTree.Element("testsuite", name="mlfbuild matrix", tests=str(len(results)),
                                 failures=str(sum(r["status"] == "mismatch" for r in results)),
                                 errors=str(sum(r["status"] in ("fail", "error") for r in results)),
-                                skipped=str(sum(r["status"] in ("not checked", "built") for r in results)))
+                                skipped=str(sum(r["status"] in _UNCHECKED for r in results)))
     for r in results:
         case = ElementTree.SubElement(suite, "testcase", classname=r["job"]["board"],
                                       name=label(r["job"]["mlf"]), time=str(r["seconds"]))
         if r["status"] == "mismatch":
             ElementTree.SubElement(case, "failure", message=r["message"])
-        elif r["status"] in ("not checked", "built"):
+        elif r["status"] in _UNCHECKED:
             ElementTree.SubElement(case, "skipped", message="outputs not checked")
         elif r["status"] in ("fail", "error"):
             ElementTree.SubElement(case, "error", message=r["message"], type=f"exit {r['exit_code']}")

@@ -105,28 +105,26 @@ def run_make(project: Path, *, jobs: int, log: Path, progress: Callable[[str], N
     code = process.wait()
     result.log = "\n".join(lines)
     if code != 0:
-        failure = _failure(result.log, project)
-        failure.args = (f"{failure.args[0]} (full log: {log})",)
-        raise failure
+        raise _failure(result.log, project, f" (full log: {log})")
     return result
 
 
-def _failure(log: str, project: Path) -> Exception:
+def _failure(log: str, project: Path, where_logged: str) -> Exception:
     overflow = _REGION_OVERFLOW.findall(log)
     if overflow:
         detail = ", ".join(f"{region} by {int(n)} bytes" for region, n in overflow)
-        return OverBudgetError(f"the firmware does not fit the board: the linker overflowed {detail}",
+        return OverBudgetError(f"the firmware does not fit the board: the linker overflowed {detail}{where_logged}",
                                table=_relevant(log, ("overflowed", "will not fit")))
     if _NOT_FIT.search(log) or _ASSERT.search(log):
         message = (_ASSERT.search(log) or _NOT_FIT.search(log)).group(0)
-        return OverBudgetError(f"the firmware does not fit the board: {message.strip()}",
+        return OverBudgetError(f"the firmware does not fit the board: {message.strip()}{where_logged}",
                                table=_relevant(log, ("will not fit", "overflow", "no room")))
     errors = [line for line in log.splitlines() if re.search(r"\berror\b|undefined reference", line)]
     first = errors[0] if errors else (log.strip().splitlines() or ["make failed"])[-1]
     where = re.match(r"([^:\s]+\.(?:c|cc|h|o|ld)):", first)
     location = f" (in {project / where.group(1)})" if where else ""
     more = f"; {len(errors) - 1} more error line(s) in the log" if len(errors) > 1 else ""
-    return BuildError(f"compilation failed{location}: {first.strip()}{more}")
+    return BuildError(f"compilation failed{location}: {first.strip()}{more}{where_logged}")
 
 
 def _relevant(log: str, needles: tuple[str, ...]) -> str:

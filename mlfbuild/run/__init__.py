@@ -195,9 +195,8 @@ def run_build(build_dir: Path, *, port: str | None = None, baud: int = 115200, i
     models = record["models"]
     given = _load_tensors(inputs)
     refs = _references(list(references), models)
-    for model in models:  # every reference is checked against the model before anything starts
-        if model["name"] in refs:
-            _expected_outputs(refs[model["name"]], model)
+    # Every reference is checked against its model before anything starts.
+    expected = {m["name"]: _expected_outputs(refs[m["name"]], m) for m in models if m["name"] in refs}
     rng = np.random.default_rng(seed)
     transport = transport or make_transport(build_dir, record, port=port, baud=baud, icount_shift=icount_shift)
     started = time.monotonic()
@@ -215,8 +214,8 @@ def run_build(build_dir: Path, *, port: str | None = None, baud: int = 115200, i
             raise RunError(f"the firmware has {hello.models} model(s), build.json lists {len(models)}: "
                            "is this the firmware of this build?")
         for model in models:
-            results.append(_run_model(client, model, given, refs.get(model["name"]), rng, repeat, atol, rtol,
-                                      hello.timer_hz, inputs))
+            results.append(_run_model(client, model, given, refs.get(model["name"]), expected.get(model["name"]),
+                                      rng, repeat, atol, rtol, hello.timer_hz, inputs))
         if transport.boots_fresh:  # a flashed board keeps serving: the next run finds it ready
             client.quit(0)
     except RunError as error:
@@ -263,7 +262,8 @@ def measured_peaks(build_dir: Path) -> dict[str, int] | None:
         return None
 
 
-def _run_model(client: Client, model: dict, given, reference, rng, repeat, atol, rtol, timer_hz, inputs_path) -> ModelRun:
+def _run_model(client: Client, model: dict, given, reference, expected, rng, repeat, atol, rtol, timer_hz,
+               inputs_path) -> ModelRun:
     index = model["index"]
     ref_path, ref_tensors = reference if reference else (None, {})
     payloads = []
@@ -289,7 +289,6 @@ def _run_model(client: Client, model: dict, given, reference, rng, repeat, atol,
         outputs[spec["name"]] = np.frombuffer(raw, dtype=dtype).reshape(spec["shape"])
     run = ModelRun(name=model["name"], ticks=ticks, timer_hz=timer_hz, workspace_peak=workspace,
                    stack_peak=stack, outputs=outputs, reference=ref_path)
-    if reference:
-        for spec, expected in zip(model["outputs"], _expected_outputs(reference, model)):
-            run.comparisons.append(compare(spec["name"], outputs[spec["name"]], expected, atol, rtol))
+    for spec, wanted in zip(model["outputs"], expected or ()):
+        run.comparisons.append(compare(spec["name"], outputs[spec["name"]], wanted, atol, rtol))
     return run
