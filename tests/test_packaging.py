@@ -75,3 +75,12 @@ def test_readme_documents_the_two_commands_and_ci_uses_them():
     assert "bash scripts/test.sh" in (REPO / ".ci" / "run").read_text()
     docker_build = re.search(r"docker build[^\n]*", (REPO / "docker" / "Dockerfile").read_text()).group(0)
     assert docker_build in readme
+
+
+def test_docker_context_leaves_out_what_git_ignores_and_git_itself():
+    ignored = {line.strip() for line in (REPO / ".dockerignore").read_text().splitlines()
+               if line.strip() and not line.startswith("#")}
+    assert ".git" in ignored
+    for pattern in (REPO / ".gitignore").read_text().split():
+        name = pattern.strip("/")
+        assert name in ignored or f"**/{name}" in ignored, pattern
