@@ -19,6 +19,7 @@ from ..mlf.model import ModelLibrary, Module
 from ..resources import data_dir
 from .abi import check_c_code, float_abi_for
 from .cmsis_nn import CmsisNnLibrary, fix_status_checks, render_cmsis_nn
+from .ctext import c_comment_text, c_string_body
 from .lowering import Lowered, lowering_for
 from .runtime import RuntimeChoice, runtime_files
 
@@ -55,6 +56,8 @@ def template_environment() -> Environment:
     env = Environment(loader=FileSystemLoader(str(data_dir("templates"))), undefined=StrictUndefined,
                       trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
     env.filters["format_include"] = lambda path: f"-I{path}"
+    env.filters["c_string"] = c_string_body
+    env.filters["c_comment"] = c_comment_text
     return env
 
 

@@ -33,6 +33,7 @@ from pathlib import Path
 
 from ...errors import InvalidInputError
 from ...mlf.model import Module
+from ..ctext import c_string_body
 from .base import CTensor, Lowered, Lowering
 from .graph import _defines_linked_params, _initializer
 
@@ -50,23 +51,7 @@ class _Io(CTensor):
 
 def _c_string(text: str) -> str:
     """The graph JSON as a C string literal, one source line per JSON line (readable, verbatim)."""
-    lines = []
-    for line in text.splitlines(keepends=True):
-        escaped = []
-        for ch in line:
-            if ch == "\\":
-                escaped.append("\\\\")
-            elif ch == '"':
-                escaped.append('\\"')
-            elif ch == "\n":
-                escaped.append("\\n")
-            elif ch == "\t":
-                escaped.append("\\t")
-            elif " " <= ch <= "~":
-                escaped.append(ch)
-            else:
-                escaped.append("".join(f"\\{b:03o}" for b in ch.encode()))
-        lines.append('  "' + "".join(escaped) + '"')
+    lines = ['  "' + c_string_body(line) + '"' for line in text.splitlines(keepends=True)]
     return "\n".join(lines) or '  ""'
 
 
