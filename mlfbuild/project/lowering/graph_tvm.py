@@ -95,7 +95,8 @@ class GraphTvmExecutor(Lowering):
                            json_literal=_c_string(json_text), json_bytes=len(json_text.encode()),
                            params=_initializer(blob) if blob else "", params_bytes=len(blob), linked=linked,
                            pool=pool, live=live, inputs=inputs, outputs=outputs)
-        return Lowered(module=module, symbol=f"mlf_model_{module.name}", code=code, workspace_bytes=pool, notes=[
+        buffers = [("the graph JSON", len(json_text.encode()), "flash"), ("the params blob", len(blob), "flash")]
+        return Lowered(module=module, symbol=f"mlf_model_{module.name}", code=code, workspace_bytes=pool, buffers=buffers, notes=[
             f"{module.name}: TVM's graph executor, created at the first run, over a page-allocator pool of {pool} B "
             f"(estimated live peak {live} B + {FRAGMENTATION_MARGIN_PERCENT - 100} % for fragmentation + page bookkeeping); "
             f"graph JSON {len(json_text.encode())} B and params {len(blob)} B in flash, "
