@@ -100,7 +100,7 @@ def test_a_graph_node_name_cannot_close_its_comment(fixtures_dir, tmp_path):
     _edit_json(_mlp_graph(root), rename)
     build(root, "host", tmp_path / "out", jobs=2)
     code = (tmp_path / "out" / "project" / "src" / "model_default.c").read_text()
-    assert "/* x *\\/ int PWNED = 1; /* y */" in code
+    assert "/* x *\\/ int PWNED = 1; /\\* y */" in code
     assert b"PWNED" not in (tmp_path / "out" / "firmware.elf").read_bytes()
 
 

@@ -23,6 +23,7 @@ def c_string_body(text: str) -> str:
 
 
 def c_comment_text(text: str) -> str:
-    """`text` for inside a /* */ comment: printable ASCII on one line, never closing the comment."""
+    """`text` for inside a /* */ comment: printable ASCII on one line that neither closes the comment
+    nor opens one inside it (gcc's -Wcomment)."""
     printable = "".join(ch if " " <= ch <= "~" else "?" for ch in str(text))
-    return printable.replace("*/", "*\\/")
+    return printable.replace("*/", "*\\/").replace("/*", "/\\*")
