@@ -52,7 +52,7 @@ FLASH_METHODS = ("stm32-uart",)
 #   manual:  the user holds BOOT0 high and presses RESET when asked.
 RESET_METHODS = ("dtr-rts", "manual")
 
-_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+_NAME_RE = re.compile(r"[a-z0-9][a-z0-9._-]*")  # used with fullmatch: "$" would let "name\n" through
 _U32 = 1 << 32
 
 
@@ -379,7 +379,7 @@ def _parse(path: Path, data: dict) -> Board:
     top = _Table(path, "", data)
     name = top.string("name")
     assert name is not None
-    if not _NAME_RE.match(name):
+    if not _NAME_RE.fullmatch(name):
         top.fail("name", f"'{name}' may only use lowercase letters, digits, '.', '_' and '-'")
     if name != path.stem:
         top.fail("name", f"'{name}' must equal the file name without .toml ('{path.stem}')")
@@ -547,7 +547,7 @@ def load_board(name: str, extra_files: Iterable[Path] = ()) -> Board:
         if board.name == name:
             return board
     path = boards_dir() / f"{name}.toml"
-    if _NAME_RE.match(name) and path.is_file():
+    if _NAME_RE.fullmatch(name) and path.is_file():
         return load_board_file(path)
     known = sorted({p.stem for p in boards_dir().glob("*.toml")} | {b.name for b in extra})
     raise BoardError(f"unknown board '{name}'; known boards: {', '.join(known)}")

@@ -17,13 +17,14 @@ from . import __version__
 from .boards import Board, load_board
 from .errors import BuildError
 from .mlf.archive import DEFAULT_MAX_TOTAL_BYTES
+from .mlf.limits import DEFAULT_MAX_GRAPH_NODES
 from .mlf.model import ModelLibrary
 from .mlf.reader import read_mlf
 from .errors import OverBudgetError
 from .project import Project, ProjectOptions, render_oversize_linker_script, render_project
 from .size import SizeReport, size_report
 from .size.command import report_build
-from .toolchain import MakeResult, find_compiler, run_make, toolchain_used
+from .toolchain import DEFAULT_BUILD_TIMEOUT, MakeResult, find_compiler, run_make, toolchain_used
 
 BUILD_RECORD = "build.json"
 BUILD_LOG = "build.log"
@@ -49,7 +50,8 @@ class BuildResult:
 def build(mlf: Path, board_name: str, outdir: Path, *, options: ProjectOptions = ProjectOptions(),
           board_files: tuple[Path, ...] = (), jobs: int = 2, progress: Callable[[str], None] | None = None,
           max_mlf_bytes: int = DEFAULT_MAX_TOTAL_BYTES, budget_flash: int | None = None,
-          budget_ram: int | None = None, verbose: bool = False) -> BuildResult:
+          budget_ram: int | None = None, verbose: bool = False, max_graph_nodes: int = DEFAULT_MAX_GRAPH_NODES,
+          build_timeout: float = DEFAULT_BUILD_TIMEOUT) -> BuildResult:
     """Build the firmware; raises OverBudgetError (after writing every output, so the build can be
     inspected) when it does not fit the board or the tighter budgets."""
     board = load_board(board_name, list(board_files))
@@ -59,7 +61,7 @@ def build(mlf: Path, board_name: str, outdir: Path, *, options: ProjectOptions =
     unpacked = outdir / "mlf"
     if unpacked.exists() and not Path(mlf).is_dir():
         shutil.rmtree(unpacked)
-    library = read_mlf(Path(mlf), outdir, max_total_bytes=max_mlf_bytes)
+    library = read_mlf(Path(mlf), outdir, max_total_bytes=max_mlf_bytes, max_graph_nodes=max_graph_nodes)
     for warning in library.warnings:
         if progress:
             progress(f"warning: {warning}")
@@ -69,9 +71,9 @@ def build(mlf: Path, board_name: str, outdir: Path, *, options: ProjectOptions =
     find_compiler(toolchain)
     log = outdir / BUILD_LOG
     try:
-        make = run_make(project.path, jobs=jobs, log=log, progress=progress, verbose=verbose)
+        make = run_make(project.path, jobs=jobs, log=log, progress=progress, verbose=verbose, timeout=build_timeout)
     except OverBudgetError as overflow:
-        raise _explain_overflow(overflow, Path(mlf), library, board, project, log) from None
+        raise _explain_overflow(overflow, Path(mlf), library, board, project, log, build_timeout) from None
     if progress and make.warning_summary():
         progress(f"{make.warning_summary()} (full log: {log})")
     outputs = _collect_outputs(project.path / "build", outdir, board)
@@ -98,14 +100,14 @@ def _forget_previous_build(outdir: Path) -> None:
 
 
 def _explain_overflow(overflow: OverBudgetError, mlf: Path, library: ModelLibrary, board: Board, project: Project,
-                      log: Path) -> OverBudgetError:
+                      log: Path, timeout: float) -> OverBudgetError:
     """The linker said a region overflowed; link again with roomier regions and let the size report
     say by how much and what is biggest. Falls back to the linker's words if that link fails too."""
     if board.is_host:
         return overflow
     render_oversize_linker_script(board, project.path)
     try:
-        run_make(project.path, jobs=1, log=log, append=True, targets=["build/oversize.elf"])
+        run_make(project.path, jobs=1, log=log, append=True, targets=["build/oversize.elf"], timeout=timeout)
     except (BuildError, OverBudgetError):
         return overflow
     record = _record(mlf, library, board, project, toolchain_used(project.path), outputs={})

@@ -36,6 +36,7 @@ class InspectCommand(Command):
         parser.add_argument("--json", action="store_true", help="print the stable JSON description")
         parser.add_argument("--max-size", type=parse_size, default=None,
                             help="refuse archives that unpack to more than this (default 512M)")
+        _add_max_nodes(parser)
 
     def run(self, args):
         from .mlf.archive import DEFAULT_MAX_TOTAL_BYTES
@@ -43,7 +44,8 @@ class InspectCommand(Command):
         from .mlf.summary import format_summary
 
         with tempfile.TemporaryDirectory(prefix="mlfbuild-inspect-") as work:
-            lib = read_mlf(args.mlf, Path(work), max_total_bytes=args.max_size or DEFAULT_MAX_TOTAL_BYTES)
+            lib = read_mlf(args.mlf, Path(work), max_total_bytes=args.max_size or DEFAULT_MAX_TOTAL_BYTES,
+                           max_graph_nodes=args.max_nodes)
             if args.json:
                 print(json.dumps(lib.to_json(), indent=2, sort_keys=True))
             else:
@@ -74,6 +76,12 @@ class BoardsCommand(Command):
         return 0
 
 
+def _add_max_nodes(parser: argparse.ArgumentParser) -> None:
+    from .mlf.limits import DEFAULT_MAX_GRAPH_NODES
+    parser.add_argument("--max-nodes", type=int, default=DEFAULT_MAX_GRAPH_NODES, metavar="N",
+                        help=f"refuse executor graphs of more nodes (default {DEFAULT_MAX_GRAPH_NODES})")
+
+
 def _add_board_arguments(parser: argparse.ArgumentParser, required: bool = False) -> None:
     from .boards import DEFAULT_BOARD
     parser.add_argument("--board", default=None if required else DEFAULT_BOARD,
@@ -98,20 +106,27 @@ def _add_build_arguments(parser: argparse.ArgumentParser) -> None:
                         help="show the compiler's output as it comes (it is always kept in OUT/build.log)")
     parser.add_argument("--budget-flash", type=parse_size, metavar="N", help="fail (exit 5) above this flash use")
     parser.add_argument("--budget-ram", type=parse_size, metavar="N", help="fail (exit 5) above this RAM use")
+    _add_max_nodes(parser)
+    parser.add_argument("--max-code-size", type=parse_size, default=None, metavar="N",
+                        help="refuse to generate more C than this per build (default 64M)")
+    parser.add_argument("--build-timeout", type=float, default=None, metavar="S",
+                        help="stop make and the compiler after this many seconds (exit 4; default 1800)")
 
 
 def build_from_args(args: argparse.Namespace, mlf: Path, outdir: Path):
     from .build import build
     from .project import ProjectOptions
 
+    limits = {"max_code_bytes": args.max_code_size} if args.max_code_size else {}
     options = ProjectOptions(runtime=args.runtime, crt_dir=args.crt_dir, cmsis_nn=args.cmsis_nn,
                              cmsis_core=args.cmsis_core,
-                             optimize=args.opt, toolchain_prefix=args.toolchain_prefix)
+                             optimize=args.opt, toolchain_prefix=args.toolchain_prefix, **limits)
+    timeout = {"build_timeout": args.build_timeout} if args.build_timeout else {}
     quiet = getattr(args, "json", False)
     progress = None if quiet else (lambda line: print(f"  {line}", file=sys.stderr, flush=True))
     return build(mlf, args.board, outdir, options=options, board_files=tuple(args.board_file),
                  jobs=args.jobs, progress=progress, budget_flash=args.budget_flash, budget_ram=args.budget_ram,
-                 verbose=args.verbose)
+                 verbose=args.verbose, max_graph_nodes=args.max_nodes, **timeout)
 
 
 class BuildCommand(Command):

@@ -5,15 +5,21 @@ Knows nothing of models: it runs `make` in a folder and reports what the compile
 
 from __future__ import annotations
 
+import codecs
 import os
 import re
+import selectors
 import shutil
+import signal
 import subprocess
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from .errors import BuildError, OverBudgetError
+
+DEFAULT_BUILD_TIMEOUT = 1800.0  # seconds for one make run; the largest real builds take a few minutes
 
 _REGION_OVERFLOW = re.compile(r"region [`']?(\w+)'? overflowed by (\d+) bytes")
 _NOT_FIT = re.compile(r"will not fit in region [`']?(\w+)'?")
@@ -76,37 +82,89 @@ def toolchain_used(project: Path) -> str:
 
 
 def run_make(project: Path, *, jobs: int, log: Path, progress: Callable[[str], None] | None = None,
-             verbose: bool = False, make: str = "make", targets: list[str] = (), append: bool = False) -> MakeResult:
+             verbose: bool = False, make: str = "make", targets: list[str] = (), append: bool = False,
+             timeout: float = DEFAULT_BUILD_TIMEOUT) -> MakeResult:
     """Run make in `project`, streaming progress lines (every line when `verbose`) and keeping the
-    whole output in `log`; raise BuildError (compiler) or OverBudgetError (the linker's region
-    overflow) with the first meaningful lines and the log's name."""
+    whole output in `log`; raise BuildError (compiler, or no end within `timeout` seconds) or
+    OverBudgetError (the linker's region overflow) with the first meaningful lines and the log's name.
+
+    The MLF's code is compiled here, so make runs with stdin closed (an `#include "/dev/stdin"` reads
+    nothing instead of waiting) in a process group of its own that is killed whole on a timeout or
+    any other way out (Ctrl-C included), so that no compiler outlives the build."""
     if shutil.which(make) is None:
         raise BuildError(f"'{make}' not found on PATH; install the Debian package make (bash scripts/setup.sh does)")
     env = dict(os.environ, LC_ALL="C")
     result = MakeResult()
     lines: list[str] = []
     process = subprocess.Popen([make, f"-j{max(jobs, 1)}", "--no-print-directory", *targets], cwd=project, env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
-    assert process.stdout is not None
-    with open(log, "a" if append else "w", encoding="utf-8") as kept:
-        for line in process.stdout:
-            kept.write(line)
-            line = line.rstrip("\n")
-            lines.append(line)
-            if line.startswith("CC   "):
-                result.compiled.append(line[5:].strip())
-            if line.startswith("LD   "):
-                result.linked = True
-            warning = _WARNING.match(line)
-            if warning:
-                result.warnings.append(CompilerWarning(warning["path"], warning["message"], warning["flag"] or ""))
-            if progress and (verbose or line[:5] in ("CC   ", "LD   ", "BIN  ", "HEX  ")):
-                progress(line)
-    code = process.wait()
+                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               start_new_session=True)
+    deadline = time.monotonic() + timeout
+    finished = False
+    try:
+        with open(log, "a" if append else "w", encoding="utf-8") as kept:
+            for line in _lines_until(process, deadline):
+                kept.write(line)
+                line = line.rstrip("\n")
+                lines.append(line)
+                _note(result, line)
+                if progress and (verbose or line[:5] in ("CC   ", "LD   ", "BIN  ", "HEX  ")):
+                    progress(line)
+            code = process.wait(timeout=max(deadline - time.monotonic(), 0))
+            finished = True
+    except subprocess.TimeoutExpired:
+        pass
+    finally:
+        if not finished:  # not reaped yet, so the group id is still make's own
+            _kill_group(process)
+        process.stdout.close()
     result.log = "\n".join(lines)
+    if not finished:
+        raise BuildError(f"the build did not finish within {timeout:g} s; make and the compiler were stopped "
+                         f"(raise the limit with --build-timeout; full log: {log})")
     if code != 0:
         raise _failure(result.log, project, f" (full log: {log})")
     return result
+
+
+def _note(result: MakeResult, line: str) -> None:
+    if line.startswith("CC   "):
+        result.compiled.append(line[5:].strip())
+    if line.startswith("LD   "):
+        result.linked = True
+    warning = _WARNING.match(line)
+    if warning:
+        result.warnings.append(CompilerWarning(warning["path"], warning["message"], warning["flag"] or ""))
+
+
+def _lines_until(process: subprocess.Popen, deadline: float) -> Iterator[str]:
+    """make's output, line by line (undecodable bytes replaced), until it ends; TimeoutExpired when
+    `deadline` (time.monotonic) passes first."""
+    assert process.stdout is not None
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    pending = ""
+    with selectors.DefaultSelector() as selector:
+        selector.register(process.stdout, selectors.EVENT_READ)
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not selector.select(remaining):
+                raise subprocess.TimeoutExpired(process.args, 0)
+            chunk = os.read(process.stdout.fileno(), 65536)
+            pending += decoder.decode(chunk, final=not chunk)
+            *complete, pending = pending.split("\n")
+            yield from (line + "\n" for line in complete)
+            if not chunk:
+                break
+    if pending:
+        yield pending
+
+
+def _kill_group(process: subprocess.Popen) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait()
 
 
 def _failure(log: str, project: Path, where_logged: str) -> Exception:

@@ -138,3 +138,161 @@ def test_size_refuses_broken_elf_files(tmp_path_factory, blob):
         size_report(folder / "firmware.elf", record)
     except InvalidInputError as exc:
         assert "\n" not in str(exc)
+
+
+# --- hostile MLFs: relay text, names, sizes -------------------------------------------------------
+# Whatever the MLF says, reading it and rendering its project ends in the project's own errors
+# (exit 3 or 5), and any name that reaches C is there only as an escaped string or comment.
+
+import subprocess  # noqa: E402
+import tarfile  # noqa: E402
+
+from hypothesis import example  # noqa: E402
+
+from mlfbuild.boards import load_board  # noqa: E402
+from mlfbuild.errors import OverBudgetError  # noqa: E402
+from mlfbuild.mlf import relay  # noqa: E402
+from mlfbuild.mlf.reader import describe  # noqa: E402
+from mlfbuild.project import render_project  # noqa: E402
+from mlfbuild.project.ctext import c_comment_text, c_string_body  # noqa: E402
+from mlfwriter import TinyModel  # noqa: E402
+
+HOSTILE = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+_RELAY_PIECES = st.sampled_from(["def @main(", "%input", ": ", "Tensor[(", "1, 16", "), ", "int8", "int3", "float32",
+                                 "]", ", ", ") -> ", "{", "}", "\n", "%0 = ", "nn.dense(", "units=8", "reshape(",
+                                 "newshape=[-1, 4]", 'out_dtype="int3"', "qnn.quantize(", "%0", ");", "/* x */",
+                                 "99999999999999999999999", "-1", "?", "0"])
+
+
+def _write(files: dict[str, bytes], root: Path) -> Path:
+    for rel, blob in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(blob)
+    return root
+
+
+def _read_and_render(root: Path, board: str = "host") -> None:
+    """Only the project's own errors may come out, each one line."""
+    try:
+        render_project(describe(root), load_board(board), root.parent / "project")
+    except (InvalidInputError, OverBudgetError) as exc:
+        assert "\n" not in str(exc)
+
+
+@HOSTILE
+@given(text=st.one_of(st.text(max_size=200), st.lists(_RELAY_PIECES, max_size=40).map("".join)))
+@example(text="def @main(%input: Tensor[(1, 16), int3]) -> Tensor[(1, 4), int8] {\n  %0\n}\n")
+@example(text="def @main(%input: Tensor[(1, 99999999999999999999999), int8]) {\n  %0\n}\n")
+@example(text='def @main(%input: Tensor[(1, 16), int8]) {\n  %0 = nn.dense(%input, units=4, out_dtype="int3");\n'
+              "  qnn.quantize(%0)\n}\n")
+def test_relay_text_fails_only_with_invalid_input(tmp_path_factory, text):
+    relay.main_signature(text)
+    relay.infer_single_output(text, None)
+    relay.infer_single_output(text, 4)
+    files = TinyModel().v5_files()
+    files["src/relay.txt"] = text.encode()
+    _read_and_render(_write(files, tmp_path_factory.mktemp("relay") / "mlf"))
+
+
+def _named_input(name: str) -> dict[str, bytes]:
+    model = TinyModel()
+    files = model.files()
+    files["codegen/host/include/tvmgen_tiny.h"] = model.header().replace("void* input;", "void* in_put;").encode()
+    files["codegen/host/src/tiny_lib0.c"] = model.lib0().replace("inputs->input", "inputs->in_put").encode()
+    meta = json.loads(files["metadata.json"])
+    meta["modules"]["tiny"]["memory"]["functions"]["main"][0]["inputs"] = {name: {"dtype": "int8", "size": 16}}
+    files["metadata.json"] = json.dumps(meta).encode()
+    return files
+
+
+@HOSTILE
+@given(middle=st.text(max_size=30))
+@example(middle='"')
+@example(middle="\n")
+@example(middle="\\")
+@example(middle="??/")
+@example(middle="*/ int PWNED = 1; /*")
+def test_tensor_names_reach_c_only_escaped(tmp_path_factory, middle):
+    name = f"in{middle}put"  # TVM's sanitised C name of it is the header's in_put only for one-char middles
+    root = _write(_named_input(name), tmp_path_factory.mktemp("name") / "mlf")
+    try:
+        project = render_project(describe(root), load_board("host"), root.parent / "project")
+    except InvalidInputError as exc:
+        assert "\n" not in str(exc)
+        return
+    code = (project.path / "src" / "model_tiny.c").read_text()
+    if len(middle) == 1 and not middle.isalnum():
+        assert f'"{c_string_body(name)}"' in code
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(names=st.lists(st.text(min_size=1, max_size=40), min_size=1, max_size=30))
+@example(names=['in"put', "a\\b", "??/", "x */ int PWNED = 1; /* y", "\u2028é\x00", "0123\t7"])
+def test_escaped_names_compile_to_their_own_bytes(tmp_path_factory, names):
+    """Through a real C compiler: each escaped string holds exactly the name's UTF-8 bytes, and no
+    comment made from a name ends early (the program would not compile, or PWNED would be defined)."""
+    folder = tmp_path_factory.mktemp("cstr")
+    body = "".join(f'  /* {c_comment_text(n)} */ "{c_string_body(n)}",\n' for n in names)
+    source = ('#include <stdio.h>\n#include <string.h>\nstatic const char* const names[] = {\n' + body + "};\n"
+              "int main(void) {\n  for (unsigned i = 0; i < sizeof names / sizeof names[0]; i++) {\n"
+              '    for (const char* c = names[i]; *c; c++) printf("%02x", (unsigned char)*c);\n'
+              '    printf("\\n");\n  }\n  return 0;\n}\n')
+    (folder / "names.c").write_text(source)
+    subprocess.run(["gcc", "-std=c99", "-trigraphs", "-Wall", "-Werror", "-o", str(folder / "names"),
+                    str(folder / "names.c")], check=True, capture_output=True)
+    printed = subprocess.run([str(folder / "names")], check=True, capture_output=True, text=True).stdout.split("\n")
+    # C strings end at the first NUL: that is all a name with a NUL can carry
+    assert printed[:-1] == [n.encode().split(b"\0")[0].hex() for n in names]
+
+
+_SIZES = st.one_of(st.integers(-2, 2**70), st.sampled_from([10**12, 10**30, 2**31, 2**32, 2**63, 10**400]))
+_SIZE_FIELDS = [("workspace_size_bytes",), ("constants_size_bytes",), ("io_size_bytes",), ("inputs", "input", "size"),
+                ("outputs", "output", "size")]
+
+
+@HOSTILE
+@given(changes=st.lists(st.tuples(st.sampled_from(_SIZE_FIELDS), _SIZES), min_size=1, max_size=3),
+       board=st.sampled_from(["host", "mps2-an386"]), relay_shapes=st.booleans())
+@example(changes=[(("workspace_size_bytes",), 10**30)], board="mps2-an386", relay_shapes=True)
+@example(changes=[(("inputs", "input", "size"), 10**12)], board="mps2-an386", relay_shapes=False)
+def test_metadata_sizes_fail_only_with_invalid_input_or_over_budget(tmp_path_factory, changes, board, relay_shapes):
+    files = TinyModel().files()
+    if not relay_shapes:
+        del files["src/tiny.relay"]
+    meta = json.loads(files["metadata.json"])
+    main = meta["modules"]["tiny"]["memory"]["functions"]["main"][0]
+    for path, value in changes:
+        node = main
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = value
+    files["metadata.json"] = json.dumps(meta).encode()
+    _read_and_render(_write(files, tmp_path_factory.mktemp("sizes") / "mlf"), board)
+
+
+_GRAPH_VALUES = st.one_of(_SIZES, st.lists(_SIZES, max_size=4), st.text(max_size=12),
+                          st.sampled_from(["x */ int PWNED = 1; /* y", "f(); int x", "abc\n", "__nop", "int3"]))
+
+
+@HOSTILE
+@given(data=st.data())
+def test_graph_values_fail_only_with_invalid_input_or_over_budget(fixtures_dir, tmp_path_factory, data):
+    root = tmp_path_factory.mktemp("graph") / "mlf"
+    with tarfile.open(fixtures_dir / "tvm-0.13" / "mlp_graph_c.tar") as tar:
+        tar.extractall(root, filter="data")
+    path = root / "executor-config" / "graph" / "default.graph"
+    graph = json.loads(path.read_text())
+    for _ in range(data.draw(st.integers(1, 3))):
+        place = data.draw(st.sampled_from(["shape", "storage_id", "name", "func_name", "dltype"]))
+        value = data.draw(_GRAPH_VALUES)
+        if place in ("shape", "storage_id", "dltype"):
+            column = graph["attrs"][place][1]
+            column[data.draw(st.integers(0, len(column) - 1))] = value
+        else:
+            node = graph["nodes"][data.draw(st.integers(0, len(graph["nodes"]) - 1))]
+            if place == "name":
+                node["name"] = value
+            elif "attrs" in node:
+                node["attrs"]["func_name"] = value
+    path.write_text(json.dumps(graph))
+    _read_and_render(root, data.draw(st.sampled_from(["host", "mps2-an386"])))

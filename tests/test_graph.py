@@ -472,8 +472,8 @@ def test_storage_id_checks(value, fragments):
 
 
 def test_all_entries_may_share_one_storage_id():
-    graph = read_graph(changed(_set(("attrs", "storage_id", 1), [7] * 5)))
-    assert graph.storage_sizes() == {7: 16}
+    graph = read_graph(changed(_set(("attrs", "storage_id", 1), [4] * 5)))
+    assert graph.storage_sizes() == {4: 16}
 
 
 def test_hostile_names_stay_on_one_line():

@@ -18,13 +18,15 @@ from typing import Any
 
 from ..errors import GraphError
 from .dtypes import DTYPE_BYTES
+from .limits import (DEFAULT_MAX_GRAPH_NODES, GRAPH_BYTES_PER_NODE, MAX_BYTES, is_c_identifier, name_problem,
+                     size_problem)
 
 _TOP_LEVEL_KEYS = ("nodes", "arg_nodes", "heads", "attrs", "node_row_ptr")
 _ATTR_TAGS = {"dltype": "list_str", "shape": "list_shape", "storage_id": "list_int", "device_index": "list_int"}
 _NODE_OPS = ("null", "tvm_op")
 _COUNT = re.compile(r"[0-9]{1,9}")
 MAX_NDIM = 32
-_MAX_DIM = 2**63  # TVM shapes are int64
+_INT64_END = MAX_BYTES + 1  # every number in a graph is an int64 in TVM
 
 
 @dataclass(frozen=True)
@@ -88,14 +90,16 @@ class Graph:
         return [self.entries[self.entry_id(nid, index)] for nid, index in self.heads]
 
 
-def read_graph(text: str | bytes, *, source: str = "graph") -> Graph:
-    """Parse and validate graph-executor JSON. Raises GraphError."""
-    return _Parser(source).parse(text)
+def read_graph(text: str | bytes, *, source: str = "graph", max_nodes: int = DEFAULT_MAX_GRAPH_NODES) -> Graph:
+    """Parse and validate graph-executor JSON of at most `max_nodes` nodes (and at most
+    GRAPH_BYTES_PER_NODE bytes per allowed node). Raises GraphError."""
+    return _Parser(source, max_nodes).parse(text)
 
 
 class _Parser:
-    def __init__(self, source: str):
+    def __init__(self, source: str, max_nodes: int):
         self.source = source
+        self.max_nodes = max_nodes
 
     def fail(self, where: str, message: str) -> GraphError:
         return GraphError(f"{self.source}: {where}: {message}" if where else f"{self.source}: {message}")
@@ -117,12 +121,13 @@ class _Parser:
             raise self.fail(where, f"expected a string, got {_describe(value)}")
         return value
 
-    def int(self, value: Any, where: str, *, low: int = 0, high: int | None = None) -> int:
+    def int(self, value: Any, where: str, *, low: int = 0, high: int = _INT64_END) -> int:
         if type(value) is not int:
             raise self.fail(where, f"expected an integer, got {_describe(value)}")
         if value < low or high is not None and value >= high:
-            valid = f">= {low}" if high is None else f"in 0..{high - 1}" if high > low else "none (nothing to refer to)"
-            raise self.fail(where, f"{value} is out of range (valid: {valid})")
+            valid = f"in {low}..{high - 1}" if high > low else "none (nothing to refer to)"
+            shown = value if abs(value) < 10**24 else f"about {'-' if value < 0 else ''}10^{len(str(abs(value))) - 1}"
+            raise self.fail(where, f"{shown} is out of range (valid: {valid})")
         return value
 
     def key(self, mapping: dict, key: str, where: str) -> Any:
@@ -133,12 +138,19 @@ class _Parser:
     # --- the graph -------------------------------------------------------------------------------
 
     def parse(self, text: str | bytes) -> Graph:
+        max_bytes = self.max_nodes * GRAPH_BYTES_PER_NODE
+        if isinstance(text, (str, bytes, bytearray, memoryview)) and len(text) > max_bytes:
+            raise self.fail("", f"{len(text)} bytes is more than a graph of at most {self.max_nodes} nodes may take "
+                                f"({max_bytes} bytes; raise the node limit with --max-nodes)")
         root = self.obj(self.load(text), "")
         for key in _TOP_LEVEL_KEYS:
             self.key(root, key, "top level")
         raw_nodes = self.list(root["nodes"], "nodes")
         if not raw_nodes:
             raise self.fail("nodes", "the graph has no nodes")
+        if len(raw_nodes) > self.max_nodes:
+            raise self.fail("nodes", f"{len(raw_nodes)} nodes is more than the limit of {self.max_nodes} "
+                                     "(raise it with --max-nodes)")
         nodes = tuple(self.node(raw, i) for i, raw in enumerate(raw_nodes))
         # inputs refer to earlier nodes only (topological order, hence acyclic); check output indices
         for nid, node in enumerate(nodes):
@@ -183,6 +195,9 @@ class _Parser:
         where = f"nodes[{nid}] ({_quote(name)})"
         if op not in _NODE_OPS:
             raise self.fail(f"{where}.op", f"unknown op {_quote(op)} (expected 'null' or 'tvm_op')")
+        problem = name_problem(name)
+        if problem:
+            raise self.fail(f"nodes[{nid}].name", f"{_quote(name)} {problem}")
         raw_inputs = self.list(self.key(raw, "inputs", where), f"{where}.inputs")
         inputs = tuple(self.ref(item, f"{where}.inputs[{k}]", nid, earlier=True)
                        for k, item in enumerate(raw_inputs))
@@ -199,6 +214,8 @@ class _Parser:
         func_name = self.str(attrs["func_name"], f"{where}.attrs.func_name")
         if not func_name:
             raise self.fail(f"{where}.attrs.func_name", "is empty")
+        if not is_c_identifier(func_name):
+            raise self.fail(f"{where}.attrs.func_name", f"{_quote(func_name)} is not a C identifier")
         num_inputs = self.count(attrs, "num_inputs", where)
         num_outputs = self.count(attrs, "num_outputs", where)
         flatten = self.str(attrs["flatten_data"], f"{where}.attrs.flatten_data")
@@ -278,15 +295,19 @@ class _Parser:
             dims = self.list(columns["shape"][e], where)
             if len(dims) > MAX_NDIM:
                 raise self.fail(where, f"{len(dims)} dimensions is more than {MAX_NDIM}")
-            shape = tuple(self.int(d, f"{where}[{i}]", high=_MAX_DIM) for i, d in enumerate(dims))
-            storage_id = self.int(columns["storage_id"][e], f"attrs.storage_id[1][{e}]")
+            shape = tuple(self.int(d, f"{where}[{i}]") for i, d in enumerate(dims))
+            # TVM's planner numbers storage from 0, one id at most per entry
+            storage_id = self.int(columns["storage_id"][e], f"attrs.storage_id[1][{e}]", high=n_entries)
             device = (self.int(columns["device_index"][e], f"attrs.device_index[1][{e}]")
                       if "device_index" in columns else None)
             count = 1
             for dim in shape:
                 count *= dim
-            entries.append(Entry(shape=shape, dtype=dtype, storage_id=storage_id, device_type=device,
-                                 nbytes=count * DTYPE_BYTES[dtype]))
+            nbytes = count * DTYPE_BYTES[dtype]
+            problem = size_problem(nbytes)
+            if problem:
+                raise self.fail(where, f"{dtype}{list(shape)} takes {problem}")
+            entries.append(Entry(shape=shape, dtype=dtype, storage_id=storage_id, device_type=device, nbytes=nbytes))
         return tuple(entries)
 
     def arg_nodes(self, raw: Any, nodes: tuple[Node, ...]) -> tuple[int, ...]:

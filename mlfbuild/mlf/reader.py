@@ -18,26 +18,27 @@ from . import csource, relay
 from .archive import DEFAULT_MAX_TOTAL_BYTES, sha256_of, unpack
 from .dtypes import dtype_nbytes
 from .graph import Graph, read_graph
+from .limits import DEFAULT_MAX_GRAPH_NODES, MAX_BYTES, is_c_identifier, name_problem, size_problem
 from .model import (BundledRuntime, CmsisNnAssumptions, MainMemory, ModelLibrary, Module, ObjectFile,
                     OperatorFunction, Target, TensorSpec, c_identifier, spec_from_shape)
 from .objfile import inspect_object
 from .params import Param, read_params
 
 SUPPORTED_VERSIONS = (5, 7)
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _MAX_METADATA_BYTES = 64 * 1024 * 1024
 
 
-def read_mlf(source: Path, workdir: Path, *, max_total_bytes: int = DEFAULT_MAX_TOTAL_BYTES) -> ModelLibrary:
+def read_mlf(source: Path, workdir: Path, *, max_total_bytes: int = DEFAULT_MAX_TOTAL_BYTES,
+             max_graph_nodes: int = DEFAULT_MAX_GRAPH_NODES) -> ModelLibrary:
     """Unpack `source` (tar, tar.gz or folder) under `workdir` and describe it."""
     source = Path(source)
     if not source.exists():
         raise MetadataError(f"{source}: no such file or folder")
     root = source if source.is_dir() else unpack(source, Path(workdir) / "mlf", max_total_bytes=max_total_bytes)
-    return describe(root, sha256=sha256_of(source))
+    return describe(root, sha256=sha256_of(source), max_graph_nodes=max_graph_nodes)
 
 
-def describe(root: Path, sha256: str = "") -> ModelLibrary:
+def describe(root: Path, sha256: str = "", *, max_graph_nodes: int = DEFAULT_MAX_GRAPH_NODES) -> ModelLibrary:
     metadata = _load_metadata(root)
     version = metadata.get("version")
     if type(version) is not int:
@@ -50,12 +51,13 @@ def describe(root: Path, sha256: str = "") -> ModelLibrary:
     if style == "operator":
         modules = [_operator_module(root, meta, version)]
     elif version == 5:
-        modules = [_full_model_module(root, meta, meta.str("model_name"), version)]
+        modules = [_full_model_module(root, meta, meta.str("model_name"), version, max_graph_nodes)]
     else:
         module_map = meta.obj("modules")
         if not module_map.value:
             raise MetadataError("metadata.json: 'modules' is empty")
-        modules = [_full_model_module(root, module_map.obj(name), name, version) for name in module_map.value]
+        modules = [_full_model_module(root, module_map.obj(name), name, version, max_graph_nodes)
+                   for name in module_map.value]
     _check_unique_symbols(modules)
     warnings = [f"{m.name}: {defect}" for m in modules for defect in m.defects]
     warnings += _producer_notes(root, modules, version)
@@ -89,8 +91,8 @@ class _Obj:
 
     def int(self, key: str, default: Any = ...) -> int:
         value = self._get(key, int, default)
-        if isinstance(value, int) and value < 0:
-            raise MetadataError(f"{self.where}.{key}: must not be negative, got {value}")
+        if isinstance(value, int) and (value < 0 or value > MAX_BYTES):
+            raise MetadataError(f"{self.where}.{key}: {size_problem(value) or 'must not be negative'}")
         return value
 
     def list(self, key: str, default: Any = ...) -> list:
@@ -127,9 +129,9 @@ def _load_metadata(root: Path) -> dict:
 
 # --- full-model modules -------------------------------------------------------------------------
 
-def _full_model_module(root: Path, meta: _Obj, name: str, version: int) -> Module:
-    if not _NAME.match(name):
-        raise MetadataError(f"metadata.json: module name {name!r} is not a C identifier")
+def _full_model_module(root: Path, meta: _Obj, name: str, version: int, max_graph_nodes: int) -> Module:
+    if not is_c_identifier(name):
+        raise MetadataError(f"metadata.json: module name {name[:80]!r} is not a C identifier")
     where = meta.where
     executors = meta.list("executors")
     if len(executors) != 1 or executors[0] not in ("aot", "graph"):
@@ -150,7 +152,7 @@ def _full_model_module(root: Path, meta: _Obj, name: str, version: int) -> Modul
     params_rel = f"parameters/{name}.params"
     params = _read_params(root, params_rel)
     graph_rel = "executor-config/graph/graph.json" if version == 5 else f"executor-config/graph/{name}.graph"
-    graph = _read_graph(root, graph_rel) if executor == "graph" else None
+    graph = _read_graph(root, graph_rel, max_graph_nodes) if executor == "graph" else None
     all_source = "\n".join(source_text.values())
 
     interface = attrs.get("interface-api") or ("c" if header else ("packed" if executor == "aot" else None))
@@ -174,6 +176,7 @@ def _full_model_module(root: Path, meta: _Obj, name: str, version: int) -> Modul
         inputs, outputs = io.from_header()
     else:
         inputs, outputs = io.from_packed()
+    _check_tensors(name, inputs, outputs)
 
     return Module(
         name=name, style="full-model", executor=executor, interface_api=interface, unpacked_api=unpacked,
@@ -208,9 +211,7 @@ class _IoFacts:
         name = meta_name or relay_name or c_name
         shape = shape if shape is not None else relay_shape
         dtype = dtype or (meta[meta_name]["dtype"] if meta_name else None) or relay_dtype or "unknown"
-        if shape is not None and dtype != "unknown":
-            return spec_from_shape(name, dtype, shape)
-        return TensorSpec(name=name, dtype=dtype, shape=shape, nbytes=meta[meta_name]["size"] if meta_name else 0)
+        return _tensor(self.name, name, dtype, shape, meta[meta_name]["size"] if meta_name else 0)
 
     def _outputs_by_position(self, names: list[str]) -> list[TensorSpec]:
         specs = []
@@ -230,7 +231,7 @@ class _IoFacts:
         dtype = spec.dtype if spec.dtype != "unknown" else dtype
         if shape is None or dtype is None:
             return spec
-        return spec_from_shape(spec.name, dtype, shape)
+        return _tensor(self.name, spec.name, dtype, shape)
 
     def from_header(self) -> tuple[list[TensorSpec], list[TensorSpec]]:
         inputs = csource.struct_fields(self.header, f"tvmgen_{self.name}_inputs")
@@ -263,13 +264,41 @@ class _IoFacts:
             if node.name in params:
                 continue
             entry = graph.entries[graph.entry_id(node_id, 0)]
-            inputs.append(spec_from_shape(node.name, entry.dtype, entry.shape))
+            inputs.append(_tensor(self.name, node.name, entry.dtype, entry.shape))
         names = _graph_output_names(self.meta_outputs, len(graph.heads))
         outputs = []
         for name, (node_id, index) in zip(names, graph.heads):
             entry = graph.entries[graph.entry_id(node_id, index)]
-            outputs.append(spec_from_shape(name, entry.dtype, entry.shape))
+            outputs.append(_tensor(self.name, name, entry.dtype, entry.shape))
         return inputs, outputs
+
+
+def _tensor(module: str, name: str, dtype: str, shape: tuple[int, ...] | None, nbytes: int = 0) -> TensorSpec:
+    """A tensor from what the MLF says of it: a dtype of unknown size is refused, not guessed; the
+    dtype may still be unknown ("unknown") until every source was asked (see _check_tensors)."""
+    if dtype != "unknown":
+        _check_dtype(dtype, f"{module}: tensor {name[:80]!r}")
+    if shape is None or dtype == "unknown":
+        return TensorSpec(name=name, dtype=dtype, shape=shape, nbytes=nbytes)
+    if any(dim < 0 or dim > MAX_BYTES for dim in shape):
+        raise MetadataError(f"{module}: tensor {name[:80]!r} has an impossible shape {list(shape)[:8]}")
+    return spec_from_shape(name, dtype, shape)
+
+
+def _check_tensors(module: str, inputs: list[TensorSpec], outputs: list[TensorSpec]) -> None:
+    """Every tensor that reaches the firmware has a known dtype, a possible size and a printable name."""
+    for kind, specs in (("input", inputs), ("output", outputs)):
+        for spec in specs:
+            where = f"{module}: {kind} tensor {spec.name[:80]!r}"
+            problem = name_problem(spec.name)
+            if problem:
+                raise MetadataError(f"{where}: the name {problem}")
+            if spec.dtype == "unknown":
+                raise MetadataError(f"{where}: its dtype is recorded nowhere (metadata, interface header, "
+                                    "graph or Relay text)")
+            problem = size_problem(spec.nbytes)
+            if problem:
+                raise MetadataError(f"{where}: {problem}")
 
 
 def _default_output_names(count: int) -> list[str]:
@@ -349,13 +378,15 @@ def _cmsis_nn_assumptions(source_text: dict[str, str], targets: tuple[Target, ..
 
 def _operator_module(root: Path, meta: _Obj, version: int) -> Module:
     name = meta.str("model_name")
-    if not _NAME.match(name):
-        raise MetadataError(f"metadata.json: operator name {name!r} is not a C identifier")
+    if not is_c_identifier(name):
+        raise MetadataError(f"metadata.json: operator name {name[:80]!r} is not a C identifier")
     targets = _targets(meta, version)
     memory = meta.obj("memory")
     if len(memory.value) != 1:
         raise MetadataError(f"metadata.json.memory: an operator export describes exactly one function, found {len(memory.value)}")
     function = next(iter(memory.value))
+    if not is_c_identifier(function):
+        raise MetadataError(f"metadata.json.memory: operator function {function[:80]!r} is not a C identifier")
     buffers = memory.objects(function)
     if not buffers:
         raise MetadataError(f"metadata.json.memory.{function}: no buffers")
@@ -372,10 +403,11 @@ def _operator_module(root: Path, meta: _Obj, version: int) -> Module:
         binding = buffer.value.get("input_binding")
         name_ = tir_names[index] if index < len(tir_names) else (
             re.sub(r"_\d+$", "", binding) if isinstance(binding, str) and binding else f"arg{index}")
-        specs.append(spec_from_shape(name_, dtype, shape))
+        specs.append(_tensor(name, name_, dtype, shape))
     source_text = {rel: _read_text(root / rel) for rel in sources}
     all_source = "\n".join(source_text.values())
     system_lib = "TVMSystemLibEntryPoint" in all_source or any("TVMSystemLibEntryPoint" in o.symbols for o in objects)
+    _check_tensors(name, specs[:-1], specs[-1:])
     # TE/TIR puts outputs last; metadata cannot tell inputs from outputs, so the last buffer is the output.
     return Module(
         name=name, style="operator", executor=None, interface_api="packed", unpacked_api=False, usmp=False,
@@ -494,11 +526,11 @@ def _read_params(root: Path, rel: str) -> dict[str, Param]:
         raise ParamsError(f"{rel}: unreadable ({exc})") from None
 
 
-def _read_graph(root: Path, rel: str) -> Graph:
+def _read_graph(root: Path, rel: str, max_nodes: int) -> Graph:
     path = root / rel
     if not path.is_file():
         raise GraphError(f"{rel}: missing; a graph-executor export must carry its executor config")
-    return read_graph(path.read_bytes(), source=rel)
+    return read_graph(path.read_bytes(), source=rel, max_nodes=max_nodes)
 
 
 def _bundled_runtime(root: Path, meta: _Obj, version: int) -> BundledRuntime | None:

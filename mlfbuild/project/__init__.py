@@ -19,8 +19,10 @@ from ..mlf.model import ModelLibrary, Module
 from ..resources import data_dir
 from .abi import check_c_code, float_abi_for
 from .cmsis_nn import CmsisNnLibrary, fix_status_checks, render_cmsis_nn
+from .ctext import c_comment_text, c_string_body
 from .lowering import Lowered, lowering_for
 from .runtime import RuntimeChoice, runtime_files
+from .sizes import DEFAULT_MAX_CODE_BYTES, Bounds, check_lowered, check_module
 
 _TOOLCHAIN_DEFAULT_PREFIX = "arm-none-eabi-"
 
@@ -34,6 +36,7 @@ class ProjectOptions:
     optimize: str = "-Os"
     toolchain_prefix: str = _TOOLCHAIN_DEFAULT_PREFIX
     werror: bool = False  # -Werror for our code (the tests use it)
+    max_code_bytes: int = DEFAULT_MAX_CODE_BYTES  # generated C per module and in all
     mlperf_model_id: str | None = None
 
 
@@ -55,6 +58,8 @@ def template_environment() -> Environment:
     env = Environment(loader=FileSystemLoader(str(data_dir("templates"))), undefined=StrictUndefined,
                       trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
     env.filters["format_include"] = lambda path: f"-I{path}"
+    env.filters["c_string"] = c_string_body
+    env.filters["c_comment"] = c_comment_text
     return env
 
 
@@ -110,15 +115,19 @@ def render_project(lib: ModelLibrary, board: Board, dest: Path, options: Project
             raise InvalidInputError(f"{module.name}: {module.defects[0]}")
         check_c_code(board, module)
     _check_link_collisions(lib)
+    bounds = Bounds.of(board)
+    for module in lib.modules:
+        check_module(module, bounds, options.max_code_bytes)
     env = template_environment()
     templates = data_dir("templates")
     writer = _Writer(dest)
     dest.mkdir(parents=True, exist_ok=True)
 
     lowered = [lowering_for(m, options.runtime).lower(m, lib.root, env) for m in lib.modules]
+    workspace = max((item.workspace_bytes for item in lowered), default=0)
+    check_lowered(lowered, workspace, bounds, options.max_code_bytes)
     for item in lowered:
         writer.write(f"src/model_{item.module.name}.c", item.code)
-    workspace = max((item.workspace_bytes for item in lowered), default=0)
     models_c = env.get_template("project/src/models.c.j2").render(lowered=lowered, workspace_bytes=workspace,
                                                                   runtime=options.runtime)
     writer.write("src/models.c", models_c)

@@ -59,6 +59,7 @@ class Lowered:
     code: str
     workspace_bytes: int = 0  # TVMBackendAllocWorkspace pool the module needs (0: none)
     notes: list[str] = field(default_factory=list)
+    buffers: list[tuple[str, int, str]] = field(default_factory=list)  # (what, bytes, "ram"|"flash") it declares
 
 
 class Lowering:

@@ -118,7 +118,9 @@ class GraphExecutor(Lowering):
         workspace = max((op.workspace_size_bytes for op in module.operators), default=0)
         return Lowered(module=module, symbol=f"mlf_model_{module.name}", code=code,
                        workspace_bytes=workspace_with_slack(workspace, module, root),
-                       notes=[f"arena {arena_bytes} B for {len(offsets)} storage ids; {len(params)} params in flash"])
+                       notes=[f"arena {arena_bytes} B for {len(offsets)} storage ids; {len(params)} params in flash"],
+                       buffers=[("the activation arena", arena_bytes, "ram"),
+                                ("the weights", sum(p.nbytes for p in params), "flash")])
 
     @staticmethod
     def _plan(graph: Graph, param_entries: set[int], input_entries: set[int]) -> tuple[dict[int, int], dict[int, int], int]:

@@ -33,6 +33,7 @@ from pathlib import Path
 
 from ...errors import InvalidInputError
 from ...mlf.model import Module
+from ..ctext import c_string_body
 from .base import CTensor, Lowered, Lowering
 from .graph import _defines_linked_params, _initializer
 
@@ -50,23 +51,7 @@ class _Io(CTensor):
 
 def _c_string(text: str) -> str:
     """The graph JSON as a C string literal, one source line per JSON line (readable, verbatim)."""
-    lines = []
-    for line in text.splitlines(keepends=True):
-        escaped = []
-        for ch in line:
-            if ch == "\\":
-                escaped.append("\\\\")
-            elif ch == '"':
-                escaped.append('\\"')
-            elif ch == "\n":
-                escaped.append("\\n")
-            elif ch == "\t":
-                escaped.append("\\t")
-            elif " " <= ch <= "~":
-                escaped.append(ch)
-            else:
-                escaped.append("".join(f"\\{b:03o}" for b in ch.encode()))
-        lines.append('  "' + "".join(escaped) + '"')
+    lines = ['  "' + c_string_body(line) + '"' for line in text.splitlines(keepends=True)]
     return "\n".join(lines) or '  ""'
 
 
@@ -110,7 +95,8 @@ class GraphTvmExecutor(Lowering):
                            json_literal=_c_string(json_text), json_bytes=len(json_text.encode()),
                            params=_initializer(blob) if blob else "", params_bytes=len(blob), linked=linked,
                            pool=pool, live=live, inputs=inputs, outputs=outputs)
-        return Lowered(module=module, symbol=f"mlf_model_{module.name}", code=code, workspace_bytes=pool, notes=[
+        buffers = [("the graph JSON", len(json_text.encode()), "flash"), ("the params blob", len(blob), "flash")]
+        return Lowered(module=module, symbol=f"mlf_model_{module.name}", code=code, workspace_bytes=pool, buffers=buffers, notes=[
             f"{module.name}: TVM's graph executor, created at the first run, over a page-allocator pool of {pool} B "
             f"(estimated live peak {live} B + {FRAGMENTATION_MARGIN_PERCENT - 100} % for fragmentation + page bookkeeping); "
             f"graph JSON {len(json_text.encode())} B and params {len(blob)} B in flash, "

@@ -1,0 +1,90 @@
+"""Every size the generated C declares, bounded by the board before a file is written.
+
+Two verdicts: a size the board cannot even address is impossible (InvalidInputError, exit 3: beyond
+2**32 bytes on a 32-bit core); a size it can address but does not have is over budget
+(OverBudgetError, exit 5: one buffer larger than the board's RAM or flash; the linker judges the
+sum). The host has no memory map: its firmware's static data must stay below 2 GiB (x86-64's small
+code model, and the firmware's tensor table counts bytes in 32 bits). Shapes go into int32_t
+arrays, so every dimension must fit one. The generated C itself is capped too, so that a huge graph
+fails here in seconds rather than in the compiler after minutes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..boards import Board
+from ..errors import InvalidInputError, OverBudgetError
+from ..mlf.model import Module
+from .lowering import Lowered
+
+DEFAULT_MAX_CODE_BYTES = 64 * 1024 * 1024
+HOST_STATIC_BYTES = 2**31
+INT32_MAX = 2**31 - 1
+INITIALIZER_CHARS_PER_BYTE = 6  # "0x12, " per weight byte in a C array initializer
+
+
+@dataclass(frozen=True)
+class Bounds:
+    board: str
+    address_bits: int
+    ram: int
+    flash: int
+
+    @classmethod
+    def of(cls, board: Board) -> "Bounds":
+        if board.is_host or board.memory is None:
+            return cls(board.name, 64, HOST_STATIC_BYTES, HOST_STATIC_BYTES)
+        return cls(board.name, 32, board.memory.ram.length, board.memory.flash.length)
+
+    def check(self, what: str, nbytes: int, region: str) -> None:
+        """`what` takes `nbytes` of `region` ("ram" or "flash")."""
+        if nbytes >= 2**self.address_bits:
+            raise InvalidInputError(f"{what}: {nbytes} bytes is impossible on {self.board} "
+                                    f"(a {self.address_bits}-bit address space)")
+        have = self.ram if region == "ram" else self.flash
+        if nbytes > have:
+            kind = "static data limit" if self.address_bits == 64 else region.upper()
+            raise OverBudgetError(f"the firmware does not fit the board: {what} needs {nbytes} bytes, "
+                                  f"{self.board} has {have} bytes of {kind}")
+
+    def check_shape(self, what: str, shape: tuple[int, ...] | None) -> None:
+        if shape and max(shape) > INT32_MAX:
+            raise InvalidInputError(f"{what}: dimension {max(shape)} is impossible on {self.board} "
+                                    f"(the firmware's shapes are int32)")
+
+
+def check_module(module: Module, bounds: Bounds, max_code_bytes: int) -> None:
+    """What the MLF itself asks for, before lowering builds any C from it."""
+    for kind, specs in (("input", module.inputs), ("output", module.outputs)):
+        for spec in specs:
+            what = f"{module.name}: {kind} {spec.name[:80]!r}"
+            bounds.check(what, spec.nbytes, "ram")
+            bounds.check_shape(what, spec.shape)
+    graph = module.graph
+    if graph is not None:  # activations live in RAM, weights where the lowering puts them (checked below)
+        weights = {graph.entry_id(nid, 0) for nid in graph.arg_nodes if graph.nodes[nid].name in module.params}
+        for eid, entry in enumerate(graph.entries):
+            if eid not in weights:
+                bounds.check(f"{module.name}: graph entry {eid} ({entry.dtype}{list(entry.shape)[:8]})",
+                             entry.nbytes, "ram")
+    bounds.check(f"{module.name}: the weights", module.params_bytes, "flash")
+    if module.executor == "graph":
+        _check_code_size(f"{module.name}: the weights as C initializers",
+                         module.params_bytes * INITIALIZER_CHARS_PER_BYTE, max_code_bytes)
+
+
+def check_lowered(lowered: list[Lowered], workspace_bytes: int, bounds: Bounds, max_code_bytes: int) -> None:
+    """What the lowerings computed from it (arenas, pools, embedded files) and the C they made."""
+    for item in lowered:
+        for what, nbytes, region in item.buffers:
+            bounds.check(f"{item.module.name}: {what}", nbytes, region)
+        _check_code_size(f"{item.module.name}: the generated C", len(item.code), max_code_bytes)
+    bounds.check("the workspace pool", workspace_bytes, "ram")
+    _check_code_size("the generated C of all modules", sum(len(item.code) for item in lowered), max_code_bytes)
+
+
+def _check_code_size(what: str, nbytes: int, limit: int) -> None:
+    if nbytes > limit:
+        raise InvalidInputError(f"{what} would be {nbytes} bytes, above the limit of {limit} "
+                                "(raise it with --max-code-size)")
