@@ -44,13 +44,15 @@ UART_KINDS = {
     "stm32-lpuart": ("MLFRT_UART_STM32F7", "MLFRT_UART_LPUART"),  # same registers, BRR = 256*clk/baud
     "stdio": (),  # host: stdin/stdout
 }
-FLASH_METHODS = ("stm32-uart",)
+FLASH_METHODS = ("stm32-uart", "samba")
 # How the host puts the chip into its ROM bootloader (see crt/README.md, "Board files"):
 #   dtr-rts: DTR drives BOOT0 (asserted = high), RTS drives NRST (asserted = reset):
 #            DTR on, RTS on, 100 ms, RTS off, 100 ms, DTR off, then 0x7F;
 #            to start the program afterwards: DTR off, RTS on, 100 ms, RTS off.
-#   manual:  the user holds BOOT0 high and presses RESET when asked.
-RESET_METHODS = ("dtr-rts", "manual")
+#   manual:  the user holds BOOT0 high and presses RESET when asked (SAM-BA: double-taps RESET).
+#   touch-1200: (SAM-BA) open the USB serial port at 1200 baud and close it; the Arduino and
+#            Adafruit cores reset into their bootloader, which may come back as another port.
+RESET_METHODS = ("dtr-rts", "manual", "touch-1200")
 
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 _U32 = 1 << 32
@@ -481,7 +483,7 @@ def _parse(path: Path, data: dict) -> Board:
         address = f.integer("address")
         reset = f.string("reset", choices=RESET_METHODS)
         fbaud = f.integer("baud", required=False, minimum=1200, maximum=1_000_000)
-        chip_id = f.integer("chip_id", required=False, maximum=0xFFFF)
+        chip_id = f.integer("chip_id", required=False)
         notes = f.string("notes", required=False) or ""
         if not f.has("sectors"):
             f.get("sectors", why="to know the flash erase layout")  # raises
