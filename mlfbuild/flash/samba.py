@@ -242,7 +242,7 @@ class SambaFlasher:
         except LinkError as exc:
             raise FlashError(f"connect: no answer from a SAM-BA monitor on {port} ({exc}); is the board in "
                              "its bootloader (double-tap RESET, or --reset touch-1200)?") from None
-        self.version = self._retry("connect (V#)", self.link.version)  # type: ignore[assignment]
+        self.version = self._retry("connect (V#)", self._version)  # type: ignore[assignment]
         self.extensions = extensions(self.version)
         stage.advance(1)
         cpuid, self.chip_id = self._retry("connect (chip id)", lambda: (self._read_twice(CPUID),
@@ -266,6 +266,13 @@ class SambaFlasher:
         writer = "Y (buffer copy)" if "Y" in self.extensions else "page buffer writes"
         stage.finish(f"{self.version!r}, {family.name} {part_name(self.chip_id)}, {pages} pages of "
                      f"{self.page} bytes, {writer}")
+
+    def _version(self) -> str:
+        """Read twice: the extensions it lists decide which commands are used."""
+        first, second = self.link.version(), self.link.version()
+        if first != second:
+            raise LinkError(f"two reads of the version differ ({first!r}, {second!r})")
+        return first
 
     def _geometry(self) -> tuple[int, int]:
         first, second = self.nvm.geometry(), self.nvm.geometry()
@@ -296,21 +303,7 @@ class SambaFlasher:
         return [table[i] for i in job.flashing.sectors_for(job.address, length)]
 
     def _erase_unit(self, address: int) -> None:
-        self._nvm_command(self.nvm.erase, address)
-
-    def _nvm_command(self, run: Callable[[int], None], address: int) -> None:
-        """An NVM command at `address`, guarded: the address register must read back what we wrote,
-        so a garbled ADDR write can never erase or program another row."""
-        f = self.family
-        expected = address if f.byte_address else address // 2
-        register = 0x41004000 + f.addr_reg
-        self.link.write_word(register, expected)
-        got = self.link.read_word(register)
-        if f.byte_address:
-            got &= 0x00FFFFFF
-        if got != expected:
-            raise LinkError(f"the NVM address register reads 0x{got:X} after writing 0x{expected:X}")
-        run(address)
+        self.nvm.erase(address)
 
     def _erase(self) -> None:
         units = self.units
@@ -374,7 +367,7 @@ class SambaFlasher:
             self.nvm.clear_page_buffer()
             for word in range(0, len(page), 4):
                 self.link.write_word(address + off + word, int.from_bytes(page[word:word + 4], "little"))
-            self._nvm_command(self.nvm.write_page, address + off)
+            self.nvm.write_page(address + off)
 
     def _repair(self, address: int, size: int, why: str) -> None:
         """Erase the units of [address, address+size) before they are written again."""

@@ -123,7 +123,7 @@ class Nvm:
         self._wait_ready(what)
         self._clear_errors()
         if address is not None:
-            self.link.write_word(NVMCTRL + f.addr_reg, address if f.byte_address else address // 2)
+            self._set_address(address)
         self.link.write_word(NVMCTRL + f.command_reg, CMDEX_KEY | cmd)
         self._wait_ready(what)
         error = self._error_text()
@@ -140,6 +140,16 @@ class Nvm:
             raise NvmError(f"the NVM controller flagged an error during {what}: {error}")
 
     # -- registers -------------------------------------------------------------------------------
+    def _set_address(self, address: int) -> None:
+        """ADDR must read back what was written (a word write has no checksum), so a garbled write
+        can never let a command erase or program another row."""
+        f = self.family
+        expected = address if f.byte_address else address // 2
+        self.link.write_word(NVMCTRL + f.addr_reg, expected)
+        got = self.link.read_word(NVMCTRL + f.addr_reg) & (0xFFFFFF if f.byte_address else 0x3FFFFF)
+        if got != expected:
+            raise LinkError(f"the NVM address register reads 0x{got:X} after writing 0x{expected:X}")
+
     def _ready(self) -> bool:
         f = self.family
         if f is SAMD21:
