@@ -76,7 +76,7 @@ CHIPS = {
     "samd21": Chip("ATSAMD21G18A", "d21", 0x410CC601, 0x10010305, 0x40000, 64, 0x8000, 0x2000,
                    "v2.0 [Arduino:XYZ] Mar 19 2018 09:45:14", (0x2341, 0x804D, 0x2341, 0x004D)),
     "samd51": Chip("ATSAMD51J19A", "d51", 0x410FC241, 0x60060305, 0x80000, 512, 0x30000, 0x4000,
-                   "v1.1 [Arduino:XYZ] Jun 20 2019 21:47:10", (0x239A, 0x8020, 0x239A, 0x0021)),
+                   "v1.1 [Arduino:XYZ] Jun 20 2019 21:47:10", (0x239A, 0x8020, 0x239A, 0x0020)),
 }
 
 COMMAND_LETTERS = "SRWwYZNVoOHhXGT"
