@@ -12,6 +12,7 @@ documented in crt/README.md ("Board files"); in short:
     [qemu]     machine, extra_args                              (only kind = qemu)
     [flashing] method, address, reset, baud, chip_id, sectors, notes
                                                                 (only kind = hardware)
+    [uf2]      family_id                 the UF2 family of the board's bootloader (hardware only)
 
 Every problem is reported as a one-line BoardError naming the file and the key.
 """
@@ -42,15 +43,18 @@ UART_KINDS = {
     "stm32": ("MLFRT_UART_STM32",),  # STM32 F1/F2/F4 USART (SR/DR layout)
     "stm32f7": ("MLFRT_UART_STM32F7",),  # STM32 F7/L4/H7 USART (ISR/RDR/TDR layout)
     "stm32-lpuart": ("MLFRT_UART_STM32F7", "MLFRT_UART_LPUART"),  # same registers, BRR = 256*clk/baud
+    "sercom": ("MLFRT_UART_SERCOM",),  # Microchip SAMD21/SAMD51 SERCOM in USART mode
     "stdio": (),  # host: stdin/stdout
 }
-FLASH_METHODS = ("stm32-uart",)
+FLASH_METHODS = ("stm32-uart", "samba")
 # How the host puts the chip into its ROM bootloader (see crt/README.md, "Board files"):
 #   dtr-rts: DTR drives BOOT0 (asserted = high), RTS drives NRST (asserted = reset):
 #            DTR on, RTS on, 100 ms, RTS off, 100 ms, DTR off, then 0x7F;
 #            to start the program afterwards: DTR off, RTS on, 100 ms, RTS off.
-#   manual:  the user holds BOOT0 high and presses RESET when asked.
-RESET_METHODS = ("dtr-rts", "manual")
+#   manual:  the user holds BOOT0 high and presses RESET when asked (SAM-BA: double-taps RESET).
+#   touch-1200: (SAM-BA) open the USB serial port at 1200 baud and close it; the Arduino and
+#            Adafruit cores reset into their bootloader, which may come back as another port.
+RESET_METHODS = ("dtr-rts", "manual", "touch-1200")
 
 _NAME_RE = re.compile(r"[a-z0-9][a-z0-9._-]*")  # used with fullmatch: "$" would let "name\n" through
 _U32 = 1 << 32
@@ -204,6 +208,7 @@ class Board:
     timer: Timer | None = None
     qemu: Qemu | None = None
     flashing: Flashing | None = None
+    uf2_family: int | None = None
     source: Path | None = field(default=None, compare=False)
 
     @property
@@ -257,6 +262,8 @@ class Board:
             value = getattr(self, key)
             if value is not None:
                 out[key] = value.to_json()
+        if self.uf2_family is not None:
+            out["uf2"] = {"family_id": self.uf2_family}
         return out
 
 
@@ -481,7 +488,7 @@ def _parse(path: Path, data: dict) -> Board:
         address = f.integer("address")
         reset = f.string("reset", choices=RESET_METHODS)
         fbaud = f.integer("baud", required=False, minimum=1200, maximum=1_000_000)
-        chip_id = f.integer("chip_id", required=False, maximum=0xFFFF)
+        chip_id = f.integer("chip_id", required=False)
         notes = f.string("notes", required=False) or ""
         if not f.has("sectors"):
             f.get("sectors", why="to know the flash erase layout")  # raises
@@ -504,10 +511,18 @@ def _parse(path: Path, data: dict) -> Board:
         flashing = Flashing(method, address, reset, tuple(groups), fbaud or 115200, chip_id, notes)
     else:
         top.forbid("flashing", f"for kind = {kind} (only kind = hardware)")
+    uf2_family = None
+    if kind == "hardware" and top.has("uf2"):
+        u = top.table("uf2")
+        assert u is not None
+        uf2_family = u.integer("family_id")
+        u.done()
+    else:
+        top.forbid("uf2", f"for kind = {kind} (only kind = hardware)")
 
     top.done()
     return Board(name=name, description=description, kind=kind, console=console, cpu=cpu,
-                 memory=memory, timer=timer, qemu=qemu, flashing=flashing, source=path)
+                 memory=memory, timer=timer, qemu=qemu, flashing=flashing, uf2_family=uf2_family, source=path)
 
 
 # ---------------------------------------------------------------------------------------------

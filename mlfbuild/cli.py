@@ -13,6 +13,7 @@ from pathlib import Path
 from . import __version__
 from .errors import MismatchError, MlfError
 from .flash.cli import FlashCommand, MonitorCommand
+from .ports import PortsCommand
 from .size.command import parse_size
 
 
@@ -245,7 +246,7 @@ class SizeCommand(Command):
 
 
 COMMANDS: list[Command] = [InspectCommand(), BoardsCommand(), BuildCommand(), RunCommand(), SizeCommand(),
-                           FlashCommand(), MonitorCommand(), MatrixCommand()]
+                           FlashCommand(), MonitorCommand(), MatrixCommand(), PortsCommand()]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -16,7 +16,7 @@ from mlfbuild.resources import data_dir
 
 QEMU_BOARDS = {"mps2-an386", "mps2-an385", "mps2-an500", "mps2-an505", "mps3-an547", "netduinoplus2",
                "lm3s6965evb"}
-HARDWARE_BOARDS = {"nucleo-f446re", "nucleo-f746zg", "nucleo-l4r5zi", "stm32f4-discovery"}
+HARDWARE_BOARDS = {"nucleo-f446re", "nucleo-f746zg", "nucleo-l4r5zi", "stm32f4-discovery", "arduino-zero", "metro-m4"}
 ALL_BOARDS = QEMU_BOARDS | HARDWARE_BOARDS | {"host"}
 
 KiB = 1024
@@ -71,8 +71,11 @@ def test_kinds_and_sections():
             assert board.is_emulated and board.qemu.machine == board.name and board.flashing is None
         else:
             assert board.is_hardware and board.qemu is None
-            assert board.flashing.method == "stm32-uart"
-            assert board.flashing.address == 0x08000000
+            if board.flashing.method == "samba":   # the application after the bootloader, in its flash region
+                assert board.flashing.address == board.memory.flash.origin > 0
+            else:
+                assert board.flashing.method == "stm32-uart"
+                assert board.flashing.address == 0x08000000
             # the sector table covers flash exactly
             table = board.flashing.sector_table()
             assert table[0][0] == board.memory.flash.origin

@@ -1,7 +1,7 @@
 /*
  * platform_cortexm.c — the mlfrt platform API on bare-metal Cortex-M (ARMv7-M / ARMv8-M mainline):
  *   console  polled UART driver chosen at compile time (MLFRT_UART_CMSDK | _PL011 | _STM32 |
- *            _STM32F7), registers at MLFRT_UART_BASE
+ *            _STM32F7 | _SERCOM), registers at MLFRT_UART_BASE
  *   timer    SysTick at MLFRT_SYSTICK_HZ with a periodic interrupt (MLFRT_TICK_RATE_HZ) that
  *            extends the 24-bit counter to 64 bits
  *   exit     semihosting SYS_EXIT_EXTENDED (MLFRT_SEMIHOSTING) or "[[exit N]]" + wfi
@@ -20,8 +20,8 @@
 #endif
 
 #if (defined(MLFRT_UART_CMSDK) + defined(MLFRT_UART_PL011) + defined(MLFRT_UART_STM32) + \
-     defined(MLFRT_UART_STM32F7)) != 1
-#error "define exactly one of MLFRT_UART_CMSDK, MLFRT_UART_PL011, MLFRT_UART_STM32, MLFRT_UART_STM32F7"
+     defined(MLFRT_UART_STM32F7) + defined(MLFRT_UART_SERCOM)) != 1
+#error "define exactly one of MLFRT_UART_CMSDK, MLFRT_UART_PL011, MLFRT_UART_STM32, MLFRT_UART_STM32F7, MLFRT_UART_SERCOM"
 #endif
 #ifndef MLFRT_UART_BASE
 #error "define MLFRT_UART_BASE (the console UART's register base address)"
@@ -144,6 +144,40 @@ static int uart_rx_ready(void) {
   return (isr & 0x20u) != 0;
 }
 static int uart_rx(void) { return (int)(USART_RDR & 0xFFu); }
+
+#elif defined(MLFRT_UART_SERCOM)
+/* Microchip SAMD21/SAMD51 SERCOM in USART mode (same register layout on both). The board's init
+   writes enable its clocks, mux its pins and put the pad choice (CTRLA.TXPO/RXPO) into CTRLA;
+   this keeps those bits and adds: internal clock, LSB first, 16x arithmetic baud. */
+#define SERCOM_CTRLA UART_REG(0x00u)    /* bit 1 ENABLE, MODE[4:2], TXPO[17:16], RXPO[21:20], DORD 30 */
+#define SERCOM_CTRLB UART_REG(0x04u)    /* bit 16 TXEN, bit 17 RXEN */
+#define SERCOM_BAUD (*(volatile uint16_t*)((uintptr_t)(MLFRT_UART_BASE) + 0x0Cu))
+#define SERCOM_INTFLAG (*(volatile uint8_t*)((uintptr_t)(MLFRT_UART_BASE) + 0x18u)) /* 0 DRE, 2 RXC */
+#define SERCOM_STATUS (*(volatile uint16_t*)((uintptr_t)(MLFRT_UART_BASE) + 0x1Au)) /* 1 FERR, 2 BUFOVF */
+#define SERCOM_SYNCBUSY UART_REG(0x1Cu)
+#define SERCOM_DATA UART_REG(0x28u)
+static void uart_init(void) {
+  uint32_t pads = SERCOM_CTRLA & 0x00330000u;
+  SERCOM_CTRLA = pads | (1u << 30) | (1u << 2); /* DORD, MODE = USART with internal clock */
+  while (SERCOM_SYNCBUSY != 0u) {
+  }
+  SERCOM_CTRLB = (1u << 17) | (1u << 16); /* RXEN, TXEN, 8 data bits, 1 stop bit */
+  while (SERCOM_SYNCBUSY != 0u) {
+  }
+  /* BAUD = 65536 * (1 - 16 * baud / clock), rounded */
+  SERCOM_BAUD = (uint16_t)(65536u - (uint32_t)(((uint64_t)(MLFRT_UART_BAUD) * 16u * 65536u +
+                                                (MLFRT_UART_CLOCK_HZ) / 2u) / (MLFRT_UART_CLOCK_HZ)));
+  SERCOM_CTRLA |= 1u << 1; /* ENABLE */
+  while (SERCOM_SYNCBUSY != 0u) {
+  }
+}
+static int uart_tx_ready(void) { return (SERCOM_INTFLAG & 0x1u) != 0; }
+static void uart_tx(uint8_t c) { SERCOM_DATA = c; }
+static int uart_rx_ready(void) {
+  if (SERCOM_STATUS & 0x6u) SERCOM_STATUS = 0x6u; /* clear FERR/BUFOVF so reception goes on */
+  return (SERCOM_INTFLAG & 0x4u) != 0;
+}
+static int uart_rx(void) { return (int)(SERCOM_DATA & 0xFFu); }
 #endif
 
 static uint8_t s_uart_ready;

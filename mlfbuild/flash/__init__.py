@@ -20,6 +20,7 @@ from .progress import Progress
 # and add the name to boards.FLASH_METHODS.
 METHODS: dict[str, tuple[str, str]] = {
     "stm32-uart": ("mlfbuild.flash.stm32_uart", "Stm32UartFlasher"),
+    "samba": ("mlfbuild.flash.samba", "SambaFlasher"),
 }
 
 
