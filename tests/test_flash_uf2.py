@@ -13,6 +13,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mlfbuild import cli
 from mlfbuild.boards import load_board
@@ -78,6 +80,12 @@ def fake_drive(folder: Path) -> Path:
 def test_encode_follows_the_spec(size):
     image = hashlib.shake_256(str(size).encode()).digest(size)
     check_against_spec(encode(image, 0x26000, NRF52840_FAMILY), image, 0x26000, NRF52840_FAMILY)
+
+
+@settings(max_examples=60, deadline=None)
+@given(image=st.binary(min_size=1, max_size=3000), page=st.integers(0, 0xFFFF), family=st.integers(0, 2**32 - 1))
+def test_encode_property(image, page, family):
+    check_against_spec(encode(image, page * 256, family), image, page * 256, family)
 
 
 def test_encode_refuses_unaligned_addresses_and_empty_images():
@@ -162,3 +170,13 @@ def test_mounted_folders_reads_fat_mounts(tmp_path):
     mounts.write_text("/dev/sda1 / ext4 rw 0 0\n/dev/sdb /media/me/NRF52\\040BOOT vfat rw 0 0\n")
     assert mounted_folders(mounts) == [Path("/media/me/NRF52 BOOT")]
     assert mounted_folders(tmp_path / "missing") == []
+
+
+@pytest.mark.cross
+def test_a_rebuild_for_a_board_without_uf2_removes_the_old_uf2(tmp_path):
+    from mlfbuild.build import build
+
+    build(EXAMPLE, BOARD, tmp_path / "out")
+    assert (tmp_path / "out" / "firmware.uf2").is_file()
+    build(EXAMPLE, "nucleo-f446re", tmp_path / "out")
+    assert not (tmp_path / "out" / "firmware.uf2").exists()
