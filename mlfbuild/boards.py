@@ -10,9 +10,9 @@ documented in crt/README.md ("Board files"); in short:
     [console]  uart, base, baud, clock_hz, [[console.init]] {addr, clear, set}
     [timer]    systick_hz                                       (absent for host)
     [qemu]     machine, extra_args                              (only kind = qemu)
-    [flashing] method, address, reset, baud, chip_id, sectors, notes
+    [flashing] method, address, reset, baud, chip_id, sectors, notes,
+               uf2_family, pyocd_target, openocd_config, [flashing.mcuboot]
                                                                 (only kind = hardware)
-    [uf2]      family_id                 the UF2 family of the board's bootloader (hardware only)
 
 Every problem is reported as a one-line BoardError naming the file and the key.
 """
@@ -44,9 +44,10 @@ UART_KINDS = {
     "stm32f7": ("MLFRT_UART_STM32F7",),  # STM32 F7/L4/H7 USART (ISR/RDR/TDR layout)
     "stm32-lpuart": ("MLFRT_UART_STM32F7", "MLFRT_UART_LPUART"),  # same registers, BRR = 256*clk/baud
     "sercom": ("MLFRT_UART_SERCOM",),  # Microchip SAMD21/SAMD51 SERCOM in USART mode
+    "nrf": ("MLFRT_UART_NRF",),  # Nordic nRF51/nRF52 UART (not UARTE): TXD/RXD registers and events
     "stdio": (),  # host: stdin/stdout
 }
-FLASH_METHODS = ("stm32-uart", "samba")
+FLASH_METHODS = ("stm32-uart", "samba", "uf2", "mcuboot-serial", "pyocd", "openocd")
 # How the host puts the chip into its ROM bootloader (see crt/README.md, "Board files"):
 #   dtr-rts: DTR drives BOOT0 (asserted = high), RTS drives NRST (asserted = reset):
 #            DTR on, RTS on, 100 ms, RTS off, 100 ms, DTR off, then 0x7F;
@@ -164,6 +165,22 @@ class FlashSectors:
 
 
 @dataclass(frozen=True)
+class McubootLayout:
+    """How imgtool signs for the board's MCUboot: the image header (firmware.bin is linked right
+    after it, so the slot starts at flashing.address - header_size), the primary slot's size, the
+    flash write alignment and the image version."""
+
+    header_size: int
+    slot_size: int
+    align: int
+    version: str
+
+    def to_json(self) -> dict:
+        return {"header_size": self.header_size, "slot_size": self.slot_size, "align": self.align,
+                "version": self.version}
+
+
+@dataclass(frozen=True)
 class Flashing:
     method: str
     address: int
@@ -172,6 +189,10 @@ class Flashing:
     baud: int = 115200
     chip_id: int | None = None
     notes: str = ""
+    uf2_family: int | None = None          # UF2 family id of the board's UF2 bootloader: firmware.uf2
+    pyocd_target: str | None = None        # pyOCD target type of the on-board probe's chip
+    openocd_config: tuple[str, ...] = ()   # OpenOCD config files (-f) for the on-board probe
+    mcuboot: McubootLayout | None = None
 
     def sector_table(self) -> list[tuple[int, int]]:
         """[(start address, size)] of every erase unit, numbered from 0 as the bootloader counts them."""
@@ -194,6 +215,13 @@ class Flashing:
             out["chip_id"] = self.chip_id
         if self.notes:
             out["notes"] = self.notes
+        for key in ("uf2_family", "pyocd_target"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
+        if self.openocd_config:
+            out["openocd_config"] = list(self.openocd_config)
+        if self.mcuboot:
+            out["mcuboot"] = self.mcuboot.to_json()
         return out
 
 
@@ -208,7 +236,6 @@ class Board:
     timer: Timer | None = None
     qemu: Qemu | None = None
     flashing: Flashing | None = None
-    uf2_family: int | None = None
     source: Path | None = field(default=None, compare=False)
 
     @property
@@ -262,8 +289,6 @@ class Board:
             value = getattr(self, key)
             if value is not None:
                 out[key] = value.to_json()
-        if self.uf2_family is not None:
-            out["uf2"] = {"family_id": self.uf2_family}
         return out
 
 
@@ -382,6 +407,29 @@ def _region(t: _Table, name: str) -> MemoryRegion:
     return MemoryRegion(origin, length)
 
 
+_VERSION_RE = re.compile(r"^\d+(\.\d+){0,2}(\+\d+)?$")   # imgtool's major.minor.revision+build
+
+
+def _flashing_extras(f: _Table, memory: Memory) -> dict:
+    """The optional data of the other flashing methods a board supports (uf2, probes, MCUboot)."""
+    out: dict[str, Any] = {"uf2_family": f.integer("uf2_family", required=False),
+                           "pyocd_target": f.string("pyocd_target", required=False),
+                           "openocd_config": f.strings("openocd_config", required=False) or ()}
+    m = f.table("mcuboot", required=False)
+    if m is not None:
+        header, slot = m.integer("header_size", minimum=32), m.integer("slot_size", minimum=1)
+        align, version = m.integer("align", minimum=1, maximum=32), m.string("version")
+        m.done()
+        assert header is not None and slot is not None and align is not None and version is not None
+        if not _VERSION_RE.match(version):
+            m.fail(m.key("version"), f"'{version}' is not major.minor.revision+build (e.g. 1.2.3+4)")
+        if memory.flash.length > slot - header:
+            m.fail(m.key("slot_size"), f"0x{slot:X} leaves less than memory.flash.length after the 0x{header:X}-byte "
+                                       "header: the firmware could outgrow the slot")
+        out["mcuboot"] = McubootLayout(header, slot, align, version)
+    return out
+
+
 def _parse(path: Path, data: dict) -> Board:
     top = _Table(path, "", data)
     name = top.string("name")
@@ -490,7 +538,8 @@ def _parse(path: Path, data: dict) -> Board:
         fbaud = f.integer("baud", required=False, minimum=1200, maximum=1_000_000)
         chip_id = f.integer("chip_id", required=False)
         notes = f.string("notes", required=False) or ""
-        if not f.has("sectors"):
+        extras = _flashing_extras(f, memory)
+        if method == "stm32-uart" and not f.has("sectors"):
             f.get("sectors", why="to know the flash erase layout")  # raises
         groups = []
         for s in f.tables("sectors"):
@@ -500,29 +549,21 @@ def _parse(path: Path, data: dict) -> Board:
             groups.append(FlashSectors(count, size))
         f.done()
         assert method and reset and address is not None
-        if not groups:
+        if f.has("sectors") and not groups:
             f.fail(f.key("sectors"), "must list at least one {count, size} group")
         if not memory.flash.contains(address):
             f.fail(f.key("address"), f"0x{address:08X} is outside memory.flash")
         total = sum(g.count * g.size for g in groups)
-        if address + total != memory.flash.end:
+        if groups and address + total != memory.flash.end:
             f.fail(f.key("sectors"), f"cover 0x{total:X} bytes from 0x{address:08X}, "
                                      f"but memory.flash ends at 0x{memory.flash.end:08X}")
-        flashing = Flashing(method, address, reset, tuple(groups), fbaud or 115200, chip_id, notes)
+        flashing = Flashing(method, address, reset, tuple(groups), fbaud or 115200, chip_id, notes, **extras)
     else:
         top.forbid("flashing", f"for kind = {kind} (only kind = hardware)")
-    uf2_family = None
-    if kind == "hardware" and top.has("uf2"):
-        u = top.table("uf2")
-        assert u is not None
-        uf2_family = u.integer("family_id")
-        u.done()
-    else:
-        top.forbid("uf2", f"for kind = {kind} (only kind = hardware)")
 
     top.done()
     return Board(name=name, description=description, kind=kind, console=console, cpu=cpu,
-                 memory=memory, timer=timer, qemu=qemu, flashing=flashing, uf2_family=uf2_family, source=path)
+                 memory=memory, timer=timer, qemu=qemu, flashing=flashing, source=path)
 
 
 # ---------------------------------------------------------------------------------------------

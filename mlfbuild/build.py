@@ -30,6 +30,7 @@ BUILD_RECORD = "build.json"
 BUILD_LOG = "build.log"
 OUTPUTS = ("firmware.elf", "firmware.bin", "firmware.hex", "firmware.map")
 HOST_SKIPS = ("firmware.bin", "firmware.hex")
+UF2_OUTPUT = "firmware.uf2"   # for boards with a UF2 bootloader (flashing.uf2_family)
 
 
 @dataclass
@@ -77,6 +78,7 @@ def build(mlf: Path, board_name: str, outdir: Path, *, options: ProjectOptions =
     if progress and make.warning_summary():
         progress(f"{make.warning_summary()} (full log: {log})")
     outputs = _collect_outputs(project.path / "build", outdir, board)
+    outputs.update(_uf2_output(outdir, board))
     record = _record(Path(mlf), library, board, project, toolchain_used(project.path), outputs)
     size = report_build(outdir, record, budget_flash=budget_flash, budget_ram=budget_ram)
     record["size"] = {"flash_used": size.flash.used, "flash_total": size.flash.total,
@@ -95,7 +97,7 @@ def _forget_previous_build(outdir: Path) -> None:
     last run), so a failed rebuild cannot leave an old firmware that looks like the new one."""
     from .run import RUN_RECORD
 
-    for name in (BUILD_RECORD, RUN_RECORD, *OUTPUTS):
+    for name in (BUILD_RECORD, RUN_RECORD, *OUTPUTS, UF2_OUTPUT):
         (outdir / name).unlink(missing_ok=True)
 
 
@@ -134,6 +136,17 @@ def _collect_outputs(build_dir: Path, outdir: Path, board: Board) -> dict[str, s
         shutil.copymode(source, outdir / name)
         hashes[name] = hashlib.sha256(source.read_bytes()).hexdigest()
     return hashes
+
+
+def _uf2_output(outdir: Path, board: Board) -> dict[str, str]:
+    """firmware.uf2: firmware.bin at the board's flashing address, for its UF2 bootloader's family."""
+    if board.flashing is None or board.flashing.uf2_family is None:
+        return {}
+    from .flash.uf2 import write_build_file
+
+    path = write_build_file(outdir, (outdir / "firmware.bin").read_bytes(), board.flashing.address,
+                            board.flashing.uf2_family)
+    return {path.name: hashlib.sha256(path.read_bytes()).hexdigest()}
 
 
 def _record(mlf: Path, library: ModelLibrary, board: Board, project: Project, toolchain: str,
