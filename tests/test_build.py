@@ -196,13 +196,14 @@ def test_graph_firmware_keeps_weights_in_flash(build_firmware, fixtures_dir):
         symbols = {sym.name: sym for sym in elf.get_section_by_name(".symtab").iter_symbols()}
     params = sum(sym["st_size"] for name, sym in symbols.items() if name.startswith("mlf_default_param"))
     arena = symbols["mlf_default_arena"]["st_size"]
-    workspace = symbols["mlf_workspace_pool"]["st_size"]
     assert params == 53_304  # every weight is a const array in flash ...
-    # ... and RAM is the planned activations + the largest operator workspace + a little runtime state.
-    assert arena + workspace <= ram <= arena + workspace + 1024, (ram, arena, workspace)
+    # ... and RAM is one planned arena (activations and every operator's scratch, no separate pool)
+    # + a little runtime state.
+    assert "mlf_workspace_pool" not in symbols
+    assert arena <= ram <= arena + 1024, (ram, arena)
     record = json.loads((out / "build.json").read_text())
     largest_op = max(op["workspace_size_bytes"] for op in record["library"]["modules"][0]["memory"]["operator_functions"])
-    assert largest_op <= workspace <= largest_op + 1024
+    assert largest_op < arena == record["models"][0]["memory_plan"]["arena_bytes"]
 
 
 def test_v5_defect_fails_before_linking(fixtures_dir, tmp_path):

@@ -430,9 +430,15 @@ def _memory_rows(module: dict, lowered: dict, linked: dict, pool: int, pool_user
         # workspace
         if executor == "graph":
             total = arena + module_pool
-            text = (f"graph executor: activations in mlfbuild's planned arena ({arena:,} B, inputs and outputs "
-                    f"inside) + operator scratch in the TVMBackendAllocWorkspace pool ({module_pool:,} B); TVM's "
-                    f"figure is sized for its own graph runtime")
+            plan = lowered.get("memory_plan") or {}
+            if module_pool:
+                text = (f"graph executor: activations in mlfbuild's planned arena ({arena:,} B, inputs and outputs "
+                        f"inside) + operator scratch in the TVMBackendAllocWorkspace pool ({module_pool:,} B); TVM's "
+                        f"figure is sized for its own graph runtime")
+            else:
+                text = (f"graph executor: one arena planned by mlfbuild ({arena:,} B; floor {plan.get('floor_bytes', 0):,} B) "
+                        f"holds activations, inputs, outputs and each operator's scratch, sharing bytes where "
+                        f"lifetimes do not meet; TVM's figure is sized for its own graph runtime")
             rows.append(MemoryRow("workspace", device, ws, total, text))
         elif usmp:
             diff = usmp_pool - ws
