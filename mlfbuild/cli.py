@@ -98,6 +98,8 @@ def _add_build_arguments(parser: argparse.ArgumentParser) -> None:
                         help="show the compiler's output as it comes (it is always kept in OUT/build.log)")
     parser.add_argument("--budget-flash", type=parse_size, metavar="N", help="fail (exit 5) above this flash use")
     parser.add_argument("--budget-ram", type=parse_size, metavar="N", help="fail (exit 5) above this RAM use")
+    parser.add_argument("--stack-bytes", type=parse_size, metavar="N",
+                        help="fixed .stack reserve (default: the static stack bound + 256 B, else the board's)")
 
 
 def build_from_args(args: argparse.Namespace, mlf: Path, outdir: Path):
@@ -106,7 +108,8 @@ def build_from_args(args: argparse.Namespace, mlf: Path, outdir: Path):
 
     options = ProjectOptions(runtime=args.runtime, crt_dir=args.crt_dir, cmsis_nn=args.cmsis_nn,
                              cmsis_core=args.cmsis_core,
-                             optimize=args.opt, toolchain_prefix=args.toolchain_prefix)
+                             optimize=args.opt, toolchain_prefix=args.toolchain_prefix,
+                             stack_bytes=args.stack_bytes)
     quiet = getattr(args, "json", False)
     progress = None if quiet else (lambda line: print(f"  {line}", file=sys.stderr, flush=True))
     return build(mlf, args.board, outdir, options=options, board_files=tuple(args.board_file),

@@ -130,7 +130,11 @@ def test_plain_make_rebuilds_what_a_makefile_edit_affects(build_firmware, tmp_pa
     makefile.write_text(makefile.read_text().replace("OPT_FLAGS   := -Os", "OPT_FLAGS   := -O0"))
     remade = subprocess.run(["make", "-j2"], cwd=project, capture_output=True, text=True, check=True).stdout
     assert remade.count("CC   ") == len(list((project / "build").rglob("*.o")))
-    fresh = build(EXAMPLE, "mps2-an386", tmp_path / "fresh", options=ProjectOptions(optimize="-O0", werror=True))
+    # Plain make keeps the .stack reserve linker.ld holds (only mlfbuild computes the stack bound).
+    from mlfbuild.project import linked_stack_bytes
+
+    fresh = build(EXAMPLE, "mps2-an386", tmp_path / "fresh",
+                  options=ProjectOptions(optimize="-O0", werror=True, stack_bytes=linked_stack_bytes(project)))
     assert (project / "build" / "firmware.bin").read_bytes() == fresh.elf.with_suffix(".bin").read_bytes()
 
 
