@@ -156,6 +156,8 @@ class RunCommand(Command):
         parser.add_argument("--baud", type=int, default=115200)
         parser.add_argument("--json", action="store_true", help="print the result as JSON")
         parser.add_argument("--junit", type=Path, help="write a JUnit XML report")
+        parser.add_argument("--profile", action="store_true",
+                            help="instructions and calls per operator function (QEMU)")
         _add_build_arguments(parser)
 
     def run(self, args):
@@ -168,12 +170,22 @@ class RunCommand(Command):
             if not (args.target / BUILD_RECORD).is_file():
                 build_dir = args.output or Path(scratch) / "build"
                 build_from_args(args, args.target, build_dir)
+            transport, finish = None, None
+            if args.profile:
+                from .run.profile import profiled_transport
+                transport, finish = profiled_transport(build_dir, port=args.port, baud=args.baud)
             result = run_build(build_dir, port=args.port, baud=args.baud, inputs=args.input,
                                references=args.reference, atol=args.atol, rtol=args.rtol, repeat=args.repeat,
-                               timeout=args.timeout, seed=args.seed)
+                               timeout=args.timeout, seed=args.seed, transport=transport)
         if args.junit:
             args.junit.write_bytes(junit_xml(result))
-        print(json.dumps(result.to_json(), indent=2, sort_keys=True) if args.json else format_run(result))
+        if finish:
+            from .run.profile import format_profile, with_profile
+            profile = finish(result)
+            print(json.dumps(with_profile(result.to_json(), profile), indent=2, sort_keys=True) if args.json
+                  else format_run(result) + "\n" + format_profile(profile))
+        else:
+            print(json.dumps(result.to_json(), indent=2, sort_keys=True) if args.json else format_run(result))
         if result.status == MISMATCH:
             raise MismatchError("outputs differ from the reference (see above)")
         return 0
