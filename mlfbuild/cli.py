@@ -112,6 +112,8 @@ def _add_build_arguments(parser: argparse.ArgumentParser) -> None:
                         help="refuse to generate more C than this per build (default 64M)")
     parser.add_argument("--build-timeout", type=float, default=None, metavar="S",
                         help="stop make and the compiler after this many seconds (exit 4; default 1800)")
+    parser.add_argument("--stack-bytes", type=parse_size, metavar="N",
+                        help="fixed .stack reserve (default: the static stack bound + 256 B, else the board's)")
 
 
 def build_from_args(args: argparse.Namespace, mlf: Path, outdir: Path):
@@ -121,7 +123,8 @@ def build_from_args(args: argparse.Namespace, mlf: Path, outdir: Path):
     limits = {"max_code_bytes": args.max_code_size} if args.max_code_size else {}
     options = ProjectOptions(runtime=args.runtime, crt_dir=args.crt_dir, cmsis_nn=args.cmsis_nn,
                              cmsis_core=args.cmsis_core,
-                             optimize=args.opt, toolchain_prefix=args.toolchain_prefix, **limits)
+                             optimize=args.opt, toolchain_prefix=args.toolchain_prefix,
+                             stack_bytes=args.stack_bytes, **limits)
     timeout = {"build_timeout": args.build_timeout} if args.build_timeout else {}
     quiet = getattr(args, "json", False)
     progress = None if quiet else (lambda line: print(f"  {line}", file=sys.stderr, flush=True))
@@ -169,6 +172,8 @@ class RunCommand(Command):
         parser.add_argument("--baud", type=int, default=115200)
         parser.add_argument("--json", action="store_true", help="print the result as JSON")
         parser.add_argument("--junit", type=Path, help="write a JUnit XML report")
+        parser.add_argument("--profile", action="store_true",
+                            help="instructions and calls per operator function (QEMU)")
         _add_build_arguments(parser)
 
     def run(self, args):
@@ -181,12 +186,22 @@ class RunCommand(Command):
             if not (args.target / BUILD_RECORD).is_file():
                 build_dir = args.output or Path(scratch) / "build"
                 build_from_args(args, args.target, build_dir)
+            transport, finish = None, None
+            if args.profile:
+                from .run.profile import profiled_transport
+                transport, finish = profiled_transport(build_dir, port=args.port, baud=args.baud)
             result = run_build(build_dir, port=args.port, baud=args.baud, inputs=args.input,
                                references=args.reference, atol=args.atol, rtol=args.rtol, repeat=args.repeat,
-                               timeout=args.timeout, seed=args.seed)
+                               timeout=args.timeout, seed=args.seed, transport=transport)
         if args.junit:
             args.junit.write_bytes(junit_xml(result))
-        print(json.dumps(result.to_json(), indent=2, sort_keys=True) if args.json else format_run(result))
+        if finish:
+            from .run.profile import format_profile, with_profile
+            profile = finish(result)
+            print(json.dumps(with_profile(result.to_json(), profile), indent=2, sort_keys=True) if args.json
+                  else format_run(result) + "\n" + format_profile(profile))
+        else:
+            print(json.dumps(result.to_json(), indent=2, sort_keys=True) if args.json else format_run(result))
         if result.status == MISMATCH:
             raise MismatchError("outputs differ from the reference (see above)")
         return 0
