@@ -60,7 +60,7 @@ def dask_client(scheduler: str | None, workers: int) -> Iterator:
             yield client
         return
     try:
-        client = Client(scheduler, timeout="20s", set_as_default=False)
+        client = Client(scheduler, timeout="10s", set_as_default=False)
     except (OSError, TimeoutError, ValueError) as exc:
         raise InfrastructureError(f"cannot reach the Dask scheduler at {scheduler}: {_first_line(exc)}") from None
     with client:
