@@ -74,6 +74,15 @@ def load_results(path: Path) -> dict:
     return data
 
 
+def _rows(results: list[dict]) -> dict[str, str]:
+    """Row name of each job: its model, with the jobs-file entry when one MLF is there more than once."""
+    entries: dict[str, set[str]] = {}
+    for r in results:
+        entries.setdefault(r["model"], set()).add(r["id"].split("-")[0])
+    return {r["id"]: r["model"] if len(entries[r["model"]]) == 1 else f"{r['model']} #{r['id'].split('-')[0]}"
+            for r in results}
+
+
 def _cell(r: dict) -> str:
     text = r["status"]
     if r["flash"] is not None:
@@ -83,8 +92,9 @@ def _cell(r: dict) -> str:
 
 def summary_table(results: list[dict]) -> str:
     boards = sorted({r["board"] for r in results})
-    models = list(dict.fromkeys(r["model"] for r in results))
-    cell = {(r["model"], r["board"]): _cell(r) for r in results}
+    rows = _rows(results)
+    models = list(dict.fromkeys(rows.values()))
+    cell = {(rows[r["id"]], r["board"]): _cell(r) for r in results}
     width = max(len(m) for m in models + ["model"])
     widths = {b: max([len(b)] + [len(cell.get((m, b), "-")) for m in models]) for b in boards}
     lines = [f"{'model':<{width}}  " + "  ".join(f"{b:<{widths[b]}}" for b in boards)]
@@ -97,7 +107,7 @@ def summary_table(results: list[dict]) -> str:
 
 def junit_xml(results: list[dict]) -> bytes:
     """One test case per job: classname the board, name the model."""
-    cases = []
+    cases, rows = [], _rows(results)
     for r in results:
         model_timing = {k: v for k, v in (r["ms"] or {}).items()}
         properties = {"flash": r["flash"], "ram": r["ram"], "cache": r["cache"]}
@@ -109,7 +119,7 @@ def junit_xml(results: list[dict]) -> bytes:
                 properties[f"instructions{suffix}"] = r["instructions"][name]
         outcome = r["outcome"]
         message = "outputs not checked" if outcome == SKIPPED else r["message"]
-        cases.append(JUnitCase(classname=r["board"], name=r["model"], seconds=r["seconds"], outcome=outcome,
+        cases.append(JUnitCase(classname=r["board"], name=rows[r["id"]], seconds=r["seconds"], outcome=outcome,
                                message=message, detail=r["message"] if outcome == SKIPPED else "",
                                kind=f"{r['status']} (exit {r['exit_code']})", properties=properties,
                                output=f"files in {r['folder']}"))
@@ -125,8 +135,9 @@ small{color:#555;display:block}"""
 def html_grid(results: list[dict]) -> str:
     """One offline page: models × boards; status, flash, RAM and latency; links to each size report."""
     boards = sorted({r["board"] for r in results})
-    models = list(dict.fromkeys(r["model"] for r in results))
-    by_cell = {(r["model"], r["board"]): r for r in results}
+    rows = _rows(results)
+    models = list(dict.fromkeys(rows.values()))
+    by_cell = {(rows[r["id"]], r["board"]): r for r in results}
     n = counts(results)
     out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8"><title>mlfbuild matrix</title>',
            f"<style>{_STYLE}</style></head><body><h1>mlfbuild matrix</h1>",
