@@ -96,13 +96,21 @@ def test_worker_stages_are_pure_functions_of_bytes(tmp_path):
     assert only_built["status"] == "not run" and "--build-only" in only_built["message"]
 
 
-def test_build_only_per_job_timeout_and_bad_input_on_the_local_cluster(tmp_path):
+def test_build_only_budget_timeout_and_bad_input_on_the_local_cluster(tmp_path):
     missing = tmp_path / "missing.tar"
     result = _matrix(EXAMPLE, missing, "--board", "host", "-o", tmp_path / "a", "--build-only", "--json")
     jobs = {r["id"]: r for r in json.loads(result.stdout)["jobs"]}
     assert jobs["000-tiny_aot-host"]["status"] == "not run" and jobs["000-tiny_aot-host"]["outcome"] == "skipped"
     assert jobs["001-missing-host"]["status"] == "invalid input" and "cannot read this MLF" in jobs["001-missing-host"]["message"]
     assert result.returncode == 3
+
+    junit = tmp_path / "budget.xml"
+    over = _matrix(EXAMPLE, "--board", "host", "-o", tmp_path / "c", "--budget-flash", "1K", "--junit", junit, "--json")
+    [job] = json.loads(over.stdout)["jobs"]
+    assert job["status"] == "over budget" and job["outcome"] == "failure" and job["flash"] > 1024
+    case = ElementTree.parse(junit).getroot().find("testcase")
+    assert case.find("failure").get("message").startswith("the firmware does not fit") and case.find("error") is None
+    assert over.returncode == 5
 
     slow = _matrix(EXAMPLE, "--board", "host", "-o", tmp_path / "b", "--job-timeout", "0.2", "--no-cache", "--json")
     [job] = json.loads(slow.stdout)["jobs"]

@@ -146,13 +146,22 @@ def _build_stage(folder: Path, spec: dict) -> dict:
                       runnable=built.board.is_emulated or built.board.is_host)
         (out / "size.html").write_text(format_html(built.size))
     except OverBudgetError as exc:
-        result.update(status=OVER_BUDGET, exit_code=EXIT_OVER_BUDGET, message=_first_line(exc))
+        result.update(status=OVER_BUDGET, exit_code=EXIT_OVER_BUDGET, message=_first_line(exc), **_sizes(out))
     except InvalidInputError as exc:
         result.update(status=INVALID_INPUT, exit_code=EXIT_INVALID_INPUT, message=_first_line(exc))
     except MlfError as exc:
         result.update(status=BUILD_ERROR, exit_code=exc.exit_code, message=_first_line(exc))
     _keep_only(out, BUILD_FILES)
     return result
+
+
+def _sizes(out: Path) -> dict:
+    """Flash and RAM use from the size snapshot a build over budget leaves (none when the link failed)."""
+    try:
+        snapshot = json.loads((out / "size.json").read_text())
+        return {"flash": snapshot["flash"]["used"], "ram": snapshot["ram"]["used"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
 
 
 def _keep_only(out: Path, names: tuple[str, ...]) -> None:
