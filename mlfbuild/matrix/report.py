@@ -191,7 +191,7 @@ class Progress:
         n = counts(self.done)
         now = ", ".join(labels[:3]) + (f" +{len(labels) - 3}" if len(labels) > 3 else "")
         status = (f"{len(self.done)}/{self.total} done · {n[PASSED]} pass {n[FAILURE]} fail {n[ERROR]} error "
-                  f"{n[SKIPPED]} skipped · running: {now or '-'}")
+                  f"{n[SKIPPED]} skipped · under way: {now or '-'}")
         self.stream.write("\r\x1b[K" + status[:200])
         self.stream.flush()
 
