@@ -4,7 +4,6 @@ one of them killed while it runs a job. Every job must still be reported once, w
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import subprocess

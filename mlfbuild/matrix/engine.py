@@ -17,7 +17,7 @@ import tarfile
 import time
 import uuid
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -81,15 +81,19 @@ def _content(data):
     return data
 
 
-@dataclass
 class _Submission:
-    """What is under way in the cluster, and what each future stands for."""
+    """What a matrix put into the cluster, and what each future stands for."""
 
-    client: object
-    session: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
-    contents: dict = field(default_factory=dict)  # sha256 → future of the bytes
-    builds: dict = field(default_factory=dict)  # build key → future
-    labels: dict = field(default_factory=dict)  # task key → what it does, for progress
+    def __init__(self, client, config: BuildConfig, limits: Limits, cache: BuildCache):
+        self.client, self.config, self.limits, self.cache = client, config, limits, cache
+        self.session = uuid.uuid4().hex[:8]  # task keys of this matrix, apart from other clients'
+        self.contents: dict = {}  # sha256 → future of the bytes
+        self.builds: dict = {}  # build key → future of the build stage's dict
+        self.build_keys: dict = {}  # task key of a build → build key, for the cache
+        self.jobs: dict = {}  # task key of a job → (job, cache state)
+        self.labels: dict = {}  # task key → what it does, for progress
+        self.board_files = [_read(p, "board file") for p in config.board_files]
+        self.cmsis_nn = _tree_bytes(config.cmsis_nn) if config.cmsis_nn else None
 
     def content(self, data: bytes):
         sha = digest(data)
@@ -97,8 +101,37 @@ class _Submission:
             self.contents[sha] = self.client.submit(_content, data, key=f"content-{sha}")
         return self.contents[sha]
 
-    def value(self, data, key: str):
-        return self.client.submit(_content, data, key=f"{key}-{self.session}")
+    def submit(self, job: Job) -> None:
+        """The job's task, after its build's (unless the build is under way already or cached)."""
+        inputs = _job_inputs(job, self.config, self.board_files, self.cmsis_nn)
+        key = inputs["key"]
+        if key in self.builds:
+            state = "reused"
+        elif (hit := self.cache.get(key)) is not None:
+            self.builds[key], state = self.client.submit(_content, hit, key=f"cached-{key[:16]}-{self.session}"), "hit"
+        else:
+            self.builds[key], state = self._build(job, key, inputs["mlf"]), "miss"
+        references = [self.content(r) for r in inputs["references"]]
+        future = self.client.submit(run_task, job.to_json(), self.builds[key], references, self.limits.reply_timeout,
+                                    self.limits.job_timeout, self.limits.build_only,
+                                    key=f"job-{job.id}-{self.session}")
+        self.jobs[future.key] = (job, state, future)
+        self.labels[future.key] = f"{job.model} on {job.board}"
+
+    def _build(self, job: Job, key: str, mlf: bytes):
+        config = self.config
+        spec = {"mlf_name": Path(job.mlf).name, "board": job.board, "opt": config.opt, "runtime": config.runtime,
+                "budget_flash": config.budget_flash, "budget_ram": config.budget_ram,
+                "timeout": self.limits.job_timeout}
+        future = self.client.submit(build_task, spec, self.content(mlf), [self.content(b) for b in self.board_files],
+                                    self.content(self.cmsis_nn) if self.cmsis_nn is not None else None,
+                                    key=f"build-{key[:16]}-{self.session}")
+        self.build_keys[future.key] = key
+        self.labels[future.key] = f"build {job.model} for {job.board}"
+        return future
+
+    def futures(self) -> list:
+        return [self.builds[key] for key in self.build_keys.values()] + [f for _, _, f in self.jobs.values()]
 
 
 def run_matrix(jobs: list[Job], config: BuildConfig, limits: Limits, *, client, outroot: Path,
@@ -107,13 +140,8 @@ def run_matrix(jobs: list[Job], config: BuildConfig, limits: Limits, *, client, 
     """Every job's result (plain dicts, in job order); files of each job under OUTROOT/jobs/<id>/."""
     from distributed import as_completed
 
-    board_files = [_read(p, "board file") for p in config.board_files]
-    cmsis_nn = _tree_bytes(config.cmsis_nn) if config.cmsis_nn else None
-    sub = _Submission(client)
-    shared = {"board_files": [sub.content(b) for b in board_files],
-              "cmsis_nn": sub.content(cmsis_nn) if cmsis_nn is not None else None}
+    submission = _Submission(client, config, limits, cache)
     results: dict[str, dict] = {}
-    finals, build_keys, cached_from = {}, {}, {}
 
     def report(job: Job, outcome: dict, cache_state: str) -> None:
         if job.id in results:  # cannot happen: a future completes once; kept as a guard
@@ -123,44 +151,21 @@ def run_matrix(jobs: list[Job], config: BuildConfig, limits: Limits, *, client, 
 
     for job in jobs:
         try:
-            inputs = _job_inputs(job, config, board_files, cmsis_nn)
+            submission.submit(job)
         except InvalidInputError as exc:
             report(job, _failure(INVALID_INPUT, EXIT_INVALID_INPUT, _first_line(exc)), "none")
-            continue
-        key = inputs["key"]
-        if key in sub.builds:
-            cache_state = "reused"
-        elif (hit := cache.get(key)) is not None:
-            sub.builds[key], cache_state = sub.value(hit, f"cached-{key[:16]}"), "hit"
-        else:
-            spec = {"mlf_name": Path(job.mlf).name, "board": job.board, "opt": config.opt, "runtime": config.runtime,
-                    "budget_flash": config.budget_flash, "budget_ram": config.budget_ram,
-                    "timeout": limits.job_timeout}
-            future = client.submit(build_task, spec, sub.content(inputs["mlf"]), shared["board_files"],
-                                   shared["cmsis_nn"], key=f"build-{key[:16]}-{sub.session}")
-            sub.builds[key], cache_state = future, "miss"
-            build_keys[future.key] = key
-            sub.labels[future.key] = f"build {job.model} for {job.board}"
-        final = client.submit(run_task, job.to_json(), sub.builds[key], [sub.content(r) for r in inputs["references"]],
-                              limits.reply_timeout, limits.job_timeout, limits.build_only,
-                              key=f"job-{job.id}-{sub.session}")
-        finals[final.key] = (job, final)
-        cached_from[final.key] = cache_state
-        sub.labels[final.key] = f"{job.model} on {job.board}"
-
-    futures = [f for _, f in finals.values()] + [sub.builds[k] for k in build_keys.values()]
-    pending = as_completed(futures, loop=client.loop)
+    pending = as_completed(submission.futures(), loop=client.loop)
     while not pending.is_empty():
         batch = pending.next_batch(block=False)
         for future in batch:
-            if future.key in build_keys:
-                _keep_build(future, cache, build_keys[future.key])
+            if future.key in submission.build_keys:
+                _keep_build(future, cache, submission.build_keys[future.key])
             else:
-                job, _ = finals[future.key]
-                report(job, _outcome(future), cached_from[future.key])
+                job, state, _ = submission.jobs[future.key]
+                report(job, _outcome(future), state)
         if not batch:
             if on_running:
-                on_running(_running(client, sub.labels))
+                on_running(_running(client, submission.labels))
             time.sleep(0.25)
     return [results[job.id] for job in jobs]
 

@@ -109,10 +109,10 @@ def junit_xml(results: list[dict]) -> bytes:
     """One test case per job: classname the board, name the model."""
     cases, rows = [], _rows(results)
     for r in results:
-        model_timing = {k: v for k, v in (r["ms"] or {}).items()}
+        timed = r["ms"] or {}
         properties = {"flash": r["flash"], "ram": r["ram"], "cache": r["cache"]}
-        for name in model_timing:
-            suffix = "" if len(model_timing) == 1 else f".{name}"
+        for name in timed:
+            suffix = "" if len(timed) == 1 else f".{name}"  # one model: plain names
             properties[f"ms{suffix}"] = r["ms"][name]
             properties[f"ticks{suffix}"] = r["ticks"][name]
             if r["instructions"] and name in r["instructions"]:

@@ -94,7 +94,7 @@ def _in_child(kind: str, folder: Path, spec: dict, timeout: float, timeout_code:
     try:
         said, _ = child.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(child.pid, signal.SIGKILL)
+        _kill_group(child.pid)
         child.communicate()
         return _failed(timeout_status, timeout_code, f"{kind} timed out after {timeout:g} s (per-job timeout)",
                        started)
