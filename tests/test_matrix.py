@@ -80,7 +80,7 @@ def test_local_matrix_junit_cache_and_retry_failed(fixtures_dir, tmp_path):
 
 def test_worker_stages_are_pure_functions_of_bytes(tmp_path):
     """The worker gets bytes and gives back plain data: no path of the submitter is needed."""
-    spec = {"mlf_name": "model.tar", "board": "host", "opt": "-Os", "runtime": "builtin", "budget_flash": None,
+    spec = {"mlf_name": "model.tar", "board": "host", "board_file_names": [], "opt": "-Os", "runtime": "builtin", "budget_flash": None,
             "budget_ram": None, "timeout": 300}
     built = build_task(spec, EXAMPLE.read_bytes(), [], None)
     assert built["status"] == "built" and built["runnable"] and built["flash"] > 0
@@ -104,10 +104,14 @@ def test_build_only_budget_timeout_and_bad_input_on_the_local_cluster(tmp_path):
     assert jobs["001-missing-host"]["status"] == "invalid input" and "cannot read this MLF" in jobs["001-missing-host"]["message"]
     assert result.returncode == 3
 
-    junit = tmp_path / "budget.xml"
-    over = _matrix(EXAMPLE, "--board", "host", "-o", tmp_path / "c", "--budget-flash", "1K", "--junit", junit, "--json")
+    junit, board_file = tmp_path / "budget.xml", tmp_path / "my-host.toml"
+    board_file.write_text((Path(__file__).resolve().parents[1] / "boards" / "host.toml").read_text()
+                          .replace('name = "host"', 'name = "my-host"'))  # reaches the worker by content
+    over = _matrix(EXAMPLE, "--board-file", board_file, "--board", "my-host", "-o", tmp_path / "c",
+                   "--budget-flash", "1K", "--junit", junit, "--json")
     [job] = json.loads(over.stdout)["jobs"]
     assert job["status"] == "over budget" and job["outcome"] == "failure" and job["flash"] > 1024
+    assert json.loads((Path(job["folder"]) / "build.json").read_text())["board"]["name"] == "my-host"
     case = ElementTree.parse(junit).getroot().find("testcase")
     assert case.find("failure").get("message").startswith("the firmware does not fit") and case.find("error") is None
     assert over.returncode == 5

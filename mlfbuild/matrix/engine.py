@@ -121,6 +121,7 @@ class _Submission:
     def _build(self, job: Job, key: str, mlf: bytes):
         config = self.config
         spec = {"mlf_name": Path(job.mlf).name, "board": job.board, "opt": config.opt, "runtime": config.runtime,
+                "board_file_names": [Path(p).name for p in config.board_files],
                 "budget_flash": config.budget_flash, "budget_ram": config.budget_ram,
                 "timeout": self.limits.job_timeout}
         future = self.client.submit(build_task, spec, self.content(mlf), [self.content(b) for b in self.board_files],

@@ -33,16 +33,21 @@ SPEC, RESULT, OUT = "spec.json", "result.json", "out"
 
 
 def build_task(spec: dict, mlf: bytes, board_files: list[bytes], cmsis_nn: bytes | None) -> dict:
-    """Build one firmware. spec: mlf_name, board, opt, runtime, budget_flash, budget_ram, timeout."""
+    """Build one firmware. spec: mlf_name, board, board_file_names, opt, runtime, budget_flash, budget_ram,
+    timeout."""
     with tempfile.TemporaryDirectory(prefix="mlfbuild-build-") as work:
         folder = Path(work)
         (folder / spec["mlf_name"]).write_bytes(mlf)
-        for index, content in enumerate(board_files):
-            (folder / f"board{index}.toml").write_bytes(content)
+        board_paths = []
+        for index, (name, content) in enumerate(zip(spec["board_file_names"], board_files)):
+            path = folder / f"boards{index}" / name  # a board file is named after its board
+            path.parent.mkdir()
+            path.write_bytes(content)
+            board_paths.append(str(path.relative_to(folder)))
         if cmsis_nn is not None:
             with tarfile.open(fileobj=io.BytesIO(cmsis_nn)) as tar:
                 tar.extractall(folder / "cmsis-nn", filter="data")
-        stage = {**spec, "board_files": [f"board{i}.toml" for i in range(len(board_files))],
+        stage = {**spec, "board_files": board_paths,
                  "cmsis_nn": "cmsis-nn" if cmsis_nn is not None else None}
         return _in_child("build", folder, stage, spec["timeout"], EXIT_BUILD, BUILD_ERROR)
 
