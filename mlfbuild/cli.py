@@ -243,13 +243,14 @@ class MatrixCommand(Command):
 
 def _matrix_jobs(args: argparse.Namespace) -> list:
     from . import matrix
+    from .errors import UsageError
 
+    if args.retry_failed and (args.mlf or args.jobs_file):
+        raise UsageError("--retry-failed takes its jobs from the earlier result: give no MLFs or --jobs-file with it")
     entries = [matrix.Entry(mlf=str(m.resolve())) for m in args.mlf]
     if args.jobs_file:
         entries += matrix.entries_from_file(args.jobs_file)
-    jobs = matrix.cross(entries, args.board)
-    if args.retry_failed:
-        jobs += matrix.jobs_to_retry(args.retry_failed)
+    jobs = matrix.jobs_to_retry(args.retry_failed) if args.retry_failed else matrix.cross(entries, args.board)
     filters = matrix.Filters(boards=args.filter_board, models=args.filter_model, executors=args.filter_executor,
                              interfaces=args.filter_interface)
     return matrix.apply_filters(jobs, filters)

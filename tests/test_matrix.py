@@ -138,6 +138,8 @@ def test_jobs_file_boards_tolerances_and_errors(tmp_path):
     retry.write_text('{"format": "something else"}')
     result = _matrix("--retry-failed", retry, "-o", tmp_path / "out")
     assert result.returncode == 3 and "not a mlfbuild-matrix v1 result" in result.stderr
+    result = _matrix("--retry-failed", retry, EXAMPLE, "-o", tmp_path / "out")
+    assert result.returncode == 2 and "give no MLFs or --jobs-file with it" in result.stderr
 
 
 def test_filters(fixtures_dir):
