@@ -4,6 +4,7 @@ one of them killed while it runs a job. Every job must still be reported once, w
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -103,7 +104,8 @@ def test_worker_killed_mid_run_every_job_reported_once(dask_cluster, fixtures_di
                     job_keys = [k for k in keys if str(k).startswith("job-")]
                     if job_keys:  # a job is running there right now: lose that worker
                         victim, in_flight = worker, job_keys
-                        _kill_tree(workers[worker])
+                        started = psutil.Process(workers[worker]).children(recursive=True)
+                        os.kill(workers[worker], signal.SIGKILL)  # the worker alone, as a crash would
                         break
                 time.sleep(0.1)
         out, err = matrix.communicate(timeout=600)
@@ -111,6 +113,8 @@ def test_worker_killed_mid_run_every_job_reported_once(dask_cluster, fixtures_di
         if matrix.poll() is None:
             _kill_tree(matrix.pid)
     assert victim is not None, "no job was seen running"
+    _, alive = psutil.wait_procs(started, timeout=10)
+    assert not alive, f"the lost worker left {[p.name() for p in alive]} running"
     report = json.loads(out)
     results = report["jobs"]
     assert len(results) == len(jobs) * len(BOARDS) == report["total"]

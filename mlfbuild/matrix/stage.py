@@ -208,8 +208,24 @@ def _run_stage(folder: Path, spec: dict) -> dict:
     return result
 
 
+def _end_with_parent() -> None:
+    """A stage whose worker died ends at once with all it started (the stage leads its own
+    process group): a lost worker must not leave a compiler or an emulator running."""
+    import threading
+
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
 def main(argv: list[str]) -> int:
     kind, folder = argv[0], Path(argv[1])
+    _end_with_parent()
     spec = json.loads((folder / SPEC).read_text())
     stage = {"build": _build_stage, "run": _run_stage}[kind]
     try:
