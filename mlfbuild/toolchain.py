@@ -6,6 +6,7 @@ Knows nothing of models: it runs `make` in a folder and reports what the compile
 from __future__ import annotations
 
 import codecs
+import functools
 import os
 import re
 import selectors
@@ -71,6 +72,22 @@ def find_compiler(cc: str) -> str:
                 "--toolchain-prefix" if "arm-none-eabi" in cc else "install gcc")
         raise BuildError(f"compiler '{cc}' not found on PATH; {hint}")
     return path
+
+
+@functools.lru_cache(maxsize=None)
+def compiler_identity(cc: str) -> str:
+    """What `cc` on this PATH is: its path and the first line of its `--version` (the same line a
+    build stamps as `toolchain`), or "absent". Part of every cache key, so a different compiler
+    under the same name never reuses another's firmware."""
+    path = shutil.which(cc)
+    if path is None:
+        return "absent"
+    try:
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60,
+                             stdin=subprocess.DEVNULL).stdout
+    except (OSError, subprocess.SubprocessError):
+        return f"{os.path.realpath(path)}: unknown"
+    return f"{os.path.realpath(path)}: {(out.splitlines() or ['unknown'])[0].strip()}"
 
 
 def toolchain_used(project: Path) -> str:
