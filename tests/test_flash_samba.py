@@ -140,17 +140,23 @@ def test_flash_writes_an_image_and_resets(tmp_path, chip):
         assert fake.flash_bytes(APP[chip] + len(image), 16) == b"\xff" * 16
 
 
+RAM_END = {"samd21": 0x20008000, "samd51": 0x20030000}
+FLASH_END = {"samd21": 0x40000, "samd51": 0x80000}
+
+
 @pytest.mark.cross
-def test_flash_writes_a_built_metro_m4_firmware_through_the_cli(build_firmware, capsys):
-    out = build_firmware(REPO / "examples" / "tiny_aot.tar", "metro-m4")
+@pytest.mark.parametrize("chip", ["samd21", "samd51"])
+def test_flash_writes_a_built_firmware_through_the_cli(build_firmware, capsys, chip):
+    out = build_firmware(REPO / "examples" / "tiny_aot.tar", BOARD[chip])
     firmware = (out / "firmware.bin").read_bytes()
-    with FakeSamba("samd51") as fake:
+    with FakeSamba(chip) as fake:
         code = cli.main(["flash", str(out), "--port", fake.path, "--reset", "none"])
         assert code == 0, capsys.readouterr().err
-        assert fake.flash_bytes(0x4000, len(firmware)) == firmware
+        assert fake.flash_bytes(APP[chip], len(firmware)) == firmware
         # the vector table the bootloader jumps to: initial SP in RAM, a Thumb reset handler in the app
-        sp, reset = int.from_bytes(fake.flash[0x4000:0x4004], "little"), int.from_bytes(fake.flash[0x4004:0x4008], "little")
-        assert 0x20000000 < sp <= 0x20030000 and reset & 1 and 0x4000 < reset < 0x80000
+        table = fake.flash[APP[chip]:APP[chip] + 8]
+        sp, reset = int.from_bytes(table[:4], "little"), int.from_bytes(table[4:], "little")
+        assert 0x20000000 < sp <= RAM_END[chip] and reset & 1 and APP[chip] < reset < FLASH_END[chip]
     assert "verified" in capsys.readouterr().out
 
 
