@@ -21,10 +21,11 @@ from .mlf.limits import DEFAULT_MAX_GRAPH_NODES
 from .mlf.model import ModelLibrary
 from .mlf.reader import read_mlf
 from .errors import OverBudgetError
-from .project import Project, ProjectOptions, render_oversize_linker_script, render_project
+from .project import Project, ProjectOptions, render_oversize_linker_script, render_project, toolchain_names
 from .size import SizeReport, size_report
 from .size.command import report_build
-from .toolchain import DEFAULT_BUILD_TIMEOUT, MakeResult, find_compiler, run_make, toolchain_used
+from .toolchain import (DEFAULT_BUILD_TIMEOUT, MakeResult, count_compiles, find_tools, numbered, run_make,
+                        toolchain_used)
 
 BUILD_RECORD = "build.json"
 BUILD_LOG = "build.log"
@@ -67,9 +68,12 @@ def build(mlf: Path, board_name: str, outdir: Path, *, options: ProjectOptions =
             progress(f"warning: {warning}")
 
     project = render_project(library, board, outdir / "project", options)
-    toolchain = "gcc" if board.is_host else f"{options.toolchain_prefix}gcc"
-    find_compiler(toolchain)
+    tools = toolchain_names(board, options.toolchain_prefix)
+    find_tools([tools["cc"], tools["objcopy"]], None if board.is_host else options.toolchain_prefix)
     log = outdir / BUILD_LOG
+    if progress:
+        total = count_compiles(project.path)
+        progress = numbered(progress, total) if total is not None else progress
     try:
         make = run_make(project.path, jobs=jobs, log=log, progress=progress, verbose=verbose, timeout=build_timeout)
     except OverBudgetError as overflow:
