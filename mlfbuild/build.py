@@ -120,9 +120,10 @@ def _explain_overflow(overflow: OverBudgetError, mlf: Path, library: ModelLibrar
         return overflow
     try:
         report.raise_if_over_budget()
-    except OverBudgetError as explained:
+    except OverBudgetError as explained:  # the size report's numbers only: they match its table
         detail = str(explained).removeprefix("the firmware does not fit: ")
-        return OverBudgetError(f"{overflow} ({detail})", table=explained.table)
+        return OverBudgetError(f"the firmware does not fit the board: {detail} (full log: {log})",
+                               table=explained.table)
     return overflow
 
 
