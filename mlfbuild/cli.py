@@ -78,7 +78,8 @@ class BoardsCommand(Command):
             print(json.dumps(document, indent=2, sort_keys=True))
             return 0
         for board in boards:
-            print(f"{board.name:<20} {board.kind:<9} {board.description}")
+            also = f" (also: {', '.join(board.aliases)})" if board.aliases else ""
+            print(f"{board.name:<20} {board.kind:<9} {board.description}{also}")
         return 0
 
 
