@@ -48,7 +48,7 @@ class InspectCommand(Command):
         from .mlf.reader import read_mlf
         from .mlf.summary import format_summary
 
-        with tempfile.TemporaryDirectory(prefix="mlfbuild-inspect-") as work:
+        with tempfile.TemporaryDirectory(prefix="mlfbuild-inspect-") as work, temporary_folder_hidden(work, ""):
             lib = read_mlf(args.mlf, Path(work), max_total_bytes=args.max_size or DEFAULT_MAX_TOTAL_BYTES,
                            max_graph_nodes=args.max_nodes)
             if args.json:
@@ -106,7 +106,8 @@ def _add_build_arguments(parser: argparse.ArgumentParser) -> None:
                         help="CMSIS-Core headers (CMSIS/Core/Include), for CMSIS-NN trees that include "
                              "cmsis_compiler.h and have none beside them")
     parser.add_argument("--toolchain-prefix", default="arm-none-eabi-", help="cross compiler prefix")
-    parser.add_argument("--opt", choices=OPT_LEVELS, help="optimisation level (default -Os; `--opt -O2` or `--opt=-O2`)")
+    parser.add_argument("--opt", choices=OPT_LEVELS,
+                        help="optimisation level (default -Os; `--opt -O2` or `--opt=-O2`)")
     parser.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 2, help="parallel compile jobs")
     parser.add_argument("--verbose", "-v", action="store_true",
                         help="show the compiler's output as it comes (it is always kept in OUT/build.log)")

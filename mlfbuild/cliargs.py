@@ -177,14 +177,14 @@ class RepeatProgress:
 
 
 @contextlib.contextmanager
-def temporary_folder_hidden(folder: str) -> Iterator[None]:
-    """Errors raised inside name `folder`, which is deleted by the time they are shown: say
-    "the temporary build folder" instead, and how to keep one."""
+def temporary_folder_hidden(folder: str, keep_hint: str = " (use -o DIR to keep the build)") -> Iterator[None]:
+    """Errors raised inside may name `folder`, which is deleted by the time they are shown: they say
+    "<temporary build folder>" instead, and how to keep one."""
     try:
         yield
     except MlfError as exc:
         text = str(exc)
         if folder in text:
-            exc.args = (text.replace(os.path.join(folder, "build"), "<temporary build folder>").replace(
-                folder, "<temporary folder>") + " (use -o DIR to keep the build)",)
+            text = text.replace(os.path.join(folder, "build"), "<temporary build folder>")
+            exc.args = (text.replace(folder, "<temporary folder>") + keep_hint,)
         raise

@@ -100,7 +100,8 @@ class RunResult:
         return NOT_CHECKED if NOT_CHECKED in statuses or not self.models else PASS
 
     def to_json(self) -> dict:
-        return {"schema": RUN_SCHEMA, "target": self.target, "board": self.board, "exit_code": self.exit_code, "seconds": self.seconds,
+        return {"schema": RUN_SCHEMA, "target": self.target, "board": self.board, "exit_code": self.exit_code,
+                "seconds": self.seconds,
                 "status": self.status, "unchecked": self.unchecked, "models": [m.to_json() for m in self.models],
                 "console": {"resends": self.resends, "damaged_frames": self.damaged}}
 
