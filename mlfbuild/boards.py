@@ -11,7 +11,8 @@ documented in crt/README.md ("Board files"); in short:
     [console]  uart, base, baud, clock_hz, [[console.init]] {addr, clear, set}
     [timer]    systick_hz                                       (absent for host)
     [qemu]     machine, extra_args                              (only kind = qemu)
-    [flashing] method, address, reset, baud, chip_id, sectors, notes
+    [flashing] method, address, reset, baud, chip_id, sectors, notes,
+               uf2_family, pyocd_target, openocd_config, [flashing.mcuboot]
                                                                 (only kind = hardware)
 
 Every problem is reported as a one-line BoardError naming the file and the key.
@@ -44,15 +45,19 @@ UART_KINDS = {
     "stm32": ("MLFRT_UART_STM32",),  # STM32 F1/F2/F4 USART (SR/DR layout)
     "stm32f7": ("MLFRT_UART_STM32F7",),  # STM32 F7/L4/H7 USART (ISR/RDR/TDR layout)
     "stm32-lpuart": ("MLFRT_UART_STM32F7", "MLFRT_UART_LPUART"),  # same registers, BRR = 256*clk/baud
+    "sercom": ("MLFRT_UART_SERCOM",),  # Microchip SAMD21/SAMD51 SERCOM in USART mode
+    "nrf": ("MLFRT_UART_NRF",),  # Nordic nRF51/nRF52 UART (not UARTE): TXD/RXD registers and events
     "stdio": (),  # host: stdin/stdout
 }
-FLASH_METHODS = ("stm32-uart",)
+FLASH_METHODS = ("stm32-uart", "samba", "uf2", "mcuboot-serial", "pyocd", "openocd")
 # How the host puts the chip into its ROM bootloader (see crt/README.md, "Board files"):
 #   dtr-rts: DTR drives BOOT0 (asserted = high), RTS drives NRST (asserted = reset):
 #            DTR on, RTS on, 100 ms, RTS off, 100 ms, DTR off, then 0x7F;
 #            to start the program afterwards: DTR off, RTS on, 100 ms, RTS off.
-#   manual:  the user holds BOOT0 high and presses RESET when asked.
-RESET_METHODS = ("dtr-rts", "manual")
+#   manual:  the user holds BOOT0 high and presses RESET when asked (SAM-BA: double-taps RESET).
+#   touch-1200: (SAM-BA) open the USB serial port at 1200 baud and close it; the Arduino and
+#            Adafruit cores reset into their bootloader, which may come back as another port.
+RESET_METHODS = ("dtr-rts", "manual", "touch-1200")
 
 _NAME_RE = re.compile(r"[a-z0-9][a-z0-9._-]*")  # used with fullmatch: "$" would let "name\n" through
 _ALIAS_RE = re.compile(r"[a-z0-9][a-z0-9._/-]*")  # Zephyr's board targets have slashes (mps2/an386)
@@ -163,6 +168,22 @@ class FlashSectors:
 
 
 @dataclass(frozen=True)
+class McubootLayout:
+    """How imgtool signs for the board's MCUboot: the image header (firmware.bin is linked right
+    after it, so the slot starts at flashing.address - header_size), the primary slot's size, the
+    flash write alignment and the image version."""
+
+    header_size: int
+    slot_size: int
+    align: int
+    version: str
+
+    def to_json(self) -> dict:
+        return {"header_size": self.header_size, "slot_size": self.slot_size, "align": self.align,
+                "version": self.version}
+
+
+@dataclass(frozen=True)
 class Flashing:
     method: str
     address: int
@@ -171,6 +192,10 @@ class Flashing:
     baud: int = 115200
     chip_id: int | None = None
     notes: str = ""
+    uf2_family: int | None = None          # UF2 family id of the board's UF2 bootloader: firmware.uf2
+    pyocd_target: str | None = None        # pyOCD target type of the on-board probe's chip
+    openocd_config: tuple[str, ...] = ()   # OpenOCD config files (-f) for the on-board probe
+    mcuboot: McubootLayout | None = None
 
     def sector_table(self) -> list[tuple[int, int]]:
         """[(start address, size)] of every erase unit, numbered from 0 as the bootloader counts them."""
@@ -193,6 +218,13 @@ class Flashing:
             out["chip_id"] = self.chip_id
         if self.notes:
             out["notes"] = self.notes
+        for key in ("uf2_family", "pyocd_target"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
+        if self.openocd_config:
+            out["openocd_config"] = list(self.openocd_config)
+        if self.mcuboot:
+            out["mcuboot"] = self.mcuboot.to_json()
         return out
 
 
@@ -381,6 +413,29 @@ def _region(t: _Table, name: str) -> MemoryRegion:
     return MemoryRegion(origin, length)
 
 
+_VERSION_RE = re.compile(r"^\d+(\.\d+){0,2}(\+\d+)?$")   # imgtool's major.minor.revision+build
+
+
+def _flashing_extras(f: _Table, memory: Memory) -> dict:
+    """The optional data of the other flashing methods a board supports (uf2, probes, MCUboot)."""
+    out: dict[str, Any] = {"uf2_family": f.integer("uf2_family", required=False),
+                           "pyocd_target": f.string("pyocd_target", required=False),
+                           "openocd_config": f.strings("openocd_config", required=False) or ()}
+    m = f.table("mcuboot", required=False)
+    if m is not None:
+        header, slot = m.integer("header_size", minimum=32), m.integer("slot_size", minimum=1)
+        align, version = m.integer("align", minimum=1, maximum=32), m.string("version")
+        m.done()
+        assert header is not None and slot is not None and align is not None and version is not None
+        if not _VERSION_RE.match(version):
+            m.fail(m.key("version"), f"'{version}' is not major.minor.revision+build (e.g. 1.2.3+4)")
+        if memory.flash.length > slot - header:
+            m.fail(m.key("slot_size"), f"0x{slot:X} leaves less than memory.flash.length after the 0x{header:X}-byte "
+                                       "header: the firmware could outgrow the slot")
+        out["mcuboot"] = McubootLayout(header, slot, align, version)
+    return out
+
+
 def _parse(path: Path, data: dict) -> Board:
     top = _Table(path, "", data)
     name = top.string("name")
@@ -488,9 +543,10 @@ def _parse(path: Path, data: dict) -> Board:
         address = f.integer("address")
         reset = f.string("reset", choices=RESET_METHODS)
         fbaud = f.integer("baud", required=False, minimum=1200, maximum=1_000_000)
-        chip_id = f.integer("chip_id", required=False, maximum=0xFFFF)
+        chip_id = f.integer("chip_id", required=False)
         notes = f.string("notes", required=False) or ""
-        if not f.has("sectors"):
+        extras = _flashing_extras(f, memory)
+        if method == "stm32-uart" and not f.has("sectors"):
             f.get("sectors", why="to know the flash erase layout")  # raises
         groups = []
         for s in f.tables("sectors"):
@@ -500,15 +556,15 @@ def _parse(path: Path, data: dict) -> Board:
             groups.append(FlashSectors(count, size))
         f.done()
         assert method and reset and address is not None
-        if not groups:
+        if f.has("sectors") and not groups:
             f.fail(f.key("sectors"), "must list at least one {count, size} group")
         if not memory.flash.contains(address):
             f.fail(f.key("address"), f"0x{address:08X} is outside memory.flash")
         total = sum(g.count * g.size for g in groups)
-        if address + total != memory.flash.end:
+        if groups and address + total != memory.flash.end:
             f.fail(f.key("sectors"), f"cover 0x{total:X} bytes from 0x{address:08X}, "
                                      f"but memory.flash ends at 0x{memory.flash.end:08X}")
-        flashing = Flashing(method, address, reset, tuple(groups), fbaud or 115200, chip_id, notes)
+        flashing = Flashing(method, address, reset, tuple(groups), fbaud or 115200, chip_id, notes, **extras)
     else:
         top.forbid("flashing", f"for kind = {kind} (only kind = hardware)")
 

@@ -21,7 +21,9 @@ from .mlf.limits import DEFAULT_MAX_GRAPH_NODES
 from .mlf.model import ModelLibrary
 from .mlf.reader import read_mlf
 from .errors import OverBudgetError
-from .project import Project, ProjectOptions, render_oversize_linker_script, render_project, toolchain_names
+from .project import (Project, ProjectOptions, linked_stack_bytes, linker_script_text, render_oversize_linker_script,
+                      render_project, toolchain_names)
+from .size.stack import STACK_MARGIN, compute_stack_bound, stack_reserve
 from .size import SizeReport, size_report
 from .size.command import report_build
 from .toolchain import (DEFAULT_BUILD_TIMEOUT, MakeResult, count_compiles, find_tools, numbered, run_make,
@@ -31,6 +33,7 @@ BUILD_RECORD = "build.json"
 BUILD_LOG = "build.log"
 OUTPUTS = ("firmware.elf", "firmware.bin", "firmware.hex", "firmware.map")
 HOST_SKIPS = ("firmware.bin", "firmware.hex")
+UF2_OUTPUT = "firmware.uf2"   # for boards with a UF2 bootloader (flashing.uf2_family)
 
 
 @dataclass
@@ -67,7 +70,8 @@ def build(mlf: Path, board_name: str, outdir: Path, *, options: ProjectOptions =
         if progress:
             progress(f"warning: {warning}")
 
-    project = render_project(library, board, outdir / "project", options)
+    project_dir = outdir / "project"
+    project = render_project(library, board, project_dir, options, stack_bytes=linked_stack_bytes(project_dir))
     tools = toolchain_names(board, options.toolchain_prefix)
     find_tools([tools["cc"], tools["objcopy"]], None if board.is_host else options.toolchain_prefix)
     log = outdir / BUILD_LOG
@@ -75,13 +79,23 @@ def build(mlf: Path, board_name: str, outdir: Path, *, options: ProjectOptions =
         total = count_compiles(project.path)
         progress = numbered(progress, total) if total is not None else progress
     try:
-        make = run_make(project.path, jobs=jobs, log=log, progress=progress, verbose=verbose, timeout=build_timeout)
+        try:
+            make = run_make(project.path, jobs=jobs, log=log, progress=progress, verbose=verbose,
+                            timeout=build_timeout)
+        except OverBudgetError:
+            if not _fits_with_computed_stack(project, board, options, log):
+                raise
+            make = run_make(project.path, jobs=jobs, log=log, append=True, timeout=build_timeout)
     except OverBudgetError as overflow:
         raise _explain_overflow(overflow, Path(mlf), library, board, project, log, build_timeout) from None
     if progress and make.warning_summary():
         progress(f"{make.warning_summary()} (full log: {log})")
+    stack = _reserve_stack(project, board, options, log)
     outputs = _collect_outputs(project.path / "build", outdir, board)
+    outputs.update(_uf2_output(outdir, board))
     record = _record(Path(mlf), library, board, project, toolchain_used(project.path), outputs)
+    if stack:
+        record["stack"] = stack
     size = report_build(outdir, record, budget_flash=budget_flash, budget_ram=budget_ram)
     record["size"] = {"flash_used": size.flash.used, "flash_total": size.flash.total,
                       "ram_used": size.ram.used, "ram_total": size.ram.total}
@@ -94,12 +108,59 @@ def build(mlf: Path, board_name: str, outdir: Path, *, options: ProjectOptions =
     return result
 
 
+def _fits_with_computed_stack(project: Project, board: Board, options: ProjectOptions, log: Path) -> bool:
+    """The first link overflowed with the script's stack reserve: link into roomier regions, compute the
+    bound there and write its reserve into the script. True when that reserve is smaller (worth a retry)."""
+    if board.is_host or options.stack_bytes:
+        return False
+    render_oversize_linker_script(board, project.path)
+    try:
+        run_make(project.path, jobs=1, log=log, append=True, targets=["build/oversize.elf"])
+        bound = compute_stack_bound(project.path / "build" / "oversize.elf", project.path / "build",
+                                    f"{options.toolchain_prefix}objdump", fpu=project.float_abi in ("hard", "softfp"))
+    except (BuildError, OverBudgetError, RuntimeError):
+        return False
+    reserve = stack_reserve(bound.bound, board.memory.stack_bytes)
+    if reserve >= (linked_stack_bytes(project.path) or 0):
+        return False
+    (project.path / "linker.ld").write_text(linker_script_text(board, reserve))
+    return True
+
+
+def _reserve_stack(project: Project, board: Board, options: ProjectOptions, log: Path) -> dict | None:
+    """Compute the static stack bound of the linked firmware and make the .stack reserve the bound
+    plus the margin (relinking when the script held another value), unless --stack-bytes fixed it;
+    without a bound the board's value stays. Returns build.json's "stack"."""
+    if board.is_host:
+        return None
+    elf = project.path / "build" / "firmware.elf"
+    try:
+        bound = compute_stack_bound(elf, project.path / "build", f"{options.toolchain_prefix}objdump",
+                                    fpu=project.float_abi in ("hard", "softfp"))
+    except RuntimeError as exc:
+        raise BuildError(str(exc)) from None
+    if options.stack_bytes:
+        reserve, source = options.stack_bytes, "--stack-bytes"
+    elif bound.bound is None:
+        reserve, source = board.memory.stack_bytes, f"board {board.name} (no static bound)"
+    else:
+        reserve, source = stack_reserve(bound.bound, board.memory.stack_bytes), f"bound + {STACK_MARGIN} B margin"
+    if reserve != linked_stack_bytes(project.path):
+        (project.path / "linker.ld").write_text(linker_script_text(board, reserve))
+        try:
+            run_make(project.path, jobs=1, log=log, append=True)
+        except OverBudgetError as overflow:
+            raise OverBudgetError(f"{overflow} (with a .stack reserve of {reserve:,} B from the {source})") from None
+    return {**bound.to_json(), "reserve": reserve, "reserve_source": source, "margin": STACK_MARGIN,
+            "board_stack_bytes": board.memory.stack_bytes}
+
+
 def _forget_previous_build(outdir: Path) -> None:
     """A rebuild starts by removing what described the previous firmware (its record, outputs and
     last run), so a failed rebuild cannot leave an old firmware that looks like the new one."""
     from .run import RUN_RECORD
 
-    for name in (BUILD_RECORD, RUN_RECORD, *OUTPUTS):
+    for name in (BUILD_RECORD, RUN_RECORD, *OUTPUTS, UF2_OUTPUT):
         (outdir / name).unlink(missing_ok=True)
 
 
@@ -141,6 +202,17 @@ def _collect_outputs(build_dir: Path, outdir: Path, board: Board) -> dict[str, s
     return hashes
 
 
+def _uf2_output(outdir: Path, board: Board) -> dict[str, str]:
+    """firmware.uf2: firmware.bin at the board's flashing address, for its UF2 bootloader's family."""
+    if board.flashing is None or board.flashing.uf2_family is None:
+        return {}
+    from .flash.uf2 import write_build_file
+
+    path = write_build_file(outdir, (outdir / "firmware.bin").read_bytes(), board.flashing.address,
+                            board.flashing.uf2_family)
+    return {path.name: hashlib.sha256(path.read_bytes()).hexdigest()}
+
+
 def _record(mlf: Path, library: ModelLibrary, board: Board, project: Project, toolchain: str,
             outputs: dict[str, str]) -> dict:
     """build.json: the one record of what went in and what came out; later stages read it."""
@@ -158,7 +230,8 @@ def _record(mlf: Path, library: ModelLibrary, board: Board, project: Project, to
              "interface_api": item.module.interface_api,
              "inputs": [t.to_json() for t in item.module.inputs],
              "outputs": [t.to_json() for t in item.module.outputs],
-             "workspace_bytes": item.workspace_bytes}
+             "workspace_bytes": item.workspace_bytes,
+             **({"memory_plan": item.memory_plan} if item.memory_plan else {})}
             for index, item in enumerate(project.lowered)],
         "library": library.to_json(),
         "outputs": outputs,

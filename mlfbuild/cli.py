@@ -17,6 +17,7 @@ from .cliargs import (HelpFormatter, Parser, RepeatProgress, apply_project_file,
 from .flash.cli import FlashCommand, MonitorCommand
 from .project import OPT_LEVELS, RUNTIMES
 from .schemas import BOARDS as BOARDS_SCHEMA, INSPECT as INSPECT_SCHEMA
+from .ports import PortsCommand
 from .size.command import parse_size
 from .style import GREEN, RED, YELLOW, paint
 
@@ -118,6 +119,8 @@ def _add_build_arguments(parser: argparse.ArgumentParser) -> None:
                         help="refuse to generate more C than this per build (default 64M)")
     parser.add_argument("--build-timeout", type=float, default=None, metavar="S",
                         help="stop make and the compiler after this many seconds (exit 4; default 1800)")
+    parser.add_argument("--stack-bytes", type=parse_size, metavar="N",
+                        help="fixed .stack reserve (default: the static stack bound + 256 B, else the board's)")
 
 
 def build_from_args(args: argparse.Namespace, mlf: Path, outdir: Path):
@@ -127,7 +130,8 @@ def build_from_args(args: argparse.Namespace, mlf: Path, outdir: Path):
     limits = {"max_code_bytes": args.max_code_size} if args.max_code_size else {}
     options = ProjectOptions(runtime=args.runtime, crt_dir=args.crt_dir, cmsis_nn=args.cmsis_nn,
                              cmsis_core=args.cmsis_core,
-                             optimize=args.opt, toolchain_prefix=args.toolchain_prefix, **limits)
+                             optimize=args.opt, toolchain_prefix=args.toolchain_prefix,
+                             stack_bytes=args.stack_bytes, **limits)
     timeout = {"build_timeout": args.build_timeout} if args.build_timeout else {}
     quiet = getattr(args, "json", False)
     progress = None if quiet else _show_build_line
@@ -205,9 +209,12 @@ class RunCommand(Command):
         parser.add_argument("--baud", type=int, default=115200, help="baud rate of --port")
         parser.add_argument("--json", action="store_true", help="print the result as JSON")
         parser.add_argument("--junit", type=Path, help="write a JUnit XML report")
+        parser.add_argument("--profile", action="store_true",
+                            help="instructions and calls per operator function (QEMU)")
         _add_build_arguments(parser)
 
     def run(self, args):
+        from .build import load_record
         from .run import MISMATCH, run_build
         from .run.report import format_run, junit_xml
 
@@ -217,15 +224,26 @@ class RunCommand(Command):
             if not _is_build_folder(args.target):
                 build_dir = args.output or Path(scratch) / "build"
                 build_from_args(args, args.target, build_dir)
+            transport, finish = None, None
+            if args.profile:
+                from .run.profile import profiled_transport
+                transport, finish = profiled_transport(build_dir, port=args.port, baud=args.baud)
             result = run_build(build_dir, port=args.port, baud=args.baud, inputs=args.input,
                                references=args.reference, atol=args.atol, rtol=args.rtol, repeat=args.repeat,
-                               timeout=args.timeout, seed=args.seed,
+                               timeout=args.timeout, seed=args.seed, transport=transport,
                                progress=None if args.json else RepeatProgress())
+            board = load_record(build_dir)["board"]
         result.target = str(args.target if build_dir != args.target and not args.output else build_dir)
         if args.junit:
-            args.junit.write_bytes(junit_xml(result))
-        text = json.dumps(result.to_json(), indent=2, sort_keys=True) if args.json else format_run(result)
-        print(text if args.json else _coloured_verdict(text))
+            args.junit.write_bytes(junit_xml(result, board))
+        if finish:
+            from .run.profile import format_profile, with_profile
+            profile = finish(result)
+            print(json.dumps(with_profile(result.to_json(), profile), indent=2, sort_keys=True) if args.json
+                  else _coloured_verdict(format_run(result)) + "\n" + format_profile(profile))
+        else:
+            text = json.dumps(result.to_json(), indent=2, sort_keys=True) if args.json else format_run(result)
+            print(text if args.json else _coloured_verdict(text))
         if result.status == MISMATCH:
             raise MismatchError("outputs differ from the reference (see above)")
         return 0
@@ -233,42 +251,81 @@ class RunCommand(Command):
 
 class MatrixCommand(Command):
     name = "matrix"
-    help = "build and run many MLFs on several boards in parallel; summary table and JUnit"
+    help = "build and run many MLFs on several boards on a Dask cluster (local by default); JUnit, JSON, HTML"
 
     def add_arguments(self, parser):
         parser.add_argument("mlf", type=Path, nargs="*", help="MLFs (no references: outputs are not checked)")
-        parser.add_argument("--jobs-file", type=Path,
-                            help='JSON list of {"mlf": path, "references": ["[MODEL=]ref.npz", ...]}')
+        parser.add_argument("--jobs-file", type=Path, help='JSON list of {"mlf": path, "references": '
+                            '["[MODEL=]ref.npz", ...], "boards": [...], "atol": x, "rtol": y}')
+        parser.add_argument("--retry-failed", type=Path, metavar="PREVIOUS.json",
+                            help="run again only the jobs that failed or errored in an earlier matrix's JSON")
         parser.add_argument("--board", "-b", action="append", default=[], help="board (repeat; default mps2-an386)")
-        parser.add_argument("-o", "--output", type=Path, default=Path("build/matrix"), help="root of the build folders")
-        parser.add_argument("--workers", type=int, default=os.cpu_count() or 2, help="parallel worker processes")
-        parser.add_argument("--timeout", type=float, default=60.0, help="per-run reply timeout in seconds")
+        parser.add_argument("-o", "--output", type=Path, default=Path("build/matrix"),
+                            help="output folder: jobs/<id>/, matrix.json, matrix.html (default build/matrix)")
+        parser.add_argument("--scheduler", metavar="tcp://HOST:PORT",
+                            help="run on this Dask cluster (default: a local cluster of --workers processes)")
+        parser.add_argument("--workers", type=int, default=os.cpu_count() or 2,
+                            help="worker processes of the local cluster (default: the number of cores)")
+        parser.add_argument("--build-only", action="store_true", help="build every job, run none")
+        parser.add_argument("--cache", type=Path, help="build cache folder (default OUTPUT/cache)")
+        parser.add_argument("--no-cache", action="store_true", help="neither read nor fill the build cache")
+        parser.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for any reply of a firmware")
+        parser.add_argument("--job-timeout", type=float, default=900.0,
+                            help="seconds a job's build, and then its run, may take (default 900)")
+        parser.add_argument("--filter-board", action="append", default=[], metavar="GLOB", help="keep these boards")
+        parser.add_argument("--filter-model", action="append", default=[], metavar="GLOB",
+                            help="keep these models (MLF file name or folder/stem)")
+        parser.add_argument("--filter-executor", action="append", default=[], choices=["aot", "graph", "operator"])
+        parser.add_argument("--filter-interface", action="append", default=[], choices=["c", "packed", "none"])
+        parser.add_argument("--board-file", type=Path, action="append", default=[],
+                            help="a board file of your own (sent to the workers by content)")
+        parser.add_argument("--runtime", choices=["builtin", "tvm"], default="builtin")
+        parser.add_argument("--cmsis-nn", type=Path, help="CMSIS-NN source tree (sent to the workers by content)")
+        parser.add_argument("--opt", default="-Os", choices=["-Os", "-O2", "-O3", "-O1", "-O0", "-Og"])
+        parser.add_argument("--budget-flash", type=parse_size, metavar="N", help="a failure above this flash use")
+        parser.add_argument("--budget-ram", type=parse_size, metavar="N", help="a failure above this RAM use")
         parser.add_argument("--junit", type=Path, help="write a JUnit XML report")
-        parser.add_argument("--json", action="store_true", help="print every result as JSON")
+        parser.add_argument("--json", action="store_true", help="print the results as versioned JSON")
 
     def run(self, args):
+        from . import matrix
         from .errors import UsageError
-        from .matrix import cross, jobs_from_file, junit_xml, label, matrix_exit_code, run_matrix, summary_table
 
-        boards = args.board or ["mps2-an386"]
-        items = [(str(m.resolve()), ()) for m in args.mlf]
-        if args.jobs_file:
-            items += jobs_from_file(args.jobs_file)
-        jobs = cross(items, boards, args.output, args.timeout)
+        jobs = _matrix_jobs(args)
         if not jobs:
-            raise UsageError("nothing to do: give MLFs or --jobs-file")
-
-        def progress(done, total, result):
-            name = f"{label(result['job']['mlf'])} x {result['job']['board']}"
-            detail = f": {result['message']}" if result["message"] else ""
-            print(f"[{done}/{total}] {name}: {result['status']} ({result['seconds']:.1f} s){detail}",
-                  file=sys.stderr, flush=True)
-
-        results = run_matrix(jobs, workers=args.workers, progress=None if args.json else progress)
+            raise UsageError("nothing to do: give MLFs, --jobs-file or --retry-failed (or the filters left no job)")
+        config = matrix.BuildConfig(opt=args.opt, runtime=args.runtime, board_files=tuple(args.board_file),
+                                    cmsis_nn=args.cmsis_nn, budget_flash=args.budget_flash,
+                                    budget_ram=args.budget_ram)
+        limits = matrix.Limits(build_only=args.build_only, job_timeout=args.job_timeout, reply_timeout=args.timeout)
+        cache = matrix.BuildCache(None if args.no_cache else args.cache or args.output / "cache")
+        progress = matrix.Progress(len(jobs))
+        with matrix.dask_client(args.scheduler, args.workers) as client:
+            results = matrix.run_matrix(jobs, config, limits, client=client, outroot=args.output, cache=cache,
+                                        on_result=progress.finished, on_running=progress.running)
+        progress.close()
+        report = matrix.document(results)
+        (args.output / "matrix.json").write_text(json.dumps(report, indent=2) + "\n")
+        (args.output / "matrix.html").write_text(matrix.html_grid(results))
         if args.junit:
-            args.junit.write_bytes(junit_xml(results))
-        print(json.dumps(results, indent=2) if args.json else summary_table(results))
-        return matrix_exit_code(results)
+            args.junit.write_bytes(matrix.junit_xml(results))
+        print(json.dumps(report, indent=2) if args.json else matrix.summary_table(results))
+        return report["exit_code"]
+
+
+def _matrix_jobs(args: argparse.Namespace) -> list:
+    from . import matrix
+    from .errors import UsageError
+
+    if args.retry_failed and (args.mlf or args.jobs_file):
+        raise UsageError("--retry-failed takes its jobs from the earlier result: give no MLFs or --jobs-file with it")
+    entries = [matrix.Entry(mlf=str(m.resolve())) for m in args.mlf]
+    if args.jobs_file:
+        entries += matrix.entries_from_file(args.jobs_file)
+    jobs = matrix.jobs_to_retry(args.retry_failed) if args.retry_failed else matrix.cross(entries, args.board)
+    filters = matrix.Filters(boards=args.filter_board, models=args.filter_model, executors=args.filter_executor,
+                             interfaces=args.filter_interface)
+    return matrix.apply_filters(jobs, filters)
 
 
 class SizeCommand(Command):
@@ -303,7 +360,7 @@ class ExampleCommand(Command):
 
 
 COMMANDS: list[Command] = [InspectCommand(), BoardsCommand(), BuildCommand(), RunCommand(), SizeCommand(),
-                           FlashCommand(), MonitorCommand(), MatrixCommand(), ExampleCommand()]
+                           FlashCommand(), MonitorCommand(), MatrixCommand(), PortsCommand(), ExampleCommand()]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -36,7 +36,9 @@ GUIDE: dict[str, tuple[tuple[str, ...], str]] = {
     "monitor": (("monitor --port /dev/ttyACM0",), "0 ok, 1 port closed, 2 usage, 3 port unusable"),
     "matrix": (("matrix kws.tar ad.tar -b mps2-an386 -b mps2-an385 --junit matrix.xml",),
                "0 all passed (or not checked), 2 usage; else the jobs' first code in this order: 3 invalid "
-               "input, 4 a build failed, 6 a run failed, 5 over budget, 7 an output differed"),
+               "input, 4 a build failed, 6 a run failed, 9 infrastructure error, 5 over budget, 7 an output "
+               "differed (docs/matrix.md)"),
+    "ports": (("ports", "ports --json"), "0 ok, 2 usage"),
     "example": (("example", "example my-first-model && mlfbuild run my-first-model/tiny_aot.tar "
                             "--reference my-first-model/tiny_aot.npz"),
                 "0 ok, 2 usage (DIR holds other files of those names)"),

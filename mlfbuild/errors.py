@@ -13,6 +13,7 @@ EXIT_OVER_BUDGET = 5
 EXIT_RUN = 6
 EXIT_MISMATCH = 7
 EXIT_FLASH = 8
+EXIT_INFRASTRUCTURE = 9
 
 
 class MlfError(Exception):
@@ -87,3 +88,9 @@ class FlashError(MlfError):
     """Writing or verifying the image on a board failed."""
 
     exit_code = EXIT_FLASH
+
+
+class InfrastructureError(MlfError):
+    """The machinery around a build or run failed: a cluster scheduler out of reach, workers lost."""
+
+    exit_code = EXIT_INFRASTRUCTURE

@@ -6,6 +6,7 @@ Knows nothing of models: it runs `make` in a folder and reports what the compile
 from __future__ import annotations
 
 import codecs
+import functools
 import os
 import re
 import selectors
@@ -81,6 +82,22 @@ def _install_hint(tool: str, prefix: str | None) -> str:
         return f"install the Debian package gcc-arm-none-eabi{setup_hint()}, or pass --toolchain-prefix"
     return (f"it comes from --toolchain-prefix '{prefix}': install that toolchain and put its bin folder on "
             "PATH, or give the prefix it really uses")
+
+
+@functools.lru_cache(maxsize=None)
+def compiler_identity(cc: str) -> str:
+    """What `cc` on this PATH is: its path and the first line of its `--version` (the same line a
+    build stamps as `toolchain`), or "absent". Part of every cache key, so a different compiler
+    under the same name never reuses another's firmware."""
+    path = shutil.which(cc)
+    if path is None:
+        return "absent"
+    try:
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60,
+                             stdin=subprocess.DEVNULL).stdout
+    except (OSError, subprocess.SubprocessError):
+        return f"{os.path.realpath(path)}: unknown"
+    return f"{os.path.realpath(path)}: {(out.splitlines() or ['unknown'])[0].strip()}"
 
 
 def toolchain_used(project: Path) -> str:

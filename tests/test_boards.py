@@ -15,8 +15,9 @@ from mlfbuild.errors import BoardError, InvalidInputError
 from mlfbuild.resources import data_dir
 
 QEMU_BOARDS = {"mps2-an386", "mps2-an385", "mps2-an500", "mps2-an505", "mps3-an547", "netduinoplus2",
-               "lm3s6965evb"}
-HARDWARE_BOARDS = {"nucleo-f446re", "nucleo-f746zg", "nucleo-l4r5zi", "stm32f4-discovery"}
+               "lm3s6965evb", "microbit"}
+HARDWARE_BOARDS = {"nucleo-f446re", "nucleo-f746zg", "nucleo-l4r5zi", "stm32f4-discovery",
+                   "feather-nrf52840-express", "nrf52840dk", "arduino-zero", "metro-m4"}
 ALL_BOARDS = QEMU_BOARDS | HARDWARE_BOARDS | {"host"}
 
 KiB = 1024
@@ -30,6 +31,9 @@ EXPECTED_MAPS = {
     "mps3-an547": (0x0, 512 * KiB, 0x20000000, 512 * KiB, "cmsdk", 0x49303000),
     "netduinoplus2": (0x08000000, 1 * MiB, 0x20000000, 128 * KiB, "stm32", 0x40011000),
     "lm3s6965evb": (0x0, 256 * KiB, 0x20000000, 64 * KiB, "pl011", 0x4000C000),
+    "microbit": (0x0, 256 * KiB, 0x20000000, 16 * KiB, "nrf", 0x40002000),
+    "feather-nrf52840-express": (0x26000, 0xF4000 - 0x26000, 0x20000008, 256 * KiB - 8, "nrf", 0x40002000),
+    "nrf52840dk": (0xC200, 0x77000 - 0x200 - 0x1000, 0x20000000, 256 * KiB, "nrf", 0x40002000),
     "nucleo-f446re": (0x08000000, 512 * KiB, 0x20000000, 128 * KiB, "stm32", 0x40004400),
     "nucleo-f746zg": (0x08000000, 1 * MiB, 0x20000000, 320 * KiB, "stm32f7", 0x40004800),
     "nucleo-l4r5zi": (0x08000000, 2 * MiB, 0x20000000, 640 * KiB, "stm32-lpuart", 0x40008000),
@@ -71,8 +75,9 @@ def test_kinds_and_sections():
             assert board.is_emulated and board.qemu.machine == board.name and board.flashing is None
         else:
             assert board.is_hardware and board.qemu is None
-            assert board.flashing.method == "stm32-uart"
-            assert board.flashing.address == 0x08000000
+            assert board.flashing.address == board.memory.flash.origin
+            if board.flashing.method != "stm32-uart" and not board.flashing.sectors:
+                continue
             # the sector table covers flash exactly
             table = board.flashing.sector_table()
             assert table[0][0] == board.memory.flash.origin

@@ -131,7 +131,11 @@ def test_plain_make_rebuilds_what_a_makefile_edit_affects(build_firmware, tmp_pa
     makefile.write_text(makefile.read_text().replace("OPT_FLAGS   := -Os", "OPT_FLAGS   := -O0"))
     remade = subprocess.run(["make", "-j2"], cwd=project, capture_output=True, text=True, check=True).stdout
     assert remade.count("CC   ") == len(list((project / "build").rglob("*.o")))
-    fresh = build(EXAMPLE, "mps2-an386", tmp_path / "fresh", options=ProjectOptions(optimize="-O0", werror=True))
+    # Plain make keeps the .stack reserve linker.ld holds (only mlfbuild computes the stack bound).
+    from mlfbuild.project import linked_stack_bytes
+
+    fresh = build(EXAMPLE, "mps2-an386", tmp_path / "fresh",
+                  options=ProjectOptions(optimize="-O0", werror=True, stack_bytes=linked_stack_bytes(project)))
     assert (project / "build" / "firmware.bin").read_bytes() == fresh.elf.with_suffix(".bin").read_bytes()
 
 
@@ -197,13 +201,14 @@ def test_graph_firmware_keeps_weights_in_flash(build_firmware, fixtures_dir):
         symbols = {sym.name: sym for sym in elf.get_section_by_name(".symtab").iter_symbols()}
     params = sum(sym["st_size"] for name, sym in symbols.items() if name.startswith("mlf_default_param"))
     arena = symbols["mlf_default_arena"]["st_size"]
-    workspace = symbols["mlf_workspace_pool"]["st_size"]
     assert params == 53_304  # every weight is a const array in flash ...
-    # ... and RAM is the planned activations + the largest operator workspace + a little runtime state.
-    assert arena + workspace <= ram <= arena + workspace + 1024, (ram, arena, workspace)
+    # ... and RAM is one planned arena (activations and every operator's scratch, no separate pool)
+    # + a little runtime state.
+    assert "mlf_workspace_pool" not in symbols
+    assert arena <= ram <= arena + 1024, (ram, arena)
     record = json.loads((out / "build.json").read_text())
     largest_op = max(op["workspace_size_bytes"] for op in record["library"]["modules"][0]["memory"]["operator_functions"])
-    assert largest_op <= workspace <= largest_op + 1024
+    assert largest_op < arena == record["models"][0]["memory_plan"]["arena_bytes"]
 
 
 def test_v5_defect_fails_before_linking(fixtures_dir, tmp_path):

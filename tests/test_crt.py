@@ -38,11 +38,12 @@ ARM_CPUS = {
     "m33": ["-mcpu=cortex-m33", "-mthumb", "-mfpu=fpv5-sp-d16", "-mfloat-abi=hard"],
     "m55": ["-mcpu=cortex-m55", "-mthumb", "-mfloat-abi=hard"],
     "m7": ["-mcpu=cortex-m7", "-mthumb", "-mfpu=fpv5-d16", "-mfloat-abi=hard"],
+    "m0": ["-mcpu=cortex-m0", "-mthumb", "-mfloat-abi=soft"],
 }
 PORTABLE_SOURCES = ["backend.c", "mlfrt_common.c", "func_registry.c"]
 CORTEXM_SOURCES = ["startup_cortexm.c", "platform_cortexm.c", "newlib_syscalls.c"]
-UART_DRIVERS = ["MLFRT_UART_CMSDK", "MLFRT_UART_PL011", "MLFRT_UART_STM32", "MLFRT_UART_STM32F7"]
-SMOKE_BOARDS = ["mps2-an386", "mps2-an385", "mps2-an500", "mps2-an505", "mps3-an547", "netduinoplus2",
+UART_DRIVERS = ["MLFRT_UART_CMSDK", "MLFRT_UART_PL011", "MLFRT_UART_STM32", "MLFRT_UART_STM32F7", "MLFRT_UART_NRF"]
+SMOKE_BOARDS = ["mps2-an386", "mps2-an385", "mps2-an500", "mps2-an505", "mps3-an547", "netduinoplus2", "microbit",
                 "lm3s6965evb"]
 
 
@@ -454,6 +455,9 @@ def check_fault_run(board: Board, status: int | None, out: str, stderr: str) -> 
     assert "faulting\n" in out and "still alive" not in out, context
     if board.is_host:
         assert re.search(r"\*\*\* FAULT signal=11 addr=0x0*100\n", out), context
+    elif board.cpu.core == "cortex-m0":
+        # ARMv6-M has no fault status registers: a HardFault (exception 3) at the bad PC is all there is
+        assert re.search(r"\*\*\* FAULT pc=0x00000100 cfsr=0x00000000 hfsr=0x00000000 .* exc=3\n", out), context
     else:
         # a branch to an even address: UsageFault INVSTATE (CFSR bit 17), escalated (HFSR.FORCED)
         assert re.search(r"\*\*\* FAULT pc=0x00000100 cfsr=0x00020000 hfsr=0x40000000 .* exc=3\n", out), context

@@ -90,6 +90,10 @@ MLFRT_NORETURN void mlfrt_exit(int code);
 /* Hands the workspace buffer to TVMBackendAllocWorkspace (see crt/src/backend.c). Resets the
    allocator and the peak. The start is rounded up to MLFRT_WORKSPACE_ALIGN. */
 void mlfrt_workspace_init(void* buf, size_t size);
+/* Points TVMBackendAllocWorkspace at the region planned for the operator about to run (`buf` must be
+   MLFRT_WORKSPACE_ALIGN-aligned; NULL: the operator may not allocate). Empties the allocator, which
+   stays LIFO within the call, and keeps the peak, so the peak is the most any one operator held. */
+void mlfrt_workspace_region(void* buf, size_t size);
 /* Highest number of workspace bytes in use at once since mlfrt_workspace_init() (including
    alignment padding). */
 size_t mlfrt_workspace_peak(void);

@@ -1,7 +1,8 @@
 /*
  * backend.c — the TVM backend functions generated code calls, for a single-threaded,
  * allocation-free firmware:
- *   TVMBackendAllocWorkspace / TVMBackendFreeWorkspace  LIFO bump allocator over one buffer
+ *   TVMBackendAllocWorkspace / TVMBackendFreeWorkspace  LIFO bump allocator over one buffer (a pool,
+ *                                                       or the running operator's planned region)
  *   TVMAPISetLastError / TVMGetLastError                 static message buffer
  *   TVMBackendParallelLaunch / TVMBackendParallelBarrier serial execution
  * plus mlfrt_workspace_init/peak/used. Portable (Cortex-M and host). Compile with
@@ -68,6 +69,12 @@ void mlfrt_workspace_init(void* buf, size_t size) {
   s_ws.size = (s_ws.base != NULL) ? size - pad : 0;
   s_ws.top = 0;
   s_ws.peak = 0;
+}
+
+void mlfrt_workspace_region(void* buf, size_t size) {
+  s_ws.base = (uint8_t*)buf;
+  s_ws.size = (buf != NULL) ? size : 0;
+  s_ws.top = 0;
 }
 
 size_t mlfrt_workspace_peak(void) { return s_ws.peak; }

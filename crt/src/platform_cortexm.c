@@ -1,7 +1,8 @@
 /*
- * platform_cortexm.c — the mlfrt platform API on bare-metal Cortex-M (ARMv7-M / ARMv8-M mainline):
+ * platform_cortexm.c — the mlfrt platform API on bare-metal Cortex-M (ARMv6-M, ARMv7-M, ARMv8-M
+ * mainline):
  *   console  polled UART driver chosen at compile time (MLFRT_UART_CMSDK | _PL011 | _STM32 |
- *            _STM32F7), registers at MLFRT_UART_BASE
+ *            _STM32F7 | _SERCOM | _NRF), registers at MLFRT_UART_BASE
  *   timer    SysTick at MLFRT_SYSTICK_HZ with a periodic interrupt (MLFRT_TICK_RATE_HZ) that
  *            extends the 24-bit counter to 64 bits
  *   exit     semihosting SYS_EXIT_EXTENDED (MLFRT_SEMIHOSTING) or "[[exit N]]" + wfi
@@ -14,14 +15,14 @@
 
 #include "mlfrt.h"
 
-#if !defined(__ARM_ARCH_7M__) && !defined(__ARM_ARCH_7EM__) && !defined(__ARM_ARCH_8M_MAIN__) && \
-    !defined(__ARM_ARCH_8_1M_MAIN__)
-#error "mlfrt's Cortex-M platform supports ARMv7-M, ARMv7E-M, ARMv8-M mainline and ARMv8.1-M only"
+#if !defined(__ARM_ARCH_6M__) && !defined(__ARM_ARCH_7M__) && !defined(__ARM_ARCH_7EM__) && \
+    !defined(__ARM_ARCH_8M_MAIN__) && !defined(__ARM_ARCH_8_1M_MAIN__)
+#error "mlfrt's Cortex-M platform supports ARMv6-M, ARMv7-M, ARMv7E-M, ARMv8-M mainline and ARMv8.1-M only"
 #endif
 
 #if (defined(MLFRT_UART_CMSDK) + defined(MLFRT_UART_PL011) + defined(MLFRT_UART_STM32) + \
-     defined(MLFRT_UART_STM32F7)) != 1
-#error "define exactly one of MLFRT_UART_CMSDK, MLFRT_UART_PL011, MLFRT_UART_STM32, MLFRT_UART_STM32F7"
+     defined(MLFRT_UART_STM32F7) + defined(MLFRT_UART_SERCOM) + defined(MLFRT_UART_NRF)) != 1
+#error "define exactly one of MLFRT_UART_CMSDK, MLFRT_UART_PL011, MLFRT_UART_STM32, MLFRT_UART_STM32F7, MLFRT_UART_SERCOM, MLFRT_UART_NRF"
 #endif
 #ifndef MLFRT_UART_BASE
 #error "define MLFRT_UART_BASE (the console UART's register base address)"
@@ -144,6 +145,80 @@ static int uart_rx_ready(void) {
   return (isr & 0x20u) != 0;
 }
 static int uart_rx(void) { return (int)(USART_RDR & 0xFFu); }
+
+#elif defined(MLFRT_UART_SERCOM)
+/* Microchip SAMD21/SAMD51 SERCOM in USART mode (same register layout on both). The board's init
+   writes enable its clocks, mux its pins and put the pad choice (CTRLA.TXPO/RXPO) into CTRLA;
+   this keeps those bits and adds: internal clock, LSB first, 16x arithmetic baud. */
+#define SERCOM_CTRLA UART_REG(0x00u)    /* bit 1 ENABLE, MODE[4:2], TXPO[17:16], RXPO[21:20], DORD 30 */
+#define SERCOM_CTRLB UART_REG(0x04u)    /* bit 16 TXEN, bit 17 RXEN */
+#define SERCOM_BAUD (*(volatile uint16_t*)((uintptr_t)(MLFRT_UART_BASE) + 0x0Cu))
+#define SERCOM_INTFLAG (*(volatile uint8_t*)((uintptr_t)(MLFRT_UART_BASE) + 0x18u)) /* 0 DRE, 2 RXC */
+#define SERCOM_STATUS (*(volatile uint16_t*)((uintptr_t)(MLFRT_UART_BASE) + 0x1Au)) /* 1 FERR, 2 BUFOVF */
+#define SERCOM_SYNCBUSY UART_REG(0x1Cu)
+#define SERCOM_DATA UART_REG(0x28u)
+static void uart_init(void) {
+  uint32_t pads = SERCOM_CTRLA & 0x00330000u;
+  SERCOM_CTRLA = pads | (1u << 30) | (1u << 2); /* DORD, MODE = USART with internal clock */
+  while (SERCOM_SYNCBUSY != 0u) {
+  }
+  SERCOM_CTRLB = (1u << 17) | (1u << 16); /* RXEN, TXEN, 8 data bits, 1 stop bit */
+  while (SERCOM_SYNCBUSY != 0u) {
+  }
+  /* BAUD = 65536 * (1 - 16 * baud / clock), rounded */
+  SERCOM_BAUD = (uint16_t)(65536u - (uint32_t)(((uint64_t)(MLFRT_UART_BAUD) * 16u * 65536u +
+                                                (MLFRT_UART_CLOCK_HZ) / 2u) / (MLFRT_UART_CLOCK_HZ)));
+  SERCOM_CTRLA |= 1u << 1; /* ENABLE */
+  while (SERCOM_SYNCBUSY != 0u) {
+  }
+}
+static int uart_tx_ready(void) { return (SERCOM_INTFLAG & 0x1u) != 0; }
+static void uart_tx(uint8_t c) { SERCOM_DATA = c; }
+static int uart_rx_ready(void) {
+  if (SERCOM_STATUS & 0x6u) SERCOM_STATUS = 0x6u; /* clear FERR/BUFOVF so reception goes on */
+  return (SERCOM_INTFLAG & 0x4u) != 0;
+}
+static int uart_rx(void) { return (int)(SERCOM_DATA & 0xFFu); }
+#elif defined(MLFRT_UART_NRF)
+/* Nordic nRF51/nRF52 UART (the one without EasyDMA); the pins are the board's console.init writes
+   to PSELTXD/PSELRXD. TXDRDY is raised when a byte has left, so only bytes after the first wait
+   for it. RXDRDY is cleared before RXD is read: the read lets the next byte in, which raises it again. */
+#define NRF_TASKS_STARTRX UART_REG(0x000u)
+#define NRF_TASKS_STARTTX UART_REG(0x008u)
+#define NRF_EVENTS_RXDRDY UART_REG(0x108u)
+#define NRF_EVENTS_TXDRDY UART_REG(0x11Cu)
+#define NRF_ENABLE UART_REG(0x500u)
+#define NRF_RXD UART_REG(0x518u)
+#define NRF_TXD UART_REG(0x51Cu)
+#define NRF_BAUDRATE UART_REG(0x524u)
+#define NRF_CONFIG UART_REG(0x56Cu)
+/* BAUDRATE = baud * 2^32 / 16 MHz, rounded to the 4096 steps the peripheral has (gives the
+   datasheet's table: 115200 -> 0x01D7E000, 38400 -> 0x009D5000). Folded at compile time. */
+#define NRF_BAUDRATE_CODE \
+  ((uint32_t)((((uint64_t)(MLFRT_UART_BAUD) << 32) / 16000000u + 0x800u) & 0xFFFFF000u))
+static uint8_t s_nrf_tx_started;
+static void uart_init(void) {
+  NRF_ENABLE = 0;
+  NRF_BAUDRATE = NRF_BAUDRATE_CODE;
+  NRF_CONFIG = 0; /* no parity, no flow control */
+  NRF_ENABLE = 4; /* UART */
+  NRF_EVENTS_TXDRDY = 0;
+  NRF_EVENTS_RXDRDY = 0;
+  NRF_TASKS_STARTTX = 1;
+  NRF_TASKS_STARTRX = 1;
+  s_nrf_tx_started = 0;
+}
+static int uart_tx_ready(void) { return !s_nrf_tx_started || NRF_EVENTS_TXDRDY != 0; }
+static void uart_tx(uint8_t c) {
+  NRF_EVENTS_TXDRDY = 0;
+  NRF_TXD = c;
+  s_nrf_tx_started = 1;
+}
+static int uart_rx_ready(void) { return NRF_EVENTS_RXDRDY != 0; }
+static int uart_rx(void) {
+  NRF_EVENTS_RXDRDY = 0;
+  return (int)(NRF_RXD & 0xFFu);
+}
 #endif
 
 static uint8_t s_uart_ready;
@@ -280,7 +355,11 @@ void mlfrt_fault_report(uint32_t pc, uint32_t lr, uint32_t exc_return) {
   s_in_fault = 1;
   uint32_t ipsr;
   __asm__ volatile("mrs %0, ipsr" : "=r"(ipsr));
+#if defined(__ARM_ARCH_6M__) /* no configurable fault status registers: everything is a HardFault */
+  uint32_t cfsr = 0, hfsr = 0, bfar = 0, mmfar = 0;
+#else
   uint32_t cfsr = SCB_CFSR, hfsr = SCB_HFSR, bfar = SCB_BFAR, mmfar = SCB_MMFAR;
+#endif
   s_tx_poll_limit = 1000000u;
   if (!s_uart_ready) {
     uart_init();

@@ -1,6 +1,6 @@
 /*
- * startup_cortexm.c — vector table and reset handler for ARMv7-M / ARMv8-M mainline cores
- * (Cortex-M3, M4, M7, M33, M55). Needs the symbols of templates/linker.ld.j2.
+ * startup_cortexm.c — vector table and reset handler for ARMv6-M, ARMv7-M and ARMv8-M mainline
+ * cores (Cortex-M0/M0+, M3, M4, M7, M33, M55). Needs the symbols of templates/linker.ld.j2.
  *
  * Reset_Handler, in order: enable the FPU/MVE (CPACR) when the build uses it, point VTOR at
  * our table, set MSPLIM on ARMv8-M, copy .data, zero .bss, paint the stack (MLFRT_STACK_PAINT),
@@ -12,9 +12,9 @@
 
 #include "mlfrt.h"
 
-#if !defined(__ARM_ARCH_7M__) && !defined(__ARM_ARCH_7EM__) && !defined(__ARM_ARCH_8M_MAIN__) && \
-    !defined(__ARM_ARCH_8_1M_MAIN__)
-#error "mlfrt's Cortex-M startup supports ARMv7-M, ARMv7E-M, ARMv8-M mainline and ARMv8.1-M only"
+#if !defined(__ARM_ARCH_6M__) && !defined(__ARM_ARCH_7M__) && !defined(__ARM_ARCH_7EM__) && \
+    !defined(__ARM_ARCH_8M_MAIN__) && !defined(__ARM_ARCH_8_1M_MAIN__)
+#error "mlfrt's Cortex-M startup supports ARMv6-M, ARMv7-M, ARMv7E-M, ARMv8-M mainline and ARMv8.1-M only"
 #endif
 
 /* External interrupt vectors after the 16 system ones (none is enabled by mlfrt; all go to the
@@ -34,12 +34,35 @@ void mlfrt_fault_entry(void);
 __attribute__((noreturn)) void mlfrt_fault_report(uint32_t pc, uint32_t lr, uint32_t exc_return); /* platform_cortexm.c */
 
 /* Common entry of every fault/unexpected exception. Before anything else it:
-   1. sets CCR.BFHFNMIGN so that bus errors of data accesses made while reporting (a bad frame
+   1. (not on ARMv6-M, which has no such bit) sets CCR.BFHFNMIGN so that bus errors of data accesses made while reporting (a bad frame
       pointer, a wrong UART address) are ignored instead of locking the core up;
    2. picks the stack that holds the exception frame (EXC_RETURN bit 2: 0 = MSP, 1 = PSP) and
       loads the stacked PC (frame[6]) and LR (frame[5]);
    3. moves MSP back to _estack, so reporting works even after a stack overflow;
    then jumps to mlfrt_fault_report(pc, lr, exc_return), which never returns. */
+#if defined(__ARM_ARCH_6M__)
+/* Thumb-1 only: no IT blocks, no immediate ORR/TST, and a far jump through a register. */
+__attribute__((naked, used)) void mlfrt_fault_entry(void) {
+  __asm__ volatile(
+      "mov   r2, lr               \n" /* r2 = EXC_RETURN */
+      "movs  r3, #4               \n"
+      "tst   r2, r3               \n"
+      "bne   1f                   \n"
+      "mrs   r3, msp              \n"
+      "b     2f                   \n"
+      "1:                         \n"
+      "mrs   r3, psp              \n"
+      "2:                         \n"
+      "ldr   r0, [r3, #24]        \n" /* stacked PC */
+      "ldr   r1, [r3, #20]        \n" /* stacked LR */
+      "ldr   r3, =_estack         \n"
+      "msr   msp, r3              \n"
+      "isb                        \n"
+      "ldr   r3, =mlfrt_fault_report \n"
+      "bx    r3                   \n"
+      ".ltorg                     \n");
+}
+#else
 __attribute__((naked, used)) void mlfrt_fault_entry(void) {
   __asm__ volatile(
       "ldr   r1, =0xE000ED14      \n" /* SCB->CCR */
@@ -61,6 +84,7 @@ __attribute__((naked, used)) void mlfrt_fault_entry(void) {
       "b     mlfrt_fault_report   \n"
       ".ltorg                     \n");
 }
+#endif
 
 void NMI_Handler(void) __attribute__((weak, alias("mlfrt_fault_entry")));
 void HardFault_Handler(void) __attribute__((weak, alias("mlfrt_fault_entry")));
@@ -113,7 +137,12 @@ void Reset_Handler(void) {
   SCB_CPACR |= 0xFu << 20; /* CP10 and CP11 full access: FPU (and MVE on M55) */
   __asm__ volatile("dsb\n\tisb" ::: "memory");
 #endif
+#if defined(__ARM_ARCH_6M__)
+  /* The Cortex-M0 has no VTOR (its table must be at 0); an M0+ behind a bootloader has one. */
+  if ((uintptr_t)mlfrt_vector_table != 0) SCB_VTOR = (uint32_t)(uintptr_t)mlfrt_vector_table;
+#else
   SCB_VTOR = (uint32_t)(uintptr_t)mlfrt_vector_table;
+#endif
 #if defined(__ARM_ARCH_8M_MAIN__) || defined(__ARM_ARCH_8_1M_MAIN__)
   /* Stack limit: overflowing the .stack section raises a UsageFault (STKOF) on ARMv8-M. */
   __asm__ volatile("msr msplim, %0" : : "r"(_sstack));

@@ -20,6 +20,11 @@ from .progress import Progress
 # and add the name to boards.FLASH_METHODS.
 METHODS: dict[str, tuple[str, str]] = {
     "stm32-uart": ("mlfbuild.flash.stm32_uart", "Stm32UartFlasher"),
+    "samba": ("mlfbuild.flash.samba", "SambaFlasher"),
+    "uf2": ("mlfbuild.flash.uf2", "Uf2Flasher"),
+    "mcuboot-serial": ("mlfbuild.flash.mcuboot", "McubootSerialFlasher"),
+    "pyocd": ("mlfbuild.flash.probe", "PyocdFlasher"),
+    "openocd": ("mlfbuild.flash.probe", "OpenocdFlasher"),
 }
 
 
@@ -31,10 +36,11 @@ def flasher_class(method: str):
     return getattr(importlib.import_module(module), name)
 
 
-def flash(job: FlashJob, options: FlashOptions, progress: Progress | None = None, **flasher_kwargs):
-    """Check the job, then flash it with the board's method. Returns the method's result."""
+def flash(job: FlashJob, options: FlashOptions, progress: Progress | None = None, method: str | None = None,
+          **flasher_kwargs):
+    """Check the job, then flash it with `method` (default: the board's). Returns the method's result."""
     job.check()
-    return flasher_class(job.flashing.method)(**flasher_kwargs).flash(job, options, progress)
+    return flasher_class(method or job.flashing.method)(**flasher_kwargs).flash(job, options, progress)
 
 
 __all__ = ["METHODS", "FlashJob", "FlashOptions", "Progress", "flash", "flasher_class", "load_job"]

@@ -20,12 +20,19 @@ def _int(text: str) -> int:
 
 class FlashCommand:
     name = "flash"
-    help = "write a build's firmware.bin to a board over its serial bootloader, verified"
+    help = "write a build's firmware to a board: serial bootloader, UF2 drive, MCUboot or debug probe"
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         from .reset import RESETS
 
+        from . import METHODS
+
         parser.add_argument("target", type=Path, help="build folder (from `mlfbuild build`)")
+        parser.add_argument("--method", "-m", choices=sorted(METHODS),
+                            help="flashing method (default: the board's flashing.method; others need the board's "
+                                 "data for them: uf2_family, pyocd_target, openocd_config, [flashing.mcuboot])")
+        parser.add_argument("--drive", help="uf2: the bootloader's mounted drive (default: the one with INFO_UF2.TXT)")
+        parser.add_argument("--probe", help="pyocd/openocd: the debug probe's serial number (default: the one connected)")
         parser.add_argument("--port", "-p", help="serial port or pyserial URL (default: the one USB serial port)")
         parser.add_argument("--baud", type=int, help="baud rate (default: the board's flashing.baud)")
         parser.add_argument("--parity", choices=["even", "none"], default="even",
@@ -45,22 +52,27 @@ class FlashCommand:
 
     def run(self, args: argparse.Namespace) -> int:
         from ..serialport import find_port
-        from . import FlashOptions, Progress, flash, load_job
+        from . import FlashOptions, Progress, flash, flasher_class, load_job
 
         job = load_job(args.target, address=args.address)
         job.check()                                  # refuse before looking for or opening a port
         for warning in job.warnings:
             print(f"mlfbuild: warning: {warning}", file=sys.stderr)
-        port = args.port or find_port()
+        method = args.method or job.flashing.method
+        needs_port = getattr(flasher_class(method), "needs_port", True)
+        port = (args.port or find_port()) if needs_port else ""
         options = FlashOptions(port=port, baud=args.baud or job.flashing.baud, parity=args.parity,
                                verify=not args.no_verify, reset=args.reset or job.flashing.reset,
-                               erase=args.erase, start=not args.no_start, ignore_chip_id=args.ignore_chip_id)
+                               erase=args.erase, start=not args.no_start, ignore_chip_id=args.ignore_chip_id,
+                               drive=args.drive, probe=args.probe)
         mode = "8E1" if options.parity == "even" else "8N1"
-        print(f"flashing {job.source} ({len(job.image)} bytes) to {job.board} at 0x{job.address:08X} "
-              f"via {port} ({job.flashing.method}, {options.baud} baud {mode}, reset {options.reset})",
+        via = (f"via {port} ({method}, {options.baud} baud {mode}, reset {options.reset})" if needs_port
+               else f"({method})")
+        print(f"flashing {job.source} ({len(job.image)} bytes) to {job.board} at 0x{job.address:08X} {via}",
               file=sys.stderr, flush=True)
-        result = flash(job, options, Progress())
-        state = "verified" if result.verified else "NOT verified (--no-verify)"
+        result = flash(job, options, Progress(), method=method)
+        state = getattr(result, "verification", None) or ("verified" if result.verified
+                                                          else "NOT verified (--no-verify)")
         started = ", application started" if result.started else ""
         print(f"flashed {result.size} bytes to {job.board} at 0x{result.address:08X}: {state}{started}")
         return 0

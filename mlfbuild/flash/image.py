@@ -11,7 +11,7 @@ import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..boards import FlashSectors, Flashing, MemoryRegion
+from ..boards import FlashSectors, Flashing, McubootLayout, MemoryRegion
 from ..errors import FlashError, InvalidInputError, UsageError
 
 
@@ -55,16 +55,26 @@ def _flashing_from_json(data: dict, where: str) -> tuple[Flashing, MemoryRegion]
         f = board["flashing"]
         region = board["memory"]["flash"]
         flash = MemoryRegion(int(region["origin"]), int(region["length"]))
-        sectors = tuple(FlashSectors(int(s["count"]), int(s["size"])) for s in f["sectors"])
+        sectors = tuple(FlashSectors(int(s["count"]), int(s["size"])) for s in f.get("sectors", ()))
         flashing = Flashing(method=str(f["method"]), address=int(f["address"]), reset=str(f["reset"]),
                             sectors=sectors, baud=int(f.get("baud", 115200)),
                             chip_id=None if f.get("chip_id") is None else int(f["chip_id"]),
-                            notes=str(f.get("notes", "")))
+                            notes=str(f.get("notes", "")), **_extras_from_json(f))
     except (KeyError, TypeError, ValueError) as exc:
         raise InvalidInputError(f"{where}: board.flashing or board.memory.flash is malformed ({exc!r})") from None
-    if not sectors or any(s.count < 1 or s.size < 1 for s in sectors):
+    if (not sectors and flashing.method == "stm32-uart") or any(s.count < 1 or s.size < 1 for s in sectors):
         raise InvalidInputError(f"{where}: board.flashing.sectors is empty or malformed")
     return flashing, flash
+
+
+def _extras_from_json(f: dict) -> dict:
+    """The optional flashing data (boards.Flashing.to_json writes only what a board declares)."""
+    family, target, mcuboot = f.get("uf2_family"), f.get("pyocd_target"), f.get("mcuboot")
+    return {"uf2_family": None if family is None else int(family),
+            "pyocd_target": None if target is None else str(target),
+            "openocd_config": tuple(str(c) for c in f.get("openocd_config", ())),
+            "mcuboot": None if mcuboot is None else McubootLayout(
+                int(mcuboot["header_size"]), int(mcuboot["slot_size"]), int(mcuboot["align"]), str(mcuboot["version"]))}
 
 
 def load_job(target: Path, address: int | None = None) -> FlashJob:

@@ -19,7 +19,7 @@ from typing import Callable
 from ..errors import FlashError
 from ..serialport import set_lines
 
-RESETS = ("dtr-rts", "manual", "none")
+RESETS = ("dtr-rts", "manual", "none", "touch-1200")   # touch-1200: SAM-BA boards (flash/samba.py)
 PULSE = 0.1  # seconds: reset pulse and bootloader start-up time
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,6 +42,7 @@ class ProjectOptions:
     toolchain_prefix: str = _TOOLCHAIN_DEFAULT_PREFIX
     werror: bool = False  # -Werror for our code (the tests use it)
     max_code_bytes: int = DEFAULT_MAX_CODE_BYTES  # generated C per module and in all
+    stack_bytes: int | None = None  # a fixed .stack reserve (else the computed bound + margin)
     mlperf_model_id: str | None = None
 
 
@@ -111,7 +113,9 @@ class _Writer:
             base.rmdir()
 
 
-def render_project(lib: ModelLibrary, board: Board, dest: Path, options: ProjectOptions = ProjectOptions()) -> Project:
+def render_project(lib: ModelLibrary, board: Board, dest: Path, options: ProjectOptions = ProjectOptions(),
+                   stack_bytes: int | None = None) -> Project:
+    """`stack_bytes`: the .stack reserve to link with when options do not fix one (default: the board's)."""
     if options.crt_dir is not None and options.runtime != "tvm":
         raise UsageError("--crt-dir names TVM's standalone CRT: it goes with --runtime tvm")
     for module in lib.modules:
@@ -149,8 +153,7 @@ def render_project(lib: ModelLibrary, board: Board, dest: Path, options: Project
     linker_script = None
     if not board.is_host:
         linker_script = "linker.ld"
-        writer.write(linker_script, env.get_template("linker.ld.j2").render(
-            board=board, stack_bytes=board.memory.stack_bytes, heap_bytes=board.memory.heap_bytes))
+        writer.write(linker_script, linker_script_text(board, options.stack_bytes or stack_bytes))
     toolchain = toolchain_names(board, options.toolchain_prefix)
     makefile = env.get_template("project/Makefile.j2").render(
         board=board, toolchain=toolchain, arch_flags=arch_flags, opt_flags=[options.optimize, "-g"],
@@ -218,6 +221,20 @@ def _ld_flags(board: Board, linker_script: str | None) -> list[str]:
     return ["-nostartfiles", "--specs=nano.specs"]
 
 
+def linker_script_text(board: Board, stack_bytes: int | None = None) -> str:
+    return template_environment().get_template("linker.ld.j2").render(
+        board=board, stack_bytes=stack_bytes or board.memory.stack_bytes, heap_bytes=board.memory.heap_bytes)
+
+
+def linked_stack_bytes(project: Path) -> int | None:
+    """The .stack reserve the project's linker script holds now (None: no script yet)."""
+    path = project / "linker.ld"
+    if not path.is_file():
+        return None
+    match = re.search(r"^__stack_size = 0x([0-9A-Fa-f]+);", path.read_text(), re.M)
+    return int(match.group(1), 16) if match else None
+
+
 # Room for the diagnostic link: 128 MiB per region keeps every board's regions apart.
 _OVERSIZE_REGION = 0x08000000
 
@@ -266,5 +283,5 @@ def copy_tree_into(writer: _Writer, source: Path, relative: str, suffixes: tuple
     return copied
 
 
-__all__ = ["Project", "ProjectOptions", "render_project", "render_oversize_linker_script", "template_environment",
+__all__ = ["Project", "ProjectOptions", "render_project", "linker_script_text", "linked_stack_bytes", "render_oversize_linker_script", "template_environment",
            "templates_hash", "copy_tree_into"]

@@ -46,12 +46,20 @@ class Bounds:
         if nbytes > have:
             kind = "static data limit" if self.address_bits == 64 else region.upper()
             raise OverBudgetError(f"the firmware does not fit the board: {what} needs {nbytes} bytes, "
-                                  f"{self.board} has {have} bytes of {kind}")
+                                  f"{self.board} has {have} bytes of {kind}",
+                                  table=_one_buffer_table(what, nbytes, region, have))
 
     def check_shape(self, what: str, shape: tuple[int, ...] | None) -> None:
         if shape and max(shape) > INT32_MAX:
             raise InvalidInputError(f"{what}: dimension {max(shape)} is impossible on {self.board} "
                                     f"(the firmware's shapes are int32)")
+
+
+def _one_buffer_table(what: str, nbytes: int, region: str, have: int) -> str:
+    """The size table of a refusal made before linking: the one buffer against the board's region."""
+    rows = [("region", "board has", "needed by one buffer"), (region, f"{have:,} B", f"{nbytes:,} B ({what})")]
+    width = max(len(row[0]) for row in rows), max(len(row[1]) for row in rows)
+    return "\n".join(f"{a:<{width[0]}}  {b:>{width[1]}}  {c}" for a, b, c in rows)
 
 
 def check_module(module: Module, bounds: Bounds, max_code_bytes: int) -> None:

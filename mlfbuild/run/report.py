@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from xml.etree import ElementTree
 
 from . import MISMATCH, PASS, ModelRun, RunResult
@@ -50,27 +51,75 @@ def _verdict(result: RunResult) -> str:
             f"({checked} checked{', all matching' if checked else ''})")
 
 
-def junit_xml(result: RunResult) -> bytes:
-    """One testcase per output: <failure> for a mismatch, <skipped> for an output no reference checked."""
-    suite = ElementTree.Element("testsuite", name=f"mlfbuild run {result.board}", time=f"{result.seconds:.3f}")
-    failures = skipped = 0
-    seconds = f"{result.seconds / max(len(result.models), 1):.3f}"
-    for model in result.models:
-        for c in model.comparisons:
-            case = ElementTree.SubElement(suite, "testcase", classname=f"{result.board}.{model.name}", name=c.name,
-                                          time=seconds)
-            if not c.ok:
-                failures += 1
-                ElementTree.SubElement(case, "failure", message=f"{c.mismatches} of {c.size} values differ").text = \
-                    f"max abs error {c.max_abs_error}, first mismatches {c.first_mismatches}"
-            ElementTree.SubElement(case, "system-out").text = f"ticks={model.ticks} hz={model.timer_hz}"
-        for name in model.unchecked:
-            skipped += 1
-            case = ElementTree.SubElement(suite, "testcase", classname=f"{result.board}.{model.name}", name=name,
-                                          time=seconds)
-            ElementTree.SubElement(case, "skipped", message="outputs not checked")
-            ElementTree.SubElement(case, "system-out").text = f"ticks={model.ticks} hz={model.timer_hz}"
-    suite.set("tests", str(len(suite)))
-    suite.set("failures", str(failures))
-    suite.set("skipped", str(skipped))
+# The outcomes a JUnit test case can have, in the meaning CI systems give them: a failure is a
+# verdict on the model (outputs differ, over budget), an error is something that kept the verdict
+# from being reached (build, run, infrastructure), skipped is a job whose outputs nobody checked.
+PASSED, FAILURE, ERROR, SKIPPED = "passed", "failure", "error", "skipped"
+
+
+@dataclass
+class JUnitCase:
+    classname: str
+    name: str
+    seconds: float
+    outcome: str = PASSED
+    message: str = ""
+    detail: str = ""  # the element's text: a log tail, the first mismatching values
+    kind: str = ""  # the type attribute of <failure>/<error>, e.g. "exit 4"
+    properties: dict[str, object] = field(default_factory=dict)
+    output: str = ""  # <system-out>
+
+
+def junit_suite(name: str, cases: list[JUnitCase], seconds: float | None = None) -> bytes:
+    """The one JUnit writer of mlfbuild: `run` and `matrix` both describe their results as cases."""
+    counts = {outcome: sum(c.outcome == outcome for c in cases) for outcome in (FAILURE, ERROR, SKIPPED)}
+    total = sum(c.seconds for c in cases) if seconds is None else seconds
+    suite = ElementTree.Element("testsuite", name=name, tests=str(len(cases)), failures=str(counts[FAILURE]),
+                                errors=str(counts[ERROR]), skipped=str(counts[SKIPPED]), time=f"{total:.3f}")
+    for case in cases:
+        element = ElementTree.SubElement(suite, "testcase", classname=case.classname, name=case.name,
+                                         time=f"{case.seconds:.3f}")
+        if case.properties:
+            properties = ElementTree.SubElement(element, "properties")
+            for key, value in case.properties.items():
+                if value is not None:
+                    ElementTree.SubElement(properties, "property", name=key, value=str(value))
+        if case.outcome != PASSED:
+            verdict = ElementTree.SubElement(element, case.outcome, message=case.message)
+            if case.kind and case.outcome != SKIPPED:
+                verdict.set("type", case.kind)
+            if case.detail:
+                verdict.text = case.detail
+        if case.output:
+            ElementTree.SubElement(element, "system-out").text = case.output
     return ElementTree.tostring(suite, encoding="utf-8", xml_declaration=True)
+
+
+def model_properties(model, board: dict | None = None) -> dict[str, object]:
+    """Timing of a model's last inference as JUnit properties: ticks, milliseconds and, under QEMU's
+    -icount (one instruction per virtual nanosecond), instructions."""
+    ticks = model.ticks[-1]
+    properties: dict[str, object] = {"ticks": ticks, "timer_hz": model.timer_hz,
+                                     "ms": round(ticks * 1000 / model.timer_hz, 3)}
+    if board is not None and board.get("qemu"):
+        properties["instructions"] = round(ticks * 1e9 / model.timer_hz)
+    return properties
+
+
+def junit_xml(result: RunResult, board: dict | None = None) -> bytes:
+    """One testcase per output: <failure> for a mismatch, <skipped> for an output no reference checked."""
+    seconds = result.seconds / max(len(result.models), 1)
+    cases = []
+    for model in result.models:
+        properties = model_properties(model, board)
+        for c in model.comparisons:
+            case = JUnitCase(f"{result.board}.{model.name}", c.name, seconds, properties=properties,
+                             output=f"ticks={model.ticks} hz={model.timer_hz}")
+            if not c.ok:
+                case.outcome, case.message = FAILURE, f"{c.mismatches} of {c.size} values differ"
+                case.detail = f"max abs error {c.max_abs_error}, first mismatches {c.first_mismatches}"
+            cases.append(case)
+        cases += [JUnitCase(f"{result.board}.{model.name}", name, seconds, SKIPPED, "outputs not checked",
+                            properties=properties, output=f"ticks={model.ticks} hz={model.timer_hz}")
+                  for name in model.unchecked]
+    return junit_suite(f"mlfbuild run {result.board}", cases, result.seconds)

@@ -212,6 +212,15 @@ def format_html(report: SizeReport) -> str:
                    f'{_e(f" [{item.module}]" if item.module else "")}</td><td class="l">{_e(item.name)}</td>'
                    f'<td class="l">{_e(item.file)}</td></tr>')
     out.append("</table>")
+    if report.stack:
+        stack = report.stack
+        out.append("<h2>Stack</h2><table><tr><th class='l'>what</th><th>bytes</th><th class='l'>from</th></tr>")
+        out.append(f"<tr><td>static bound</td><td>{_e(_n(stack.get('bound')))}</td><td class='l'>"
+                   f"{_e(' -> '.join(stack.get('path') or []) or '; '.join(stack.get('unbounded') or []))}</td></tr>")
+        out.append(f"<tr><td>reserve</td><td>{_e(_n(stack.get('reserve')))}</td><td class='l'>"
+                   f"{_e(str(stack.get('reserve_source')))}</td></tr>")
+        out.append(f"<tr><td>measured peak</td><td>{_e(_n(stack.get('measured_peak')))}</td><td class='l'>last run</td></tr>")
+        out.append("</table>")
     if report.measured:
         out.append("<h2>Measured on the target</h2><table><tr><th class='l'>what</th><th>measured</th><th>static</th><th>use</th></tr>")
         for row in report.measured:

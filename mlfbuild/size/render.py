@@ -108,6 +108,9 @@ def format_text(report: SizeReport, top: int = 20) -> str:
         where = f"{item.category}/{item.subcategory}" + (f" [{item.module}]" if item.module else "")
         out.append(f"  {item.flash:>9,}{item.ram:>9,}  {where:<36} {_short_symbol(item.name, item.module)}"
                    f"{'  ' + item.file if item.file else ''}")
+    if report.stack:
+        out.append("")
+        out.extend(stack_lines(report.stack))
     if report.measured:
         out.append("")
         out.append("measured on the target vs static")
@@ -219,3 +222,18 @@ def format_markdown(report: SizeReport, top: int = 10) -> str:
     sha = (mlf.get("sha256") or "")[:12]
     out.append(f"<sub>{_md(b.get('toolchain') or '')}{' · MLF sha256 ' + sha if sha else ''}</sub>")
     return "\n".join(out) + "\n"
+
+
+def stack_lines(stack: dict) -> list[str]:
+    """The stack section: static bound (and its deepest path), reserve, the last run's peak."""
+    bound, peak = stack.get("bound"), stack.get("measured_peak")
+    lines = ["stack"]
+    if bound is None:
+        lines.append(f"  {'static bound':<16}{'none':>10}    " + "; ".join(stack.get("unbounded") or []))
+    else:
+        lines.append(f"  {'static bound':<16}{bound:>10,} B  gcc -fstack-usage/-fcallgraph-info + "
+                     f"{stack.get('exception_frame')} B exception frame")
+        lines.append(f"  {'deepest path':<16}  {' -> '.join(stack.get('path') or [])}")
+    lines.append(f"  {'reserve':<16}{stack.get('reserve') or 0:>10,} B  from the {stack.get('reserve_source')}")
+    lines.append(f"  {'measured peak':<16}" + (f"{peak:>10,} B  last run" if peak is not None else f"{'—':>10}    no run yet"))
+    return lines

@@ -135,6 +135,7 @@ class SizeReport:
     measured: list[dict]
     warnings: list[str]
     notes: list[str]
+    stack: dict | None = None  # static bound, reserve and the last run's measured peak (Cortex-M builds)
 
     # --- views ---
     def categories(self) -> list[dict]:
@@ -191,6 +192,7 @@ class SizeReport:
             "modules": [m.to_json() for m in self.modules],
             "symbols": [i.to_json() for i in sorted(self.items, key=lambda i: (-(i.flash + i.ram), i.key))],
             "measured": self.measured,
+            "stack": self.stack,
             "warnings": self.warnings,
             "notes": self.notes,
         }
@@ -276,7 +278,29 @@ def _report(image: ElfImage, record: dict, regions, budget_flash, budget_ram, me
              "runtime": record.get("runtime"), "cflags": (record.get("flags") or {}).get("cflags")}
     return SizeReport(elf_name=image.path.name, machine=image.machine, build=build, flash=flash, ram=ram,
                       berkeley=berkeley, items=items, modules=modules, measured=measured_rows,
-                      warnings=warnings, notes=notes)
+                      warnings=warnings, notes=notes, stack=_stack(record, image, measured, warnings))
+
+
+def _stack(record: dict, image: ElfImage, measured: dict | None, warnings: list[str]) -> dict | None:
+    """The stack: gcc's static bound (build.json "stack"), the linked reserve and the last run's peak."""
+    static = record.get("stack")
+    if not static:
+        return None
+    reserve = sum(s.size for s in image.sections if s.kind == "stack")
+    peak = (measured or {}).get("stack_peak")
+    summary = {"bound": static.get("bound"), "reserve": reserve, "reserve_source": static.get("reserve_source"),
+               "margin": static.get("margin"), "exception_frame": static.get("exception_frame"),
+               "path": static.get("path") or [], "unbounded": static.get("unbounded") or [],
+               "measured_peak": int(peak) if peak is not None else None}
+    bound = summary["bound"]
+    if bound is None:
+        warnings.append("no static stack bound (" + "; ".join(summary["unbounded"] or ["unknown"]) + f"): the "
+                        f"reserve of {reserve:,} B comes from the {summary['reserve_source']}")
+    elif summary["measured_peak"] is not None and summary["measured_peak"] > bound:
+        warnings.append(f"measured stack peak {summary['measured_peak']:,} B exceeds the static bound of {bound:,} B")
+    if bound is not None and reserve < bound:
+        warnings.append(f"the stack reserve ({reserve:,} B) is below the static bound ({bound:,} B)")
+    return summary
 
 
 def _items(pieces: list[Piece]) -> list[Item]:
@@ -430,9 +454,15 @@ def _memory_rows(module: dict, lowered: dict, linked: dict, pool: int, pool_user
         # workspace
         if executor == "graph":
             total = arena + module_pool
-            text = (f"graph executor: activations in mlfbuild's planned arena ({arena:,} B, inputs and outputs "
-                    f"inside) + operator scratch in the TVMBackendAllocWorkspace pool ({module_pool:,} B); TVM's "
-                    f"figure is sized for its own graph runtime")
+            plan = lowered.get("memory_plan") or {}
+            if module_pool:
+                text = (f"graph executor: activations in mlfbuild's planned arena ({arena:,} B, inputs and outputs "
+                        f"inside) + operator scratch in the TVMBackendAllocWorkspace pool ({module_pool:,} B); TVM's "
+                        f"figure is sized for its own graph runtime")
+            else:
+                text = (f"graph executor: one arena planned by mlfbuild ({arena:,} B; floor {plan.get('floor_bytes', 0):,} B) "
+                        f"holds activations, inputs, outputs and each operator's scratch, sharing bytes where "
+                        f"lifetimes do not meet; TVM's figure is sized for its own graph runtime")
             rows.append(MemoryRow("workspace", device, ws, total, text))
         elif usmp:
             diff = usmp_pool - ws

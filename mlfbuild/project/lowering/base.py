@@ -60,6 +60,8 @@ class Lowered:
     workspace_bytes: int = 0  # TVMBackendAllocWorkspace pool the module needs (0: none)
     notes: list[str] = field(default_factory=list)
     buffers: list[tuple[str, int, str]] = field(default_factory=list)  # (what, bytes, "ram"|"flash") it declares
+    memory_plan: dict | None = None  # the arena plan, when the lowering made one (MemoryPlan.to_json())
+    planned_scratch: bool = False  # operators take their scratch from regions of the planned arena
 
 
 class Lowering:
@@ -103,3 +105,75 @@ def workspace_with_slack(bytes_needed: int, module: Module, root: Path) -> int:
 
 def _align(value: int, to: int = WORKSPACE_ALIGNMENT) -> int:
     return (value + to - 1) // to * to
+
+
+_FUNCTION = re.compile(r"^(?:TVM_DLL\s+|static\s+)?int32_t\s+(\w+)\s*\([^;{]*\)\s*\{\s*$", re.M)
+_ALLOC = re.compile(r"(\w+)\s*=\s*(?:\([^()]*\)\s*)?TVMBackendAllocWorkspace\(")
+_LITERAL_ALLOC = re.compile(r"(\w+)\s*=\s*(?:\([^()]*\)\s*)?TVMBackendAllocWorkspace\(\s*\d+\s*,\s*[^,]+,\s*"
+                            r"\(uint64_t\)\s*(\d+)\s*,")
+_FREE = re.compile(r"TVMBackendFreeWorkspace\(\s*\d+\s*,\s*[^,]+,\s*(\w+)\s*\)")
+
+
+def operator_scratch(module: Module, root: Path) -> dict[str, int] | None:
+    """{function: most bytes it holds from TVMBackendAllocWorkspace at once}, read from the generated C:
+    its allocations replayed in source order as crt/src/backend.c serves them (each rounded to the
+    alignment, frees rewinding LIFO), plus what the functions it calls hold. None when that cannot be
+    known: object code, an allocation whose size is not a literal, or recursion."""
+    if any("TVMBackendAllocWorkspace" in o.undefined for o in module.objects):
+        return None
+    bodies: dict[str, str] = {}
+    for rel in module.sources:
+        bodies.update(_function_bodies((root / rel).read_text(errors="replace")))
+    own: dict[str, int] = {}
+    for name, body in bodies.items():
+        held = _replay_allocations(body)
+        if held is None:
+            return None
+        own[name] = held
+    totals: dict[str, int] = {}
+
+    def total(name: str, path: tuple[str, ...]) -> int | None:
+        if name in path:
+            return None
+        if name not in totals:
+            callees = [other for other in bodies if other != name and re.search(rf"\b{other}\b", bodies[name])]
+            parts = [total(callee, path + (name,)) for callee in callees]
+            if any(part is None for part in parts):
+                return None
+            totals[name] = own[name] + sum(parts)
+        return totals[name]
+
+    result = {}
+    for name in bodies:
+        value = total(name, ())
+        if value is None:
+            return None
+        result[name] = value
+    return result
+
+
+def _function_bodies(code: str) -> dict[str, str]:
+    """Function definitions as TVM's C code generator writes them: a signature line ending in '{' and
+    a closing '}' alone at the start of a line."""
+    bodies = {}
+    for match in _FUNCTION.finditer(code):
+        end = code.find("\n}", match.end())
+        bodies[match.group(1)] = code[match.end():end if end >= 0 else len(code)]
+    return bodies
+
+
+def _replay_allocations(body: str) -> int | None:
+    if len(_ALLOC.findall(body)) != len(_LITERAL_ALLOC.findall(body)):
+        return None
+    events = sorted([(m.start(), "alloc", m.group(1), int(m.group(2))) for m in _LITERAL_ALLOC.finditer(body)]
+                    + [(m.start(), "free", m.group(1), 0) for m in _FREE.finditer(body)])
+    stack: list[tuple[str, int]] = []
+    peak = 0
+    for _, kind, var, nbytes in events:
+        if kind == "alloc":
+            stack.append((var, _align(max(nbytes, 1))))
+            peak = max(peak, sum(size for _, size in stack))
+        elif any(name == var for name, _ in stack):
+            while stack and stack.pop()[0] != var:
+                pass
+    return peak

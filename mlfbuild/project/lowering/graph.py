@@ -1,7 +1,9 @@
 """Graph executor lowered at build time: the graph JSON becomes straight-line C.
 
-TVM's storage plan is kept (entries sharing a storage id share bytes), laid out as offsets in one
-arena; parameters become const arrays in flash that the operators read in place.
+Every activation and every operator's scratch (what it takes from TVMBackendAllocWorkspace) gets
+a place in one arena, planned here from the graph's own liveness rather than TVM's storage ids: an
+operator's scratch shares bytes with activations that are dead while it runs. Parameters become
+const arrays in flash that the operators read in place.
 """
 
 from __future__ import annotations
@@ -10,9 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import InvalidInputError
-from ...mlf.graph import Graph
+from ...mlf.graph import Graph, Node
 from ...mlf.model import Module
-from .base import WORKSPACE_ALIGNMENT, CTensor, Lowered, Lowering, _align, workspace_with_slack
+from ..memory_plan import Buffer, MemoryPlan, plan_memory
+from .base import (WORKSPACE_ALIGNMENT, CTensor, Lowered, Lowering, allocation_sites, operator_scratch,
+                   workspace_with_slack)
 
 
 @dataclass
@@ -71,80 +75,154 @@ class GraphExecutor(Lowering):
         if missing:
             raise InvalidInputError(f"{module.name}: graph inputs {missing} are neither model inputs nor in {module.params_path}")
 
-        input_entries = {graph.entry_id(nid, 0) for nid in graph.arg_nodes if nid not in param_nodes}
-        slots, offsets, arena_bytes = self._plan(graph, set(param_symbols), input_entries)
+        input_entries = [graph.entry_id(nid, 0) for nid in graph.arg_nodes if nid not in param_nodes]
+        steps = _steps(graph, set(param_symbols))
+        scratch = _scratch_per_function(module, root, steps)
+        memory = _plan(graph, steps, set(param_symbols), input_entries, scratch)
         entries: dict[int, _Entry] = {}
 
         def entry(eid: int) -> _Entry:
             if eid not in entries:
                 e = graph.entries[eid]
                 data = (f"(void*){param_symbols[eid]}" if eid in param_symbols
-                        else f"(void*)&{prefix}_arena[{offsets[slots[eid]]}]")
+                        else f"(void*)&{prefix}_arena[{memory.offsets[_tensor_buffer(steps, eid)]}]")
                 entries[eid] = _Entry(name=f"e{eid}", dtype=e.dtype, shape=tuple(e.shape), nbytes=e.nbytes, data=data, id=eid)
             return entries[eid]
 
         calls, functions, max_args = [], [], 0
-        for nid, node in enumerate(graph.nodes):
-            if node.op == "null":
+        for index, step in enumerate(steps.calls):
+            node = step.node
+            if step.kind == "copy":
+                src, dst = entry(step.inputs[0]), entry(step.outputs[0])
+                calls.append({"kind": "copy", "node": node.name, "function": node.func_name,
+                              "src": src.data, "dst": dst.data, "nbytes": min(src.nbytes, dst.nbytes)})
                 continue
-            ins = [graph.entry_id(i, k) for i, k in node.inputs]
-            outs = [graph.entry_id(nid, k) for k in range(node.num_outputs)]
-            if node.func_name in ("__nop", "__copy"):
-                src, dst = entry(ins[0]), entry(outs[0])
-                if src.data != dst.data:
-                    calls.append({"kind": "copy", "node": node.name, "function": node.func_name,
-                                  "src": src.data, "dst": dst.data, "nbytes": min(src.nbytes, dst.nbytes)})
-                continue
-            for eid in ins + outs:
+            for eid in step.inputs + step.outputs:
                 entry(eid)
-            calls.append({"kind": "packed", "node": node.name, "function": node.func_name, "entries": ins + outs})
+            call = {"kind": "packed", "node": node.name, "function": node.func_name,
+                    "entries": step.inputs + step.outputs, "scratch": None}
+            if scratch is not None:
+                size = scratch.get(node.func_name, 0)
+                call["scratch"] = {"offset": memory.offsets[f"scratch{index}"], "size": size} if size else {}
+            calls.append(call)
             if node.func_name not in functions:
                 functions.append(node.func_name)
-            max_args = max(max_args, len(ins) + len(outs))
+            max_args = max(max_args, len(step.inputs) + len(step.outputs))
 
-        inputs = [entry(graph.entry_id(nid, 0)) for nid in graph.arg_nodes if nid not in param_nodes]
+        inputs = [entry(eid) for eid in input_entries]
         outputs = [entry(graph.entry_id(nid, k)) for nid, k in graph.heads]
         for tensor, spec in zip(inputs, module.inputs):
             tensor.name = spec.name
         output_views = [_Entry(name=spec.name, dtype=e.dtype, shape=e.shape, nbytes=e.nbytes, data=e.data, id=e.id)
                         for e, spec in zip(outputs, module.outputs)]
 
+        arena_bytes = memory.arena_bytes
         code = self.render(env, m=module, prefix=prefix, symbol=f"mlf_model_{module.name}",
-                           graph_source=module.graph_path, functions=functions, storage=offsets,
-                           arena_bytes=arena_bytes, params=params, params_bytes=sum(p.nbytes for p in params),
+                           graph_source=module.graph_path, functions=functions, buffers=len(memory.buffers),
+                           arena_bytes=arena_bytes, floor_bytes=memory.floor_bytes, params=params,
+                           params_bytes=sum(p.nbytes for p in params),
                            entries=sorted(entries.values(), key=lambda e: e.id), calls=calls, max_args=max_args,
                            linked=linked, linked_ids={item["entry"] for item in linked},
                            inputs=inputs, outputs=output_views)
-        workspace = max((op.workspace_size_bytes for op in module.operators), default=0)
-        return Lowered(module=module, symbol=f"mlf_model_{module.name}", code=code,
-                       workspace_bytes=workspace_with_slack(workspace, module, root),
-                       notes=[f"arena {arena_bytes} B for {len(offsets)} storage ids; {len(params)} params in flash"],
-                       buffers=[("the activation arena", arena_bytes, "ram"),
+        if scratch is None:
+            workspace = max((op.workspace_size_bytes for op in module.operators), default=0)
+            pool = workspace_with_slack(workspace, module, root)
+            note = (f"arena {arena_bytes} B for {len(memory.buffers)} tensors (floor {memory.floor_bytes} B); operator "
+                    f"scratch from a separate pool of {pool} B (its sizes are not literals in the C code)")
+        else:
+            pool = 0
+            note = (f"arena {arena_bytes} B for {len(memory.buffers)} tensors and operator scratch regions "
+                    f"(floor {memory.floor_bytes} B)")
+        return Lowered(module=module, symbol=f"mlf_model_{module.name}", code=code, workspace_bytes=pool,
+                       notes=[note + f"; {len(params)} params in flash"], memory_plan=memory.to_json(),
+                       planned_scratch=scratch is not None,
+                       buffers=[("the arena", arena_bytes, "ram"),
                                 ("the weights", sum(p.nbytes for p in params), "flash")])
 
-    @staticmethod
-    def _plan(graph: Graph, param_entries: set[int], input_entries: set[int]) -> tuple[dict[int, int], dict[int, int], int]:
-        """Arena layout: (entry → slot, slot → offset, arena bytes). Slots are TVM's storage ids,
-        sized from the graph itself (the metadata's `sids` under-reports shared storage). An input
-        whose storage TVM lets a later entry reuse gets a slot of its own, so that repeated runs
-        (MLPerf's `infer N W`) see the input the host loaded."""
-        users: dict[int, list[int]] = {}
-        for eid, e in enumerate(graph.entries):
-            if eid not in param_entries:
-                users.setdefault(e.storage_id, []).append(eid)
-        slots: dict[int, int] = {}
-        for sid, eids in users.items():
-            for eid in eids:
-                shared_input = eid in input_entries and len(eids) > 1
-                slots[eid] = -1 - eid if shared_input else sid
-        sizes: dict[int, int] = {}
-        for eid, slot in slots.items():
-            sizes[slot] = max(sizes.get(slot, 0), graph.entries[eid].nbytes)
-        offsets, cursor = {}, 0
-        for slot in sorted(sizes, key=lambda s: (s < 0, abs(s))):
-            offsets[slot] = cursor
-            cursor = _align(cursor + sizes[slot], WORKSPACE_ALIGNMENT)
-        return slots, offsets, cursor
+
+@dataclass
+class _Step:
+    kind: str  # packed | copy
+    node: Node
+    inputs: list[int]
+    outputs: list[int]
+
+
+@dataclass
+class _Steps:
+    """The calls of the lowered executor in order, and which entries share one buffer (a `__nop`
+    output is its input's bytes under another shape)."""
+
+    calls: list[_Step]
+    alias: dict[int, int]  # entry -> the entry whose buffer it uses
+
+
+def _steps(graph: Graph, param_entries: set[int]) -> _Steps:
+    calls: list[_Step] = []
+    alias: dict[int, int] = {}
+    for nid, node in enumerate(graph.nodes):
+        if node.op == "null":
+            continue
+        ins = [graph.entry_id(i, k) for i, k in node.inputs]
+        outs = [graph.entry_id(nid, k) for k in range(node.num_outputs)]
+        if node.func_name == "__nop" and ins[0] not in param_entries:
+            alias[outs[0]] = alias.get(ins[0], ins[0])
+        elif node.func_name in ("__nop", "__copy"):
+            calls.append(_Step("copy", node, ins[:1], outs[:1]))
+        else:
+            calls.append(_Step("packed", node, ins, outs))
+    return _Steps(calls, alias)
+
+
+def _tensor_buffer(steps: _Steps, eid: int) -> str:
+    return f"e{steps.alias.get(eid, eid)}"
+
+
+def _scratch_per_function(module: Module, root: Path, steps: _Steps) -> dict[str, int] | None:
+    """Scratch bytes per operator function, or None when they cannot be read from the C code (then
+    the operators share a pool beside the arena, as TVM's metadata sizes it)."""
+    scratch = operator_scratch(module, root)
+    if scratch is None:
+        return None
+    called = {step.node.func_name for step in steps.calls if step.kind == "packed"}
+    if allocation_sites(module, root) and not called <= set(scratch):
+        return None
+    return scratch
+
+
+def _plan(graph: Graph, steps: _Steps, param_entries: set[int], input_entries: list[int],
+          scratch: dict[str, int] | None) -> MemoryPlan:
+    """Every tensor that is not a weight is live from the step that writes it to the last step that
+    reads it; inputs for the whole run (repeated runs, MLPerf's `infer N W`, read the input the host
+    loaded) and outputs to the end (the host reads them afterwards). Each operator's scratch is live
+    during its own step. All of them go into one arena (mlfbuild/project/memory_plan.py)."""
+    last_step = max(len(steps.calls) - 1, 0)
+    spans: dict[str, list[int]] = {}
+    sizes: dict[str, int] = {}
+
+    def touch(eid: int, step: int) -> None:
+        if eid in param_entries:
+            return
+        name = _tensor_buffer(steps, eid)
+        span = spans.setdefault(name, [step, step])
+        span[0], span[1] = min(span[0], step), max(span[1], step)
+        sizes[name] = max(sizes.get(name, 0), graph.entries[eid].nbytes)
+
+    for eid in input_entries:
+        touch(eid, 0)
+        touch(eid, last_step)
+    buffers = []
+    for index, step in enumerate(steps.calls):
+        for eid in step.inputs + step.outputs:
+            touch(eid, index)
+        size = (scratch or {}).get(step.node.func_name, 0) if step.kind == "packed" else 0
+        if size:
+            buffers.append(Buffer(f"scratch{index}", size, index, index))
+    for nid, k in graph.heads:
+        eid = graph.entry_id(nid, k)
+        touch(eid, last_step)
+    buffers += [Buffer(name, sizes[name], first, last) for name, (first, last) in spans.items()]
+    return plan_memory(sorted(buffers, key=lambda b: (b.first, b.name)), WORKSPACE_ALIGNMENT)
 
 
 def _defines_linked_params(module: Module, root: Path) -> bool:

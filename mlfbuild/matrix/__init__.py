@@ -1,0 +1,17 @@
+"""Build and run many MLFs × boards on Dask distributed — the CI job a model team runs.
+
+`jobs` says what to run (plain data), `stage` is what a worker does (pure functions of bytes and
+dicts), `engine` hands the stages to a Dask cluster, `cache` keeps builds by content, and `report`
+turns results into a table, JSON, JUnit and an HTML grid.
+"""
+
+from __future__ import annotations
+
+from .cache import BuildCache
+from .engine import BuildConfig, Limits, dask_client, run_matrix
+from .jobs import Entry, Filters, Job, apply_filters, cross, entries_from_file, jobs_to_retry, label
+from .report import Progress, document, html_grid, junit_xml, matrix_exit_code, summary_table
+
+__all__ = ["BuildCache", "BuildConfig", "Entry", "Filters", "Job", "Limits", "Progress", "apply_filters", "cross",
+           "dask_client", "document", "entries_from_file", "html_grid", "jobs_to_retry", "junit_xml", "label",
+           "matrix_exit_code", "run_matrix", "summary_table"]

@@ -1,0 +1,201 @@
+"""A matrix's results in every form: the job result dict, the exit code, a summary table, versioned
+JSON, JUnit (through the project's one JUnit writer) and an offline HTML grid."""
+
+from __future__ import annotations
+
+import html
+import json
+import sys
+from pathlib import Path
+
+from ..errors import InvalidInputError
+from ..run.report import ERROR, FAILURE, PASSED, SKIPPED, JUnitCase, junit_suite
+from .jobs import Job
+from .stage import (BUILD_ERROR, INFRASTRUCTURE, INVALID_INPUT, MISMATCH, NOT_CHECKED, NOT_RUN, OVER_BUDGET, PASS,
+                    RUN_ERROR)
+
+FORMAT, VERSION = "mlfbuild-matrix", 1
+
+# What each status means to CI: a failure is a verdict on the model; an error kept the verdict from
+# being reached; skipped means nobody checked the outputs.
+OUTCOMES = {PASS: PASSED, MISMATCH: FAILURE, OVER_BUDGET: FAILURE, NOT_CHECKED: SKIPPED, NOT_RUN: SKIPPED,
+            BUILD_ERROR: ERROR, RUN_ERROR: ERROR, INVALID_INPUT: ERROR, INFRASTRUCTURE: ERROR}
+
+# Which job's exit code the matrix exits with: invalid input first (the matrix itself is wrong),
+# then errors (build 4, run 6, flash 8, infrastructure 9, internal 1), then failures (over budget 5,
+# mismatch 7). Jobs that passed or were skipped give 0.
+EXIT_PRECEDENCE = (3, 2, 4, 6, 8, 9, 1, 5, 7)
+
+
+def job_result(job: Job, outcome: dict, cache: str, outroot: Path) -> dict:
+    """The reported result of a job; its files are written to OUTROOT/jobs/<id>/ and named by path."""
+    folder = Path(outroot) / "jobs" / job.id
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, content in outcome.get("files", {}).items():
+        (folder / name).write_bytes(content)
+    if (folder / "firmware.elf").is_file():
+        (folder / "firmware.elf").chmod(0o755)  # runnable again with mlfbuild run, host builds too
+    status = outcome["status"]
+    return {"id": job.id, "job": job.to_json(), "model": job.model, "board": job.board, "status": status,
+            "outcome": OUTCOMES[status], "exit_code": outcome["exit_code"], "message": outcome["message"],
+            "flash": outcome.get("flash"), "ram": outcome.get("ram"), "ticks": outcome.get("ticks"),
+            "ms": outcome.get("ms"), "instructions": outcome.get("instructions"),
+            "unchecked": outcome.get("unchecked", []),
+            "seconds": round(outcome.get("build_seconds", 0.0) + outcome.get("run_seconds", 0.0), 3),
+            "build_seconds": outcome.get("build_seconds"), "run_seconds": outcome.get("run_seconds"),
+            "cache": cache, "worker": outcome.get("worker"), "build_worker": outcome.get("build_worker"),
+            "folder": str(folder), "files": sorted(outcome.get("files", {}))}
+
+
+def matrix_exit_code(results: list[dict]) -> int:
+    codes = {r["exit_code"] for r in results} - {0}
+    return min(codes, key=lambda c: EXIT_PRECEDENCE.index(c) if c in EXIT_PRECEDENCE else len(EXIT_PRECEDENCE),
+               default=0)
+
+
+def counts(results: list[dict]) -> dict[str, int]:
+    return {outcome: sum(r["outcome"] == outcome for r in results) for outcome in (PASSED, FAILURE, ERROR, SKIPPED)}
+
+
+def document(results: list[dict]) -> dict:
+    """The versioned JSON of a matrix (what --json prints and --retry-failed reads)."""
+    return {"format": FORMAT, "version": VERSION, "exit_code": matrix_exit_code(results), "total": len(results),
+            "counts": counts(results), "jobs": results}
+
+
+def load_results(path: Path) -> dict:
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise InvalidInputError(f"{path}: not a readable matrix result ({exc})") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT or data.get("version") != VERSION \
+            or not isinstance(data.get("jobs"), list):
+        raise InvalidInputError(f"{path}: not a {FORMAT} v{VERSION} result (write one with mlfbuild matrix --json)")
+    return data
+
+
+def _rows(results: list[dict]) -> dict[str, str]:
+    """Row name of each job: its model, with the jobs-file entry when one MLF is there more than once."""
+    entries: dict[str, set[str]] = {}
+    for r in results:
+        entries.setdefault(r["model"], set()).add(r["id"].split("-")[0])
+    return {r["id"]: r["model"] if len(entries[r["model"]]) == 1 else f"{r['model']} #{r['id'].split('-')[0]}"
+            for r in results}
+
+
+def _cell(r: dict) -> str:
+    text = r["status"]
+    if r["flash"] is not None:
+        text += f" {r['flash'] / 1024:.1f}K"
+    return text
+
+
+def summary_table(results: list[dict]) -> str:
+    boards = sorted({r["board"] for r in results})
+    rows = _rows(results)
+    models = list(dict.fromkeys(rows.values()))
+    cell = {(rows[r["id"]], r["board"]): _cell(r) for r in results}
+    width = max(len(m) for m in models + ["model"])
+    widths = {b: max([len(b)] + [len(cell.get((m, b), "-")) for m in models]) for b in boards}
+    lines = [f"{'model':<{width}}  " + "  ".join(f"{b:<{widths[b]}}" for b in boards)]
+    lines += [f"{m:<{width}}  " + "  ".join(f"{cell.get((m, b), '-'):<{widths[b]}}" for b in boards) for m in models]
+    n = counts(results)
+    lines.append(f"{n[PASSED]}/{len(results)} passed, {n[FAILURE]} failed, {n[ERROR]} errors, {n[SKIPPED]} skipped "
+                 f"(outputs not checked); exit {matrix_exit_code(results)}")
+    return "\n".join(lines)
+
+
+def junit_xml(results: list[dict]) -> bytes:
+    """One test case per job: classname the board, name the model."""
+    cases, rows = [], _rows(results)
+    for r in results:
+        timed = r["ms"] or {}
+        properties = {"flash": r["flash"], "ram": r["ram"], "cache": r["cache"]}
+        for name in timed:
+            suffix = "" if len(timed) == 1 else f".{name}"  # one model: plain names
+            properties[f"ms{suffix}"] = r["ms"][name]
+            properties[f"ticks{suffix}"] = r["ticks"][name]
+            if r["instructions"] and name in r["instructions"]:
+                properties[f"instructions{suffix}"] = r["instructions"][name]
+        outcome = r["outcome"]
+        message = "outputs not checked" if outcome == SKIPPED else r["message"]
+        cases.append(JUnitCase(classname=r["board"], name=rows[r["id"]], seconds=r["seconds"], outcome=outcome,
+                               message=message, detail=r["message"] if outcome == SKIPPED else "",
+                               kind=f"{r['status']} (exit {r['exit_code']})", properties=properties,
+                               output=f"files in {r['folder']}"))
+    return junit_suite("mlfbuild matrix", cases)
+
+
+_STYLE = """body{font:14px sans-serif;margin:1.5em}table{border-collapse:collapse}
+td,th{border:1px solid #ccc;padding:.35em .6em;vertical-align:top}th{background:#f4f4f4;text-align:left}
+.passed{background:#dff3df}.failure{background:#fde0c8}.error{background:#f8d0d0}.skipped{background:#eee}
+small{color:#555;display:block}"""
+
+
+def html_grid(results: list[dict]) -> str:
+    """One offline page: models × boards; status, flash, RAM and latency; links to each size report."""
+    boards = sorted({r["board"] for r in results})
+    rows = _rows(results)
+    models = list(dict.fromkeys(rows.values()))
+    by_cell = {(rows[r["id"]], r["board"]): r for r in results}
+    n = counts(results)
+    out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8"><title>mlfbuild matrix</title>',
+           f"<style>{_STYLE}</style></head><body><h1>mlfbuild matrix</h1>",
+           f"<p>{n[PASSED]} passed, {n[FAILURE]} failed, {n[ERROR]} errors, {n[SKIPPED]} skipped of {len(results)}; "
+           f"exit code {matrix_exit_code(results)}</p>",
+           "<table><tr><th>model</th>" + "".join(f"<th>{html.escape(b)}</th>" for b in boards) + "</tr>"]
+    for model in models:
+        row = [f"<tr><th>{html.escape(model)}</th>"]
+        for board in boards:
+            r = by_cell.get((model, board))
+            row.append("<td></td>" if r is None else _html_cell(r))
+        out.append("".join(row) + "</tr>")
+    out.append("</table></body></html>")
+    return "\n".join(out)
+
+
+def _html_cell(r: dict) -> str:
+    facts = [f"<b>{html.escape(r['status'])}</b>"]
+    if r["flash"] is not None:
+        facts.append(f"<small>flash {r['flash']:,} B · RAM {r['ram']:,} B</small>")
+    if r["ms"]:
+        facts.append("<small>" + ", ".join(f"{html.escape(k)} {v:g} ms" for k, v in r["ms"].items()) + "</small>")
+    if "size.html" in r["files"]:
+        facts.append(f'<small><a href="jobs/{html.escape(r["id"])}/size.html">size report</a></small>')
+    if r["outcome"] != PASSED and r["message"]:
+        facts.append(f"<small>{html.escape(r['message'])}</small>")
+    return f'<td class="{r["outcome"]}" title="{html.escape(r["id"])}">' + "".join(facts) + "</td>"
+
+
+class Progress:
+    """Live progress: on a TTY one line rewritten in place (done/total, counts, jobs under way); else
+    one plain line per finished job, for CI logs."""
+
+    def __init__(self, total: int, stream=sys.stderr):
+        self.total, self.stream, self.done = total, stream, []
+        self.tty = stream.isatty()
+
+    def finished(self, result: dict) -> None:
+        self.done.append(result)
+        detail = f": {result['message']}" if result["message"] else ""
+        line = (f"[{len(self.done)}/{self.total}] {result['model']} on {result['board']}: {result['status']} "
+                f"({result['seconds']:.1f} s){detail}")
+        if self.tty:
+            self.stream.write("\r\x1b[K")
+        self.stream.write(line + "\n")
+        self.stream.flush()
+
+    def running(self, labels: list[str]) -> None:
+        if not self.tty:
+            return
+        n = counts(self.done)
+        now = ", ".join(labels[:3]) + (f" +{len(labels) - 3}" if len(labels) > 3 else "")
+        status = (f"{len(self.done)}/{self.total} done · {n[PASSED]} pass {n[FAILURE]} fail {n[ERROR]} error "
+                  f"{n[SKIPPED]} skipped · under way: {now or '-'}")
+        self.stream.write("\r\x1b[K" + status[:200])
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.tty:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()

@@ -1,0 +1,246 @@
+"""`mlfbuild run --profile`: instructions and calls per operator function, per model, in QEMU.
+
+A TCG plugin (templates/profile/opprofile.c, compiled with the host gcc into the build folder) counts
+the instructions of every translation block QEMU executes and charges them to the firmware function
+they belong to; code outside the model's own functions (runtime, libc, CMSIS-NN) is charged to the
+operator that called it. The function map comes from the ELF's symbol table: the model's executor
+(its run function: the start of an inference), the functions of the model's generated code
+(operators), and main.c's (the application: an inference is over).
+
+On a flashed board or the host there are no instruction counts: the profile says so.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from elftools.elf.elffile import ELFFile
+
+from ..errors import RunError
+from ..resources import data_dir
+
+PLUGIN_SOURCE = ("profile", "opprofile.c")
+
+
+@dataclass
+class ProfileRow:
+    function: str
+    calls: int  # per inference
+    instructions: int  # per inference, including what the function calls outside the model's code
+    share: float  # of the inference's instructions
+
+    def to_json(self) -> dict:
+        return {"function": self.function, "calls": self.calls, "instructions": self.instructions,
+                "share": round(self.share, 6)}
+
+
+@dataclass
+class ModelProfile:
+    name: str
+    instructions: int | None  # per inference (None: not measured here)
+    rows: list[ProfileRow] = field(default_factory=list)
+    executor_instructions: int = 0  # the executor's own glue between the operators
+
+    def to_json(self) -> dict:
+        return {"instructions": self.instructions, "profile": [row.to_json() for row in self.rows]}
+
+
+@dataclass
+class Profile:
+    available: bool
+    reason: str  # why not, when not available
+    models: list[ModelProfile] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Range:
+    low: int
+    high: int
+    kind: str  # E executor, O operator, I application
+    model: int
+    name: str
+
+
+def unavailable(board: str, why: str) -> Profile:
+    return Profile(False, f"profile not available on {board}: {why}")
+
+
+def profiled_transport(build_dir: Path, *, port: str | None = None, baud: int = 115200):
+    """(transport, finish) for a profiled run of `build_dir`: QEMU with the plugin attached, else the
+    ordinary transport and a profile that says why there is none. finish(result) → Profile."""
+    from . import load_record, make_transport
+
+    record = load_record(Path(build_dir))
+    transport = make_transport(Path(build_dir), record, port=port, baud=baud)
+    board = record["board"]["name"]
+    if port or not hasattr(transport, "extra_args"):
+        why = ("cycle counts on a board are not collected by this firmware" if port or record["board"]["kind"] != "host"
+               else "instruction counts need QEMU")
+        return transport, lambda result: unavailable(board, why)
+    return profile_transport(Path(build_dir), record, transport)
+
+
+def with_profile(run_json: dict, profile: Profile) -> dict:
+    """`run --json` with each model's `instructions` and `profile` rows (null and [] where not measured)."""
+    by_name = {m.name: m for m in profile.models}
+    for model in run_json.get("models", []):
+        measured = by_name.get(model["name"])
+        model["instructions"] = measured.instructions if measured else None
+        model["profile"] = [row.to_json() for row in measured.rows] if measured else []
+    if not profile.available:
+        run_json["profile_note"] = profile.reason
+    return run_json
+
+
+def profile_transport(build_dir: Path, record: dict, transport):
+    """Attach the plugin to a QEMU transport; returns (transport, finish) where finish(result) reads
+    the counts after the run (a Profile)."""
+    workdir = Path(build_dir) / "profile"
+    workdir.mkdir(exist_ok=True)
+    library = _compile_plugin(workdir)
+    ranges = function_ranges(Path(build_dir), record)
+    if not any(r.kind == "E" for r in ranges):
+        raise RunError(f"{build_dir}: no model run function in firmware.elf to profile")
+    ranges_path, out_path = workdir / "ranges.txt", workdir / "counts.txt"
+    ranges_path.write_text("".join(f"{r.low:x} {r.high:x} {r.kind} {r.model}\n" for r in ranges))
+    out_path.unlink(missing_ok=True)
+    transport.extra_args = tuple(transport.extra_args) + ("-plugin", f"{library},ranges={ranges_path},out={out_path}")
+
+    def finish(result) -> Profile:
+        return read_counts(out_path, ranges, record, {m.name: len(m.ticks) for m in result.models})
+
+    return transport, finish
+
+
+def _compile_plugin(workdir: Path) -> Path:
+    source = data_dir("templates").joinpath(*PLUGIN_SOURCE)
+    library = workdir / "libopprofile.so"
+    if library.is_file() and library.stat().st_mtime >= source.stat().st_mtime:
+        return library
+    if shutil.which("gcc") is None:
+        raise RunError("--profile needs the host gcc to compile its QEMU plugin (Debian package gcc)")
+    done = subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-o", str(library), str(source)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RunError(f"could not compile the profiling plugin {source}: {done.stderr.strip().splitlines()[-1:]}")
+    return library
+
+
+def function_ranges(build_dir: Path, record: dict) -> list[_Range]:
+    """Every sized function of firmware.elf with its role, sorted and disjoint."""
+    models = [m["name"] for m in record["models"]]
+    objects = build_dir / "project" / "build"
+    app = _defined_functions(objects / "src" / "main.o")
+    model_code = set()
+    for obj in sorted((objects / "model").rglob("*.o")) + sorted((build_dir / "project" / "model").rglob("*.o")):
+        model_code |= _defined_functions(obj)
+    executors = {}
+    for index, name in enumerate(models):
+        for pattern in (rf"mlf_{re.escape(name)}_run", rf"tvmgen_{re.escape(name)}_run(_model)?",
+                        rf"tvmgen_{re.escape(name)}___tvm_main__"):
+            executors[pattern] = index
+    ranges = []
+    with open(build_dir / "firmware.elf", "rb") as stream:
+        symtab = ELFFile(stream).get_section_by_name(".symtab")
+        seen = set()
+        for symbol in symtab.iter_symbols() if symtab else ():
+            if symbol["st_info"]["type"] != "STT_FUNC" or not symbol["st_size"]:
+                continue
+            low = symbol["st_value"] & ~1
+            if low in seen:
+                continue
+            kind, model = _role(symbol.name, executors, model_code, app)
+            if kind:
+                seen.add(low)
+                ranges.append(_Range(low, low + symbol["st_size"], kind, model, symbol.name))
+    return sorted(ranges, key=lambda r: r.low)
+
+
+def _role(name: str, executors: dict[str, int], model_code: set[str], app: set[str]) -> tuple[str, int]:
+    for pattern, index in executors.items():
+        if re.fullmatch(pattern, name):
+            return "E", index
+    if name in model_code:
+        return "O", 0
+    if name in app:
+        return "I", 0
+    return "", 0
+
+
+def _defined_functions(path: Path) -> set[str]:
+    if not path.is_file():
+        return set()
+    with open(path, "rb") as stream:
+        symtab = ELFFile(stream).get_section_by_name(".symtab")
+        return {s.name for s in (symtab.iter_symbols() if symtab else ())
+                if s["st_info"]["type"] == "STT_FUNC" and s["st_shndx"] != "SHN_UNDEF"}
+
+
+def read_counts(path: Path, ranges: list[_Range], record: dict, runs: dict[str, int]) -> Profile:
+    if not path.is_file():
+        raise RunError("the profiling plugin wrote no counts (did QEMU exit normally?)")
+    counts, model_totals = {}, {}
+    for line in path.read_text().splitlines():
+        parts = line.split()
+        if parts[0] == "model":
+            model_totals[int(parts[1])] = int(parts[3])
+        else:
+            counts[int(parts[0])] = (int(parts[1]), int(parts[2]), int(parts[3]))
+    profile = Profile(True, "")
+    for index, model in enumerate(record["models"]):
+        n = max(runs.get(model["name"], 1), 1)
+        total = model_totals.get(index, 0) // n
+        mine = _model_functions(ranges, counts, index)
+        result = ModelProfile(model["name"], total)
+        for i in sorted(mine, key=lambda i: counts[i][2]):
+            calls, insns, _ = counts[i]
+            if ranges[i].kind == "E":
+                result.executor_instructions += insns // n
+                continue
+            result.rows.append(ProfileRow(ranges[i].name, calls // n, insns // n, (insns / n) / total if total else 0.0))
+        profile.models.append(result)
+    return profile
+
+
+def _model_functions(ranges: list[_Range], counts: dict, model: int) -> list[int]:
+    """Ranges this model ran: its executors and the operators called in its inferences (an operator
+    shared by two models in one firmware is charged to whichever ran it)."""
+    chosen = []
+    for i, r in enumerate(ranges):
+        calls = counts.get(i, (0, 0, 0))[0]
+        if r.kind == "E" and r.model == model and calls:
+            chosen.append(i)
+        elif r.kind == "O" and calls and model == _owner(r.name, ranges, model):
+            chosen.append(i)
+    return chosen
+
+
+def _owner(name: str, ranges: list[_Range], default: int) -> int:
+    """The model an operator belongs to by TVM's name prefix (tvmgen_<model>_...); else `default`."""
+    executors = {r.name: r.model for r in ranges if r.kind == "E"}
+    for executor, model in executors.items():
+        prefix = re.match(r"(?:mlf|tvmgen)_(.+?)_(?:run|_)", executor)
+        if prefix and name.startswith(f"tvmgen_{prefix.group(1)}_"):
+            return model
+    return default
+
+
+def format_profile(profile: Profile) -> str:
+    if not profile.available:
+        return profile.reason
+    lines = []
+    for model in profile.models:
+        lines.append(f"profile of {model.name}: {model.instructions:,} instructions per inference (QEMU)")
+        lines.append(f"  {'calls':>6} {'instructions':>14} {'share':>7}  function")
+        for row in model.rows:
+            lines.append(f"  {row.calls:>6} {row.instructions:>14,} {100 * row.share:>6.2f}%  {row.function}")
+        covered = sum(r.instructions for r in model.rows)
+        if model.instructions:
+            lines.append(f"  {'':>6} {model.executor_instructions:>14,} "
+                         f"{100 * model.executor_instructions / model.instructions:>6.2f}%  (executor between operators)")
+            lines.append(f"  operators: {100 * covered / model.instructions:.2f} % of the inference")
+    return "\n".join(lines)

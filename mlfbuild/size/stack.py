@@ -1,0 +1,267 @@
+"""A static worst-case stack depth for a Cortex-M firmware.
+
+Frames and calls come from gcc itself for every file the project compiles (`-fstack-usage` writes
+`<obj>.su`, `-fcallgraph-info=su` writes `<obj>.ci`, gcc >= 10). Code gcc did not compile here
+(newlib, libgcc, LLVM objects of the model) and calls gcc cannot see (inline assembly) are read from
+the linked image's disassembly (`objdump -d`): the prologue's pushes and `sub sp` give the frame,
+branches to other functions give the calls.
+
+Indirect calls (gcc's `__indirect_call`, `blx rN`) may reach any function whose address is stored in
+the image as data or in a literal pool (the model table's run functions, constructors): the bound
+takes the deepest of them. A data word that merely equals a function's address adds a candidate,
+which can only raise the bound; exception handlers are never candidates (the core enters them). An exception stacks a frame on top of the deepest thread path (8 words,
+26 with the FPU's lazy state, plus 4 B of alignment) and runs the deepest interrupt handler; a
+handler that moves MSP (the fault reporter) starts from the top of a fresh stack instead.
+
+Where no bound exists — recursion, a stack pointer moved by a run-time amount, an indirect call with
+no candidate — the result names the functions and has no bound.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from elftools.elf.elffile import ELFFile
+
+# Words the core stacks on exception entry (ARMv7-M/ARMv8-M ARM, B1.5.6): R0-R3, R12, LR, PC, xPSR,
+# plus S0-S15, FPSCR and a reserved word when the FPU context is active; +4 B for STKALIGN.
+BASIC_FRAME = 8 * 4 + 4
+FPU_FRAME = 26 * 4 + 4
+# The reserve is the bound plus this margin (a safety allowance for what static analysis cannot see:
+# a debugger's or semihosting's own use, and code paths reached in ways the image does not show).
+STACK_MARGIN = 256
+
+_SU_LINE = re.compile(r"^(?P<where>.*):(?P<name>[^:\s]+)\t(?P<bytes>\d+)\t(?P<kind>[\w,]+)$")
+_CI_NODE = re.compile(r'node: \{ title: "(?P<title>[^"]+)" label: "[^"]*"')
+_CI_EDGE = re.compile(r'edge: \{ sourcename: "(?P<src>[^"]+)" targetname: "(?P<dst>[^"]+)"')
+_FUNCTION_HEAD = re.compile(r"^([0-9a-f]+) <([^>]+)>:$")
+_INSTRUCTION = re.compile(r"^\s+[0-9a-f]+:\s+(\S+)\s*(.*)$")
+_BRANCH_TARGET = re.compile(r"^[0-9a-f]+ <([^+>]+)>")
+_REGISTER_LIST = re.compile(r"\{([^}]*)\}")
+
+
+@dataclass
+class Function:
+    frame: int | None = None  # bytes of its own frame; None: moved by a run-time amount
+    calls: set[str] = field(default_factory=set)
+    indirect: bool = False  # calls through a pointer
+    fresh_stack: bool = False  # sets MSP itself (runs from the top of a fresh stack)
+    source: str = ""  # gcc | objdump
+
+
+@dataclass(frozen=True)
+class StackBound:
+    bound: int | None  # bytes; None when it cannot be computed
+    thread: int | None  # deepest path from Reset_Handler
+    handlers: int | None  # exception frame + deepest interrupt handler on top of it
+    exception_frame: int
+    path: tuple[str, ...]  # the deepest path (thread, then the handler)
+    unbounded: tuple[str, ...]  # why there is no bound: "function: reason"
+    from_gcc: int  # functions whose frame gcc reported
+    from_objdump: int  # functions read from the disassembly
+
+    def to_json(self) -> dict:
+        return {"bound": self.bound, "thread": self.thread, "handlers": self.handlers,
+                "exception_frame": self.exception_frame, "path": list(self.path), "unbounded": list(self.unbounded),
+                "frames_from_gcc": self.from_gcc, "frames_from_objdump": self.from_objdump}
+
+
+def compute_stack_bound(elf_path: Path, build_dir: Path, objdump: str, fpu: bool) -> StackBound:
+    functions = _disassembly(elf_path, objdump)
+    in_image = set(functions)
+    gcc = _gcc_reports(build_dir)
+    for name, info in gcc.items():
+        if name in functions:
+            functions[name].frame = info.frame
+            functions[name].calls |= {c for c in info.calls if c in in_image}
+            functions[name].indirect |= info.indirect
+            functions[name].source = "gcc"
+    vectors, address_taken = _vectors_and_address_taken(elf_path, functions)
+    frame = FPU_FRAME if fpu else BASIC_FRAME
+    walker = _Walker(functions, sorted(address_taken))
+    thread, thread_path = walker.depth("Reset_Handler") if "Reset_Handler" in functions else (None, ())
+    handler_depths = []
+    for handler in sorted(set(vectors) - {"Reset_Handler"}):
+        depth, path = walker.depth(handler)
+        handler_depths.append((depth, path, functions[handler].fresh_stack))
+    stacked = [(d, p) for d, p, fresh in handler_depths if not fresh]
+    fresh = [(d, p) for d, p, is_fresh in handler_depths if is_fresh]
+    worst_handler = max(stacked, key=lambda item: item[0] or 0, default=(0, ()))
+    handlers = None if any(d is None for d, _ in stacked) else frame + (worst_handler[0] or 0)
+    bound = None
+    if thread is not None and handlers is not None and all(d is not None for d, _ in fresh):
+        bound = max([thread + handlers] + [d for d, _ in fresh])
+    return StackBound(bound=bound, thread=thread, handlers=handlers, exception_frame=frame,
+                      path=tuple(thread_path) + tuple(worst_handler[1]), unbounded=tuple(sorted(walker.unbounded)),
+                      from_gcc=sum(1 for f in functions.values() if f.source == "gcc"),
+                      from_objdump=sum(1 for f in functions.values() if f.source == "objdump"))
+
+
+def stack_reserve(bound: int | None, fallback: int, margin: int = STACK_MARGIN) -> int:
+    """The .stack reserve: the bound plus the margin, 8-aligned (AAPCS); the fallback without a bound."""
+    if bound is None:
+        return fallback
+    return (bound + margin + 7) // 8 * 8
+
+
+class _Walker:
+    def __init__(self, functions: dict[str, Function], address_taken: list[str]):
+        self.functions = functions
+        self.address_taken = address_taken
+        self.memo: dict[str, tuple[int | None, tuple[str, ...]]] = {}
+        self.unbounded: set[str] = set()
+
+    def depth(self, name: str, active: tuple[str, ...] = ()) -> tuple[int | None, tuple[str, ...]]:
+        if name in active:
+            self.unbounded.add(f"{name}: recursion ({' -> '.join(active[active.index(name):] + (name,))})")
+            return None, ()
+        if name in self.memo:
+            return self.memo[name]
+        function = self.functions[name]
+        if function.frame is None:
+            self.unbounded.add(f"{name}: moves the stack pointer by a run-time amount")
+            self.memo[name] = (None, ())
+            return self.memo[name]
+        callees = set(function.calls)
+        if function.indirect:
+            if not self.address_taken:
+                self.unbounded.add(f"{name}: calls through a pointer that no stored address resolves")
+                self.memo[name] = (None, ())
+                return self.memo[name]
+            callees |= set(self.address_taken)
+        deepest, deepest_path = 0, ()
+        for callee in sorted(callees):
+            depth, path = self.depth(callee, active + (name,))
+            if depth is None:
+                self.memo[name] = (None, ())
+                return self.memo[name]
+            if depth > deepest:
+                deepest, deepest_path = depth, path
+        self.memo[name] = (function.frame + deepest, (name,) + deepest_path)
+        return self.memo[name]
+
+
+def _gcc_reports(build_dir: Path) -> dict[str, Function]:
+    """Frames (.su) and calls (.ci) of every object compiled in `build_dir`, keyed by function name
+    (a static function's name may repeat across files: the largest frame and every call are kept)."""
+    functions: dict[str, Function] = {}
+    for su in sorted(build_dir.rglob("*.su")):
+        if not su.with_suffix(".o").is_file():
+            continue
+        for line in su.read_text(errors="replace").splitlines():
+            match = _SU_LINE.match(line)
+            if not match:
+                continue
+            function = functions.setdefault(match["name"], Function(frame=0))
+            if match["kind"] == "dynamic":  # alloca or a VLA of unbounded size
+                function.frame = None
+            elif function.frame is not None:
+                function.frame = max(function.frame, int(match["bytes"]))
+    for ci in sorted(build_dir.rglob("*.ci")):
+        if not ci.with_suffix(".o").is_file():
+            continue
+        for match in _CI_EDGE.finditer(ci.read_text(errors="replace")):
+            source = match["src"].rsplit(":", 1)[-1]
+            target = match["dst"].rsplit(":", 1)[-1]
+            function = functions.setdefault(source, Function(frame=0))
+            if target == "__indirect_call":
+                function.indirect = True
+            else:
+                function.calls.add(target)
+    return functions
+
+
+def _disassembly(elf_path: Path, objdump: str) -> dict[str, Function]:
+    try:
+        text = subprocess.run([objdump, "-d", "--no-show-raw-insn", str(elf_path)], check=True,
+                              capture_output=True, text=True).stdout
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise RuntimeError(f"{objdump} could not disassemble {elf_path}: {exc}") from None
+    functions: dict[str, Function] = {}
+    current: Function | None = None
+    name = ""
+    for line in text.splitlines():
+        head = _FUNCTION_HEAD.match(line)
+        if head:
+            name = head.group(2)
+            current = functions.setdefault(name, Function(frame=0, source="objdump"))
+            continue
+        match = _INSTRUCTION.match(line)
+        if current is None or not match:
+            continue
+        _read_instruction(current, name, match.group(1), match.group(2))
+    return functions
+
+
+def _read_instruction(function: Function, name: str, mnemonic: str, operands: str) -> None:
+    base = mnemonic.split(".")[0]
+    if base in ("push", "stmdb", "stmfd") and (base == "push" or operands.startswith("sp!")):
+        function.frame = _add(function.frame, 4 * _count_registers(operands))
+    elif base == "vpush":
+        registers = _count_registers(operands)
+        function.frame = _add(function.frame, registers * (8 if "d" in operands else 4))
+    elif base in ("sub", "subw") and operands.startswith("sp,"):
+        immediate = re.search(r"#(\d+)", operands)
+        function.frame = _add(function.frame, int(immediate.group(1))) if immediate else None
+    elif base == "msr" and operands.upper().startswith("MSP"):
+        function.fresh_stack = True
+    elif re.search(r"\[sp, #-(\d+)\]!", operands):  # pre-indexed store: str lr, [sp, #-4]!
+        function.frame = _add(function.frame, int(re.search(r"\[sp, #-(\d+)\]!", operands).group(1)))
+    elif re.fullmatch(r"bl?x?(eq|ne|cs|hs|cc|lo|mi|pl|vs|vc|hi|ls|ge|lt|gt|le|al)?", base):
+        target = _BRANCH_TARGET.match(operands)
+        if (base.startswith("bx") or base.startswith("blx")) and not target:
+            function.indirect |= operands.strip() != "lr"
+            return
+        if target and target.group(1) != name:
+            function.calls.add(target.group(1))
+
+
+def _add(frame: int | None, amount: int) -> int | None:
+    return None if frame is None else frame + amount
+
+
+def _count_registers(operands: str) -> int:
+    match = _REGISTER_LIST.search(operands)
+    if not match:
+        return 0
+    count = 0
+    for item in match.group(1).split(","):
+        item = item.strip()
+        if "-" in item:
+            low, high = (int(re.sub(r"\D", "", part)) for part in item.split("-"))
+            count += high - low + 1
+        elif item:
+            count += 1
+    return count
+
+
+def _vectors_and_address_taken(elf_path: Path, functions: dict[str, Function]) -> tuple[list[str], set[str]]:
+    """The vector table's handlers, and the functions whose address is stored elsewhere in the image."""
+    with open(elf_path, "rb") as stream:
+        elf = ELFFile(stream)
+        symtab = elf.get_section_by_name(".symtab")
+        by_address: dict[int, str] = {}
+        for symbol in symtab.iter_symbols() if symtab else ():
+            if symbol["st_info"]["type"] == "STT_FUNC" and symbol.name in functions:
+                by_address.setdefault(symbol["st_value"] & ~1, symbol.name)
+        vectors: list[str] = []
+        taken: set[str] = set()
+        for section in elf.iter_sections():
+            if not section["sh_flags"] & 0x2 or section["sh_type"] == "SHT_NOBITS" or not section.data_size:
+                continue
+            data = section.data()
+            words = [int.from_bytes(data[i:i + 4], "little") for i in range(0, len(data) - 3, 4)]
+            target = vectors if section.name == ".isr_vector" else None
+            for index, word in enumerate(words):
+                name = by_address.get(word & ~1) if word & 1 else None
+                if name is None:
+                    continue
+                if target is not None and index > 0:
+                    target.append(name)
+                elif target is None:
+                    taken.add(name)
+    # Handlers are entered by the core, not called; a stored word that equals one is taken as data.
+    return sorted(set(vectors)), taken - set(vectors)

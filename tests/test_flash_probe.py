@@ -1,0 +1,152 @@
+"""Probe runners: the exact pyOCD and OpenOCD command lines, verify by read-back, and the errors —
+a missing tool exits 4 with how to install it, a tool that finds no probe exits 8 with the tool's
+own message (the real pyocd and openocd, run here without any probe attached)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from mlfbuild import cli
+from mlfbuild.boards import load_board
+from mlfbuild.errors import BuildError, FlashError, UsageError
+from mlfbuild.flash import FlashOptions, flash, load_job
+from mlfbuild.flash.probe import OpenocdFlasher, PyocdFlasher, tool_error_line
+
+IMAGE = hashlib.shake_256(b"probe").digest(5000)
+
+
+def make_build(folder: Path, board: str = "nucleo-f446re", edit=None) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    data = load_board(board).to_json()
+    if edit:
+        edit(data)
+    (folder / "firmware.bin").write_bytes(IMAGE)
+    (folder / "build.json").write_text(json.dumps({"board": data}))
+    return folder
+
+
+class Recorder:
+    """Stands in for subprocess.run: records each command; `savemem` writes `readback`."""
+
+    def __init__(self, readback: bytes = IMAGE, returncode: int = 0, stderr: str = ""):
+        self.calls, self.readback, self.returncode, self.stderr = [], readback, returncode, stderr
+
+    def __call__(self, cmd, **kwargs):
+        self.calls.append(cmd)
+        assert kwargs["timeout"] > 0 and kwargs["capture_output"]
+        if "-c" in cmd and cmd[cmd.index("-c") + 1].startswith("savemem"):
+            Path(cmd[cmd.index("-c") + 1].split()[3]).write_bytes(self.readback)
+        return subprocess.CompletedProcess(cmd, self.returncode, "", self.stderr)
+
+
+def no_pyocd_module(name):
+    return None
+
+
+def test_pyocd_command_lines(tmp_path):
+    job = load_job(make_build(tmp_path / "b"))
+    run = Recorder()
+    result = flash(job, FlashOptions(port=""), method="pyocd", run=run, find_module=no_pyocd_module,
+                   which=lambda tool: f"/opt/bin/{tool}")
+    firmware = str(tmp_path / "b" / "firmware.bin")
+    assert run.calls[0] == ["/opt/bin/pyocd", "load", "-W", "-t", "stm32f446retx", "-e", "sector",
+                            "-a", "0x08000000", "--format", "bin", firmware]
+    assert run.calls[1][:7] == ["/opt/bin/pyocd", "cmd", "-W", "-t", "stm32f446retx", "-c",
+                                run.calls[1][6]]
+    assert run.calls[1][6].startswith(f"savemem 0x08000000 {len(IMAGE)} ")
+    assert result.verified and result.started and len(result.commands) == 2
+
+
+def test_pyocd_options_probe_no_verify_no_start(tmp_path):
+    job = load_job(make_build(tmp_path / "b"), address=0x08004000)
+    run = Recorder()
+    flash(job, FlashOptions(port="", probe="0669FF", verify=False, start=False), method="pyocd", run=run,
+          find_module=lambda name: object())          # pyocd importable: run beside mlfbuild's Python
+    assert run.calls == [[sys.executable, "-m", "pyocd", "load", "-W", "-t", "stm32f446retx", "-u", "0669FF",
+                          "-e", "sector", "-a", "0x08004000", "--format", "bin", "--no-reset",
+                          str(tmp_path / "b" / "firmware.bin")]]
+
+
+def test_pyocd_verify_catches_a_wrong_readback(tmp_path):
+    job = load_job(make_build(tmp_path / "b"))
+    bad = bytearray(IMAGE)
+    bad[1234] ^= 1
+    with pytest.raises(FlashError, match="verify failed.*offset 1234"):
+        flash(job, FlashOptions(port=""), method="pyocd", run=Recorder(readback=bytes(bad)),
+              find_module=no_pyocd_module, which=lambda tool: tool)
+
+
+def test_openocd_command_lines(tmp_path):
+    job = load_job(make_build(tmp_path / "b"))
+    run = Recorder()
+    result = flash(job, FlashOptions(port=""), method="openocd", run=run, which=lambda tool: "/usr/bin/openocd")
+    firmware = tmp_path / "b" / "firmware.bin"
+    assert run.calls == [["/usr/bin/openocd", "-f", "board/st_nucleo_f4.cfg",
+                          "-c", f"program {{{firmware}}} 0x08000000 verify reset exit"]]
+    assert result.verified and result.started
+    run = Recorder()
+    flash(job, FlashOptions(port="", probe="066CFF", verify=False, start=False), method="openocd", run=run,
+          which=lambda tool: "openocd")
+    assert run.calls == [["openocd", "-f", "board/st_nucleo_f4.cfg", "-c", "adapter serial 066CFF",
+                          "-c", f"program {{{firmware}}} 0x08000000 exit"]]
+
+
+@pytest.mark.parametrize("method, hint", [("pyocd", "pip install"), ("openocd", "apt-get install openocd")])
+def test_a_missing_tool_exits_4_with_the_install_hint(tmp_path, method, hint):
+    job = load_job(make_build(tmp_path / "b"))
+    with pytest.raises(BuildError, match=f"{method} not found: .*{hint}") as info:
+        flash(job, FlashOptions(port=""), method=method, run=Recorder(), which=lambda tool: None,
+              find_module=no_pyocd_module)
+    assert info.value.exit_code == 4
+
+
+def test_a_failing_tool_exits_8_quoting_it(tmp_path):
+    job = load_job(make_build(tmp_path / "b"))
+    run = Recorder(returncode=1, stderr="Open On-Chip Debugger 0.12.0\nInfo : clock speed 2000 kHz\n"
+                                        "Error: open failed\nin procedure 'program'\n")
+    with pytest.raises(FlashError, match=r"openocd failed to program \(exit 1\): Error: open failed$"):
+        flash(job, FlashOptions(port=""), method="openocd", run=run, which=lambda tool: "openocd")
+    assert tool_error_line("No connected debug probes\n0000544 E No target device available [load_cmd]\n") == \
+        "No connected debug probes; 0000544 E No target device available [load_cmd]"
+    assert tool_error_line("") == "(no output)"
+
+
+def test_boards_without_probe_data_refuse(tmp_path):
+    job = load_job(make_build(tmp_path / "b", edit=lambda b: [b["flashing"].pop("pyocd_target"),
+                                                              b["flashing"].pop("openocd_config")]))
+    for method, key in (("pyocd", "pyocd_target"), ("openocd", "openocd_config")):
+        with pytest.raises(UsageError, match=key):
+            flash(job, FlashOptions(port=""), method=method, run=Recorder(), which=lambda tool: tool)
+
+
+def test_real_openocd_without_a_probe_exits_8_with_its_message(tmp_path, capsys):
+    if shutil.which("openocd") is None:
+        pytest.skip("openocd is not installed (docker/apt-packages-test.txt lists it)") if not _ci() else \
+            pytest.fail("openocd is not installed (required when CI=true)")
+    assert cli.main(["flash", str(make_build(tmp_path / "b")), "--method", "openocd"]) == 8
+    err = capsys.readouterr().err
+    assert "mlfbuild: error: openocd failed to program (exit 1): Error: open failed" in err
+
+
+def test_real_pyocd_without_a_probe_exits_8_with_its_message(tmp_path, capsys):
+    pytest.importorskip("pyocd") if not _ci() else __import__("pyocd")
+    # A target pyOCD knows without a pack.
+    build = make_build(tmp_path / "b", edit=lambda b: b["flashing"].update(pyocd_target="stm32f439xi"))
+    assert cli.main(["flash", str(build), "--method", "pyocd"]) == 8
+    assert "mlfbuild: error: pyocd failed to write (exit 1): No connected debug probes" in capsys.readouterr().err
+    # The probe is looked for before the target's pack: the answer is the same for a pack target.
+    assert cli.main(["flash", str(make_build(tmp_path / "c")), "--method", "pyocd"]) == 8
+    assert "No connected debug probes" in capsys.readouterr().err
+
+
+def _ci() -> bool:
+    import os
+    return os.environ.get("CI", "").lower() == "true"

@@ -1,0 +1,55 @@
+"""`mlfbuild run --profile`: per-operator instructions from a QEMU TCG plugin, in JSON and as a table."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "mlfbuild", *args], capture_output=True, text=True, cwd=REPO)
+
+
+@pytest.mark.qemu
+@pytest.mark.parametrize("fixture", ["tvm-0.13/kws_graph_c.tar", "tvm-0.13/multi_kws_ad_aot_c_usmp.tar",
+                                     "tvm-0.8/kws_aot_packed.tar"])
+def test_operator_instructions_add_up_to_the_inference(build_firmware, fixtures_dir, fixture):
+    out = build_firmware(fixtures_dir / fixture, "mps2-an386")
+    result = _cli("run", str(out), "--profile", "--json", "--repeat", "2")
+    assert result.returncode == 0, result.stderr
+    models = json.loads(result.stdout)["models"]
+    for model in models:
+        rows = model["profile"]
+        assert model["instructions"] > 100_000 and rows
+        covered = sum(row["instructions"] for row in rows)
+        assert 0.95 * model["instructions"] <= covered <= model["instructions"], (model["name"], covered)
+        assert all(row["calls"] >= 1 and row["function"].startswith("tvmgen_") for row in rows)
+        assert abs(sum(row["share"] for row in rows) - covered / model["instructions"]) < 1e-3
+
+
+@pytest.mark.qemu
+def test_profile_table_in_call_order(build_firmware, fixtures_dir):
+    out = build_firmware(fixtures_dir / "tvm-0.13" / "kws_graph_c.tar", "mps2-an386")
+    result = _cli("run", str(out), "--profile")
+    assert result.returncode == 0, result.stderr
+    table = result.stdout.split("profile of default:")[1].splitlines()
+    functions = [line.split()[-1] for line in table[2:] if line.strip().startswith(tuple("0123456789"))]
+    # The graph's first operator is the input cast; the depthwise conv runs four times per inference.
+    assert functions[0] == "tvmgen_default_fused_cast_subtract"
+    conv = next(line for line in table if line.rstrip().endswith("cast_cast_subtract_1"))
+    assert conv.split()[0] == "4"
+
+
+def test_host_run_says_profile_is_not_available(build_firmware):
+    out = build_firmware(REPO / "examples" / "tiny_aot.tar", "host")
+    result = _cli("run", str(out), "--profile", "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert "not available on host" in data["profile_note"]
+    assert all(m["instructions"] is None and m["profile"] == [] for m in data["models"])
