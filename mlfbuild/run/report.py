@@ -100,7 +100,7 @@ def model_properties(model, board: dict | None = None) -> dict[str, object]:
     -icount (one instruction per virtual nanosecond), instructions."""
     ticks = model.ticks[-1]
     properties: dict[str, object] = {"ticks": ticks, "timer_hz": model.timer_hz,
-                                     "ms": round(ticks * 1000 / model.timer_hz, 3)}
+                                     "ms": float(f"{model.latency_ms:.6g}")}  # 6 digits: a host inference takes µs
     if board is not None and board.get("qemu"):
         properties["instructions"] = round(ticks * 1e9 / model.timer_hz)
     return properties
