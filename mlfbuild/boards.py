@@ -4,6 +4,7 @@ This module knows board files and their schema, nothing about models. The schema
 documented in crt/README.md ("Board files"); in short:
 
     name, description, kind                       kind = qemu | host | hardware
+    aliases                                       other names of the same board (Zephyr, PlatformIO)
     [cpu]      core, cflags, float_abi, elf_machine            (absent for host)
     [memory]   flash = {origin, length}, ram = {origin, length},
                stack_bytes, heap_bytes                          (absent for host)
@@ -30,6 +31,7 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
 from .errors import BoardError
+from .suggest import did_you_mean
 from .resources import data_dir
 
 DEFAULT_BOARD = "mps2-an386"
@@ -58,6 +60,7 @@ FLASH_METHODS = ("stm32-uart", "samba", "uf2", "mcuboot-serial", "pyocd", "openo
 RESET_METHODS = ("dtr-rts", "manual", "touch-1200")
 
 _NAME_RE = re.compile(r"[a-z0-9][a-z0-9._-]*")  # used with fullmatch: "$" would let "name\n" through
+_ALIAS_RE = re.compile(r"[a-z0-9][a-z0-9._/-]*")  # Zephyr's board targets have slashes (mps2/an386)
 _U32 = 1 << 32
 
 
@@ -236,6 +239,7 @@ class Board:
     timer: Timer | None = None
     qemu: Qemu | None = None
     flashing: Flashing | None = None
+    aliases: tuple[str, ...] = ()
     source: Path | None = field(default=None, compare=False)
 
     @property
@@ -285,6 +289,8 @@ class Board:
 
     def to_json(self) -> dict:
         out: dict[str, Any] = {"name": self.name, "description": self.description, "kind": self.kind}
+        if self.aliases:
+            out["aliases"] = list(self.aliases)
         for key in ("cpu", "memory", "console", "timer", "qemu", "flashing"):
             value = getattr(self, key)
             if value is not None:
@@ -439,6 +445,7 @@ def _parse(path: Path, data: dict) -> Board:
     if name != path.stem:
         top.fail("name", f"'{name}' must equal the file name without .toml ('{path.stem}')")
     description = top.string("description")
+    aliases = _aliases(top, name)
     kind = top.string("kind", choices=KINDS)
     assert description is not None and kind is not None
     host = kind == "host"
@@ -563,7 +570,17 @@ def _parse(path: Path, data: dict) -> Board:
 
     top.done()
     return Board(name=name, description=description, kind=kind, console=console, cpu=cpu,
-                 memory=memory, timer=timer, qemu=qemu, flashing=flashing, source=path)
+                 memory=memory, timer=timer, qemu=qemu, flashing=flashing, aliases=aliases, source=path)
+
+
+def _aliases(top: _Table, name: str) -> tuple[str, ...]:
+    aliases = top.strings("aliases", required=False) or ()
+    for alias in aliases:
+        if not _ALIAS_RE.fullmatch(alias):
+            top.fail("aliases", f"'{alias}' may only use lowercase letters, digits, '.', '_', '/' and '-'")
+        if alias == name:
+            top.fail("aliases", f"'{alias}' is the board's own name")
+    return aliases
 
 
 # ---------------------------------------------------------------------------------------------
@@ -596,14 +613,20 @@ def list_boards() -> list[Board]:
 
 
 def load_board(name: str, extra_files: Iterable[Path] = ()) -> Board:
-    """The board called `name`: from `extra_files` (a user's --board-file, later files win)
-    if one of them defines it, else from the shipped boards."""
+    """The board called `name` (or known by the alias `name`): from `extra_files` (a user's
+    --board-file, later files win) if one of them defines it, else from the shipped boards."""
     extra = [load_board_file(Path(p)) for p in extra_files]
     for board in reversed(extra):
-        if board.name == name:
+        if name == board.name or name in board.aliases:
             return board
     path = boards_dir() / f"{name}.toml"
     if _NAME_RE.fullmatch(name) and path.is_file():
         return load_board_file(path)
-    known = sorted({p.stem for p in boards_dir().glob("*.toml")} | {b.name for b in extra})
-    raise BoardError(f"unknown board '{name}'; known boards: {', '.join(known)}")
+    shipped = list_boards()
+    for board in shipped:
+        if name in board.aliases:
+            return board
+    known = sorted({b.name for b in shipped} | {b.name for b in extra})
+    aliases = [alias for b in shipped + extra for alias in b.aliases]
+    raise BoardError(f"unknown board '{name}'{did_you_mean(name, known + aliases)}; "
+                     f"known boards: {', '.join(known)}")

@@ -22,11 +22,12 @@ from .mlf.model import ModelLibrary
 from .mlf.reader import read_mlf
 from .errors import OverBudgetError
 from .project import (Project, ProjectOptions, linked_stack_bytes, linker_script_text, render_oversize_linker_script,
-                      render_project)
+                      render_project, toolchain_names)
 from .size.stack import STACK_MARGIN, compute_stack_bound, stack_reserve
 from .size import SizeReport, size_report
 from .size.command import report_build
-from .toolchain import DEFAULT_BUILD_TIMEOUT, MakeResult, find_compiler, run_make, toolchain_used
+from .toolchain import (DEFAULT_BUILD_TIMEOUT, MakeResult, count_compiles, find_tools, numbered, run_make,
+                        toolchain_used)
 
 BUILD_RECORD = "build.json"
 BUILD_LOG = "build.log"
@@ -71,9 +72,12 @@ def build(mlf: Path, board_name: str, outdir: Path, *, options: ProjectOptions =
 
     project_dir = outdir / "project"
     project = render_project(library, board, project_dir, options, stack_bytes=linked_stack_bytes(project_dir))
-    toolchain = "gcc" if board.is_host else f"{options.toolchain_prefix}gcc"
-    find_compiler(toolchain)
+    tools = toolchain_names(board, options.toolchain_prefix)
+    find_tools([tools["cc"], tools["objcopy"]], None if board.is_host else options.toolchain_prefix)
     log = outdir / BUILD_LOG
+    if progress:
+        total = count_compiles(project.path)
+        progress = numbered(progress, total) if total is not None else progress
     try:
         try:
             make = run_make(project.path, jobs=jobs, log=log, progress=progress, verbose=verbose,
@@ -177,9 +181,10 @@ def _explain_overflow(overflow: OverBudgetError, mlf: Path, library: ModelLibrar
         return overflow
     try:
         report.raise_if_over_budget()
-    except OverBudgetError as explained:
+    except OverBudgetError as explained:  # the size report's numbers only: they match its table
         detail = str(explained).removeprefix("the firmware does not fit: ")
-        return OverBudgetError(f"{overflow} ({detail})", table=explained.table)
+        return OverBudgetError(f"the firmware does not fit the board: {detail} (full log: {log})",
+                               table=explained.table)
     return overflow
 
 

@@ -11,10 +11,15 @@ import tempfile
 from pathlib import Path
 
 from . import __version__
-from .errors import MismatchError, MlfError
+from .errors import InvalidInputError, MismatchError, MlfError
+from .cliargs import (HelpFormatter, Parser, RepeatProgress, apply_project_file, default_output, epilog,
+                      parse_arguments, temporary_folder_hidden)
 from .flash.cli import FlashCommand, MonitorCommand
+from .project import OPT_LEVELS, RUNTIMES
+from .schemas import BOARDS as BOARDS_SCHEMA, INSPECT as INSPECT_SCHEMA
 from .ports import PortsCommand
 from .size.command import parse_size
+from .style import GREEN, RED, YELLOW, paint
 
 
 class Command:
@@ -44,11 +49,11 @@ class InspectCommand(Command):
         from .mlf.reader import read_mlf
         from .mlf.summary import format_summary
 
-        with tempfile.TemporaryDirectory(prefix="mlfbuild-inspect-") as work:
+        with tempfile.TemporaryDirectory(prefix="mlfbuild-inspect-") as work, temporary_folder_hidden(work, ""):
             lib = read_mlf(args.mlf, Path(work), max_total_bytes=args.max_size or DEFAULT_MAX_TOTAL_BYTES,
                            max_graph_nodes=args.max_nodes)
             if args.json:
-                print(json.dumps(lib.to_json(), indent=2, sort_keys=True))
+                print(json.dumps({"schema": INSPECT_SCHEMA, **lib.to_json()}, indent=2, sort_keys=True))
             else:
                 print(format_summary(lib, str(args.mlf)))
                 for warning in lib.warnings:
@@ -70,10 +75,12 @@ class BoardsCommand(Command):
 
         boards = list_boards() + [load_board_file(p) for p in args.board_file]
         if args.json:
-            print(json.dumps([b.to_json() for b in boards], indent=2, sort_keys=True))
+            document = {"schema": BOARDS_SCHEMA, "boards": [b.to_json() for b in boards]}
+            print(json.dumps(document, indent=2, sort_keys=True))
             return 0
         for board in boards:
-            print(f"{board.name:<20} {board.kind:<9} {board.description}")
+            also = f" (also: {', '.join(board.aliases)})" if board.aliases else ""
+            print(f"{board.name:<20} {board.kind:<9} {board.description}{also}")
         return 0
 
 
@@ -83,25 +90,25 @@ def _add_max_nodes(parser: argparse.ArgumentParser) -> None:
                         help=f"refuse executor graphs of more nodes (default {DEFAULT_MAX_GRAPH_NODES})")
 
 
-def _add_board_arguments(parser: argparse.ArgumentParser, required: bool = False) -> None:
+def _add_board_arguments(parser: argparse.ArgumentParser) -> None:
     from .boards import DEFAULT_BOARD
-    parser.add_argument("--board", default=None if required else DEFAULT_BOARD,
-                        help=f"board name (default {DEFAULT_BOARD}; see `mlfbuild boards`)")
+    parser.add_argument("--board", "-b", help=f"board name or alias (default: mlfbuild.toml's, else {DEFAULT_BOARD}; "
+                                              "see `mlfbuild boards`)")
     parser.add_argument("--board-file", type=Path, action="append", default=[],
                         help="a board file of your own (TOML, same schema as boards/*.toml)")
 
 
 def _add_build_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--runtime", choices=["builtin", "tvm"], default="builtin",
-                        help="C runtime: mlfbuild's own (default) or TVM's standalone CRT")
+    parser.add_argument("--runtime", choices=RUNTIMES,
+                        help="C runtime: mlfbuild's own (builtin, the default) or TVM's standalone CRT")
     parser.add_argument("--crt-dir", type=Path, help="TVM standalone CRT to use with --runtime tvm")
     parser.add_argument("--cmsis-nn", type=Path, help="CMSIS-NN source tree, for MLFs built with the CMSIS-NN BYOC")
     parser.add_argument("--cmsis-core", type=Path, metavar="DIR",
                         help="CMSIS-Core headers (CMSIS/Core/Include), for CMSIS-NN trees that include "
                              "cmsis_compiler.h and have none beside them")
     parser.add_argument("--toolchain-prefix", default="arm-none-eabi-", help="cross compiler prefix")
-    parser.add_argument("--opt", default="-Os", choices=["-Os", "-O2", "-O3", "-O1", "-O0", "-Og"],
-                        help="optimisation level (default -Os)")
+    parser.add_argument("--opt", choices=OPT_LEVELS,
+                        help="optimisation level (default -Os; `--opt -O2` or `--opt=-O2`)")
     parser.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 2, help="parallel compile jobs")
     parser.add_argument("--verbose", "-v", action="store_true",
                         help="show the compiler's output as it comes (it is always kept in OUT/build.log)")
@@ -127,10 +134,36 @@ def build_from_args(args: argparse.Namespace, mlf: Path, outdir: Path):
                              stack_bytes=args.stack_bytes, **limits)
     timeout = {"build_timeout": args.build_timeout} if args.build_timeout else {}
     quiet = getattr(args, "json", False)
-    progress = None if quiet else (lambda line: print(f"  {line}", file=sys.stderr, flush=True))
+    progress = None if quiet else _show_build_line
     return build(mlf, args.board, outdir, options=options, board_files=tuple(args.board_file),
                  jobs=args.jobs, progress=progress, budget_flash=args.budget_flash, budget_ram=args.budget_ram,
                  verbose=args.verbose, max_graph_nodes=args.max_nodes, **timeout)
+
+
+def _show_build_line(line: str) -> None:
+    if line.startswith("warning: "):
+        line = paint("warning:", YELLOW, sys.stderr) + line[len("warning:"):]
+    print(f"  {line}", file=sys.stderr, flush=True)
+
+
+def _is_build_folder(target: Path) -> bool:
+    """True for a build folder; False for an MLF (built first); InvalidInputError for anything else."""
+    from .build import BUILD_RECORD
+
+    if (target / BUILD_RECORD).is_file():
+        return True
+    if not target.exists():
+        raise InvalidInputError(f"{target}: no such file or folder")
+    if target.is_dir() and not (target / "metadata.json").is_file():
+        raise InvalidInputError(f"{target}: neither a build folder (no {BUILD_RECORD}) nor an unpacked MLF "
+                                "(no metadata.json)")
+    return False
+
+
+def _coloured_verdict(text: str) -> str:
+    head, _, verdict = text.rpartition("\n")
+    colour = GREEN if verdict.startswith("result: pass") else RED if "MISMATCH" in verdict else YELLOW
+    return f"{head}\n{paint(verdict, colour, sys.stdout)}"
 
 
 class BuildCommand(Command):
@@ -138,13 +171,15 @@ class BuildCommand(Command):
     help = "render a board project around the MLF and compile it to firmware.elf/.bin/.hex"
 
     def add_arguments(self, parser):
-        parser.add_argument("mlf", type=Path, help="MLF tarball or unpacked folder")
+        parser.add_argument("mlf", type=Path, nargs="?",
+                            help="MLF tarball or unpacked folder (default: mlfbuild.toml's mlf)")
         _add_board_arguments(parser)
         parser.add_argument("-o", "--output", type=Path, default=None, help="output folder (default build/<mlf>-<board>)")
         _add_build_arguments(parser)
 
     def run(self, args):
-        outdir = args.output or Path("build") / f"{args.mlf.name.split('.')[0]}-{args.board}"
+        apply_project_file(args, self.name)
+        outdir = args.output or default_output(args.mlf, args.board)
         result = build_from_args(args, args.mlf, outdir)
         compiled = len(result.make.compiled)
         print(f"built {result.elf} for {result.board.name} "
@@ -157,7 +192,8 @@ class RunCommand(Command):
     help = "run firmware (a build folder, or an MLF to build first) in QEMU, on the host or a board; check outputs"
 
     def add_arguments(self, parser):
-        parser.add_argument("target", type=Path, help="build folder, or MLF tarball/folder (built first)")
+        parser.add_argument("target", type=Path, nargs="?",
+                            help="build folder, or MLF tarball/folder (built first; default: mlfbuild.toml's mlf)")
         _add_board_arguments(parser)
         parser.add_argument("-o", "--output", type=Path, help="where to build when TARGET is an MLF (default: a temporary folder)")
         parser.add_argument("--input", type=Path, help="input tensors (.npz keyed by input name, or .npy)")
@@ -165,11 +201,12 @@ class RunCommand(Command):
                             help="expected outputs (keys output_0.. or output names); inputs too when --input is absent")
         parser.add_argument("--atol", type=float, help="absolute tolerance (default 0 for integers, 1e-5 for floats)")
         parser.add_argument("--rtol", type=float, help="relative tolerance (default 0 for integers, 1e-5 for floats)")
-        parser.add_argument("--repeat", type=int, default=1, help="inferences per model (timing is reported per run)")
+        parser.add_argument("--repeat", type=int, default=1,
+                            help="inferences per model (timing is reported per run; progress shown for long runs)")
         parser.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for any reply (default 60)")
         parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs used without --input")
         parser.add_argument("--port", help="serial port of a flashed board (instead of QEMU/host)")
-        parser.add_argument("--baud", type=int, default=115200)
+        parser.add_argument("--baud", type=int, default=115200, help="baud rate of --port")
         parser.add_argument("--json", action="store_true", help="print the result as JSON")
         parser.add_argument("--junit", type=Path, help="write a JUnit XML report")
         parser.add_argument("--profile", action="store_true",
@@ -177,13 +214,14 @@ class RunCommand(Command):
         _add_build_arguments(parser)
 
     def run(self, args):
-        from .build import BUILD_RECORD, load_record
+        from .build import load_record
         from .run import MISMATCH, run_build
         from .run.report import format_run, junit_xml
 
-        with tempfile.TemporaryDirectory(prefix="mlfbuild-run-") as scratch:
+        apply_project_file(args, self.name)
+        with tempfile.TemporaryDirectory(prefix="mlfbuild-run-") as scratch, temporary_folder_hidden(scratch):
             build_dir = args.target
-            if not (args.target / BUILD_RECORD).is_file():
+            if not _is_build_folder(args.target):
                 build_dir = args.output or Path(scratch) / "build"
                 build_from_args(args, args.target, build_dir)
             transport, finish = None, None
@@ -192,17 +230,20 @@ class RunCommand(Command):
                 transport, finish = profiled_transport(build_dir, port=args.port, baud=args.baud)
             result = run_build(build_dir, port=args.port, baud=args.baud, inputs=args.input,
                                references=args.reference, atol=args.atol, rtol=args.rtol, repeat=args.repeat,
-                               timeout=args.timeout, seed=args.seed, transport=transport)
+                               timeout=args.timeout, seed=args.seed, transport=transport,
+                               progress=None if args.json else RepeatProgress())
             board = load_record(build_dir)["board"]
+        result.target = str(args.target if build_dir != args.target and not args.output else build_dir)
         if args.junit:
             args.junit.write_bytes(junit_xml(result, board))
         if finish:
             from .run.profile import format_profile, with_profile
             profile = finish(result)
             print(json.dumps(with_profile(result.to_json(), profile), indent=2, sort_keys=True) if args.json
-                  else format_run(result) + "\n" + format_profile(profile))
+                  else _coloured_verdict(format_run(result)) + "\n" + format_profile(profile))
         else:
-            print(json.dumps(result.to_json(), indent=2, sort_keys=True) if args.json else format_run(result))
+            text = json.dumps(result.to_json(), indent=2, sort_keys=True) if args.json else format_run(result)
+            print(text if args.json else _coloured_verdict(text))
         if result.status == MISMATCH:
             raise MismatchError("outputs differ from the reference (see above)")
         return 0
@@ -218,7 +259,7 @@ class MatrixCommand(Command):
                             '["[MODEL=]ref.npz", ...], "boards": [...], "atol": x, "rtol": y}')
         parser.add_argument("--retry-failed", type=Path, metavar="PREVIOUS.json",
                             help="run again only the jobs that failed or errored in an earlier matrix's JSON")
-        parser.add_argument("--board", action="append", default=[], help="board (repeat; default mps2-an386)")
+        parser.add_argument("--board", "-b", action="append", default=[], help="board (repeat; default mps2-an386)")
         parser.add_argument("-o", "--output", type=Path, default=Path("build/matrix"),
                             help="output folder: jobs/<id>/, matrix.json, matrix.html (default build/matrix)")
         parser.add_argument("--scheduler", metavar="tcp://HOST:PORT",
@@ -297,32 +338,51 @@ class SizeCommand(Command):
 
     def run(self, args):
         from .size import command as size_command
+        apply_project_file(args, self.name)
         return size_command.run(args)
 
 
+class ExampleCommand(Command):
+    name = "example"
+    help = "write the bundled example MLF and its reference into DIR, to try every command on"
+
+    def add_arguments(self, parser):
+        parser.add_argument("dir", type=Path, nargs="?", default=Path("mlfbuild-example"),
+                            help="folder to write tiny_aot.tar and tiny_aot.npz into (default: mlfbuild-example)")
+
+    def run(self, args):
+        from .example import write_example
+
+        mlf, reference = write_example(args.dir)
+        print(f"wrote {mlf} and {reference}; try:\n  mlfbuild build {mlf} -o build/example\n"
+              f"  mlfbuild run build/example --reference {reference}\n  mlfbuild size build/example")
+        return 0
+
+
 COMMANDS: list[Command] = [InspectCommand(), BoardsCommand(), BuildCommand(), RunCommand(), SizeCommand(),
-                           FlashCommand(), MonitorCommand(), MatrixCommand(), PortsCommand()]
+                           FlashCommand(), MonitorCommand(), MatrixCommand(), PortsCommand(), ExampleCommand()]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="mlfbuild", description="Turn TVM Model Library Format exports into firmware.")
+    parser = Parser(prog="mlfbuild", description="Turn TVM Model Library Format exports into firmware.")
     parser.add_argument("--version", action="version", version=f"mlfbuild {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for command in COMMANDS:
-        command.add_arguments(sub.add_parser(command.name, help=command.help, description=command.help))
+        command.add_arguments(sub.add_parser(command.name, help=command.help, description=command.help,
+                                             epilog=epilog(command.name), formatter_class=HelpFormatter))
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parse_arguments(parser, argv)
     command = next(c for c in COMMANDS if c.name == args.command)
     try:
         return command.run(args)
     except MlfError as exc:
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        print(f"mlfbuild: error: {message}", file=sys.stderr)
+        print(f"mlfbuild: {paint('error:', RED, sys.stderr)} {message}", file=sys.stderr)
         table = getattr(exc, "table", "")
         if table:
             print(table, file=sys.stderr)

@@ -18,6 +18,7 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
 from .errors import InvalidInputError
+from .schemas import PORTS as PORTS_SCHEMA
 
 USB_IDS = Path(__file__).resolve().parent / "usb_ids.toml"
 KINDS = ("bootloader", "sketch", "probe")
@@ -118,9 +119,10 @@ class PortsCommand:
     help = "list serial ports with their USB ids, marking known bootloaders, boards and debug probes"
 
     def add_arguments(self, parser) -> None:
-        parser.add_argument("--json", action="store_true", help="print a JSON list")
+        parser.add_argument("--json", action="store_true", help="print the list as JSON")
 
     def run(self, args) -> int:
         ports = list_ports()
-        print(json.dumps([p.to_json() for p in ports], indent=2) if args.json else format_ports(ports))
+        document = {"schema": PORTS_SCHEMA, "ports": [p.to_json() for p in ports]}
+        print(json.dumps(document, indent=2) if args.json else format_ports(ports))
         return 0

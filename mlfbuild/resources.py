@@ -17,3 +17,8 @@ def data_dir(name: str) -> Path:
         if candidate.is_dir():
             return candidate
     raise FileNotFoundError(f"mlfbuild data folder '{name}' is missing from the installation")
+
+
+def setup_hint() -> str:
+    """' (bash scripts/setup.sh does)' in a checkout, which has that script; '' in an installed wheel."""
+    return " (bash scripts/setup.sh does)" if (_PACKAGE_DIR.parent / "scripts" / "setup.sh").is_file() else ""

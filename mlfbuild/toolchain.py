@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from .errors import BuildError, OverBudgetError
+from .resources import setup_hint
 
 DEFAULT_BUILD_TIMEOUT = 1800.0  # seconds for one make run; the largest real builds take a few minutes
 
@@ -65,13 +66,22 @@ class MakeResult:
         return f"{len(model)} compiler warning(s) in the model's code: {shown}{more}"
 
 
-def find_compiler(cc: str) -> str:
-    path = shutil.which(cc)
-    if path is None:
-        hint = ("install the Debian package gcc-arm-none-eabi (bash scripts/setup.sh does) or pass "
-                "--toolchain-prefix" if "arm-none-eabi" in cc else "install gcc")
-        raise BuildError(f"compiler '{cc}' not found on PATH; {hint}")
-    return path
+def find_tools(tools: list[str], prefix: str | None) -> None:
+    """Raise BuildError naming the first of `tools` (compiler, objcopy) missing from PATH, with how
+    to get it: the Debian package for the default cross toolchain or the host's gcc, the prefix to
+    check for any other (`prefix` is None for the host's own tools)."""
+    for tool in tools:
+        if shutil.which(tool) is None:
+            raise BuildError(f"'{tool}' not found on PATH; {_install_hint(tool, prefix)}")
+
+
+def _install_hint(tool: str, prefix: str | None) -> str:
+    if prefix is None:
+        return f"install the Debian packages gcc and binutils{setup_hint()}"
+    if prefix == "arm-none-eabi-":
+        return f"install the Debian package gcc-arm-none-eabi{setup_hint()}, or pass --toolchain-prefix"
+    return (f"it comes from --toolchain-prefix '{prefix}': install that toolchain and put its bin folder on "
+            "PATH, or give the prefix it really uses")
 
 
 @functools.lru_cache(maxsize=None)
@@ -98,6 +108,36 @@ def toolchain_used(project: Path) -> str:
         return "unknown"
 
 
+def count_compiles(project: Path, make: str = "make", timeout: float = 60.0) -> int | None:
+    """How many files the next `make` in `project` will compile: the compiler's version stamp is
+    brought up to date, then a dry run lists the rest (see STAMP_CHECK in the Makefile). None when
+    make cannot say (the build itself then reports the problem)."""
+    try:
+        for extra in (["build/toolchain.txt"], ["-n", "STAMP_CHECK="]):
+            done = subprocess.run([make, "--no-print-directory", *extra], cwd=project, stdin=subprocess.DEVNULL,
+                                  capture_output=True, text=True, errors="replace", timeout=timeout,
+                                  env=dict(os.environ, LC_ALL="C"))
+            if done.returncode != 0:
+                return None
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return sum(1 for line in done.stdout.splitlines() if line.startswith('echo "CC   '))
+
+
+def numbered(progress: Callable[[str], None], total: int) -> Callable[[str], None]:
+    """`progress` with `[n/total] ` before each compile line."""
+    count = 0
+
+    def show(line: str) -> None:
+        nonlocal count
+        if line.startswith("CC   "):
+            count += 1
+            line = f"[{count}/{max(total, count)}] {line}"
+        progress(line)
+
+    return show
+
+
 def run_make(project: Path, *, jobs: int, log: Path, progress: Callable[[str], None] | None = None,
              verbose: bool = False, make: str = "make", targets: list[str] = (), append: bool = False,
              timeout: float = DEFAULT_BUILD_TIMEOUT) -> MakeResult:
@@ -109,7 +149,7 @@ def run_make(project: Path, *, jobs: int, log: Path, progress: Callable[[str], N
     nothing instead of waiting) in a process group of its own that is killed whole on a timeout or
     any other way out (Ctrl-C included), so that no compiler outlives the build."""
     if shutil.which(make) is None:
-        raise BuildError(f"'{make}' not found on PATH; install the Debian package make (bash scripts/setup.sh does)")
+        raise BuildError(f"'{make}' not found on PATH; install the Debian package make{setup_hint()}")
     env = dict(os.environ, LC_ALL="C")
     result = MakeResult()
     lines: list[str] = []

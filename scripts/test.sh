@@ -2,7 +2,8 @@
 # Set up everything (scripts/setup.sh) and run the test suite. Extra arguments go to pytest.
 # The shared TVM fixtures and CMSIS-NN trees are found through MLFBUILD_FIXTURES and
 # MLFBUILD_THIRD_PARTY (defaults ../shared/fixtures, ../shared/third_party); with CI=true their
-# absence is a failure, not a skip.
+# absence is a failure, not a skip. Elsewhere the tests that need them are skipped and the run ends
+# with a note saying how many (tests/conftest.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --test

@@ -43,6 +43,25 @@ def required_folder(path: Path, what: str, env: str) -> Path:
     return path
 
 
+def pytest_unconfigure(config) -> None:
+    """End a run that skipped tests for want of the shared folders with how many, and how to get them
+    (here, after the summary line, so that it is the last thing said)."""
+    terminalreporter = config.pluginmanager.getplugin("terminalreporter")
+    if terminalreporter is None:
+        return
+    reasons = [str(r.longrepr) for r in terminalreporter.stats.get("skipped", [])]
+    for what, path, env, how in (
+            ("MLF fixtures", fixtures_path(), FIXTURES_ENV, "MLFs exported by Apache TVM 0.8, 0.13 and 0.18"),
+            ("third-party libraries", third_party_path(), THIRD_PARTY_ENV,
+             "git clone --branch v4.1.0 / v6.0.0 https://github.com/ARM-software/CMSIS-NN "
+             "into cmsis-nn-v4.1.0/ and cmsis-nn-v6.0.0/")):
+        count = sum(f"{what} folder not found" in reason for reason in reasons)
+        if count:
+            terminalreporter.write_line(
+                f"note: {count} test(s) skipped: the {what} are not at {path} ({how}; see README.md, Tests). "
+                f"Set ${env} to their folder to run them; under CI=true they fail instead.", yellow=True, bold=True)
+
+
 @pytest.fixture(scope="session")
 def fixtures_dir() -> Path:
     return required_folder(fixtures_path(), "MLF fixtures", FIXTURES_ENV)

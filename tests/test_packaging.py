@@ -43,12 +43,20 @@ def test_wheel_installs_and_builds_in_a_fresh_venv(wheel, tmp_path):
     clean_env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     boards = subprocess.run([str(cli), "boards"], capture_output=True, text=True, cwd=tmp_path, env=clean_env)
     assert boards.returncode == 0 and "mps2-an386" in boards.stdout
-    example = tmp_path / "tiny_aot.tar"
-    example.write_bytes((REPO / "examples" / "tiny_aot.tar").read_bytes())
-    built = subprocess.run([str(cli), "build", str(example), "--board", "host", "-o", str(tmp_path / "out")],
+    # The quick start from the wheel alone: the example comes out of the installed package.
+    assert subprocess.run([str(cli), "example", "ex"], cwd=tmp_path, env=clean_env).returncode == 0
+    built = subprocess.run([str(cli), "build", "ex/tiny_aot.tar", "--board", "host", "-o", str(tmp_path / "out")],
                            capture_output=True, text=True, cwd=tmp_path, env=clean_env)
     assert built.returncode == 0, built.stderr
     assert str(REPO) not in (tmp_path / "out" / "project" / "Makefile").read_text()
+    ran = subprocess.run([str(cli), "run", "out", "--reference", "ex/tiny_aot.npz"], capture_output=True, text=True,
+                         cwd=tmp_path, env=clean_env)
+    assert ran.returncode == 0 and "result: pass" in ran.stdout, ran.stderr
+    # An installed wheel has no scripts/setup.sh: its hints do not send the user there.
+    no_cross = subprocess.run([str(cli), "build", "ex/tiny_aot.tar", "-o", "cross"], capture_output=True, text=True,
+                              cwd=tmp_path, env=clean_env | {"PATH": str(env_dir / "bin")})
+    assert no_cross.returncode == 4 and "gcc-arm-none-eabi" in no_cross.stderr, no_cross.stderr
+    assert "setup.sh" not in no_cross.stderr
 
 
 def _package_list(name: str = "apt-packages.txt") -> list[str]:

@@ -57,7 +57,9 @@ def test_ports_command_json(monkeypatch, capsys):
     monkeypatch.setattr(serial.tools.list_ports, "comports",
                         lambda: [PortEntry("/dev/ttyACM0", 0x239A, 0x0020, "Metro M4")])
     assert cli.main(["ports", "--json"]) == 0
-    (entry,) = json.loads(capsys.readouterr().out)
+    document = json.loads(capsys.readouterr().out)
+    assert document["schema"] == "mlfbuild-ports/1"
+    (entry,) = document["ports"]
     assert entry["usb_id"] == "239A:0020" and entry["kind"] == "bootloader" and entry["boards"] == ["metro-m4"]
 
 

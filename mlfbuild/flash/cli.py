@@ -34,7 +34,7 @@ class FlashCommand:
         parser.add_argument("--drive", help="uf2: the bootloader's mounted drive (default: the one with INFO_UF2.TXT)")
         parser.add_argument("--probe", help="pyocd/openocd: the debug probe's serial number (default: the one connected)")
         parser.add_argument("--port", "-p", help="serial port or pyserial URL (default: the one USB serial port)")
-        parser.add_argument("--baud", "-b", type=int, help="baud rate (default: the board's flashing.baud)")
+        parser.add_argument("--baud", type=int, help="baud rate (default: the board's flashing.baud)")
         parser.add_argument("--parity", choices=["even", "none"], default="even",
                             help="even (the bootloader's 8E1, default) or none for PTYs and bridges that "
                                  "cannot carry parity (like stm32flash -m 8n1)")
@@ -84,7 +84,7 @@ class MonitorCommand:
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--port", "-p", help="serial port or pyserial URL (default: the one USB serial port)")
-        parser.add_argument("--baud", "-b", type=int, default=115200, help="baud rate (default 115200)")
+        parser.add_argument("--baud", type=int, default=115200, help="baud rate (default 115200)")
         parser.add_argument("--raw", action="store_true", help="do not decode protocol frames")
 
     def run(self, args: argparse.Namespace) -> int:

@@ -28,13 +28,17 @@ from .sizes import DEFAULT_MAX_CODE_BYTES, Bounds, check_lowered, check_module
 _TOOLCHAIN_DEFAULT_PREFIX = "arm-none-eabi-"
 
 
+OPT_LEVELS = ("-Os", "-O2", "-O3", "-O1", "-O0", "-Og")
+RUNTIMES = ("builtin", "tvm")  # mlfbuild's own crt/, or TVM's standalone CRT
+
+
 @dataclass(frozen=True)
 class ProjectOptions:
-    runtime: str = "builtin"  # builtin (crt/) | tvm (TVM's standalone CRT)
+    runtime: str = "builtin"  # one of RUNTIMES: builtin (crt/) | tvm (TVM's standalone CRT)
     crt_dir: Path | None = None  # TVM standalone CRT to use with runtime "tvm"
     cmsis_nn: Path | None = None  # CMSIS-NN source tree, for MLFs that call arm_nnfunctions
     cmsis_core: Path | None = None  # CMSIS-Core headers, for CMSIS-NN trees that include cmsis_compiler.h
-    optimize: str = "-Os"
+    optimize: str = "-Os"  # one of OPT_LEVELS
     toolchain_prefix: str = _TOOLCHAIN_DEFAULT_PREFIX
     werror: bool = False  # -Werror for our code (the tests use it)
     max_code_bytes: int = DEFAULT_MAX_CODE_BYTES  # generated C per module and in all
@@ -150,7 +154,7 @@ def render_project(lib: ModelLibrary, board: Board, dest: Path, options: Project
     if not board.is_host:
         linker_script = "linker.ld"
         writer.write(linker_script, linker_script_text(board, options.stack_bytes or stack_bytes))
-    toolchain = _toolchain_names(board, options.toolchain_prefix)
+    toolchain = toolchain_names(board, options.toolchain_prefix)
     makefile = env.get_template("project/Makefile.j2").render(
         board=board, toolchain=toolchain, arch_flags=arch_flags, opt_flags=[options.optimize, "-g"],
         werror=options.werror, defines=defines, includes=["src", *runtime.includes, *includes, *library_includes],
@@ -246,7 +250,7 @@ def render_oversize_linker_script(board: Board, project: Path) -> Path:
     return path
 
 
-def _toolchain_names(board: Board, prefix: str) -> dict[str, str]:
+def toolchain_names(board: Board, prefix: str) -> dict[str, str]:
     if board.is_host:
         return {"cc": "gcc", "objcopy": "objcopy"}
     return {"cc": f"{prefix}gcc", "objcopy": f"{prefix}objcopy"}

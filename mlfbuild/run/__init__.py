@@ -12,18 +12,22 @@ import zipfile
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
 from ..build import load_record
 from ..errors import InvalidInputError, RunError
 from ..project import templates_hash
+from ..schemas import RUN as RUN_SCHEMA
+from ..suggest import did_you_mean
 from .compare import Comparison, compare
 from .protocol import Client
 from .transports import FAULT_EXIT_CODE, HostTransport, QemuTransport, SerialTransport, Transport
 
 
 RUN_RECORD = "run.json"
+Progress = Callable[[str, int, int], None]  # (model, inferences done, inferences in all)
 
 # The verdicts of a model and of a run. "pass" is said only when every output of every model was
 # compared with a reference and matched; a run with anything unchecked is "not checked".
@@ -36,10 +40,20 @@ class ModelRun:
     ticks: list[int]
     timer_hz: int
     workspace_peak: int
-    stack_peak: int
+    stack_peak: int | None  # None: not measured (the host build paints no stack)
     outputs: dict[str, np.ndarray]
     comparisons: list[Comparison] = field(default_factory=list)
     reference: str | None = None
+
+    @property
+    def latency_ms(self) -> float:
+        """The last inference's time in milliseconds (of the firmware's timer)."""
+        return 1000.0 * self.ticks[-1] / self.timer_hz if self.ticks and self.timer_hz else 0.0
+
+    @property
+    def inferences_per_second(self) -> float | None:
+        """1 / latency; None when an inference took less than one timer tick."""
+        return 1000.0 / self.latency_ms if self.latency_ms else None
 
     @property
     def unchecked(self) -> list[str]:
@@ -55,7 +69,8 @@ class ModelRun:
         return NOT_CHECKED if self.unchecked else MATCH
 
     def to_json(self) -> dict:
-        return {"name": self.name, "ticks": self.ticks, "timer_hz": self.timer_hz,
+        return {"name": self.name, "ticks": self.ticks, "timer_hz": self.timer_hz, "latency_ms": self.latency_ms,
+                "inferences_per_second": self.inferences_per_second,
                 "workspace_peak": self.workspace_peak, "stack_peak": self.stack_peak,
                 "reference": self.reference, "status": self.status, "unchecked": self.unchecked,
                 "outputs": [c.to_json() for c in self.comparisons]}
@@ -85,7 +100,8 @@ class RunResult:
         return NOT_CHECKED if NOT_CHECKED in statuses or not self.models else PASS
 
     def to_json(self) -> dict:
-        return {"target": self.target, "board": self.board, "exit_code": self.exit_code, "seconds": self.seconds,
+        return {"schema": RUN_SCHEMA, "target": self.target, "board": self.board, "exit_code": self.exit_code,
+                "seconds": self.seconds,
                 "status": self.status, "unchecked": self.unchecked, "models": [m.to_json() for m in self.models],
                 "console": {"resends": self.resends, "damaged_frames": self.damaged}}
 
@@ -104,16 +120,29 @@ def make_transport(build_dir: Path, record: dict, *, port: str | None = None, ba
     raise InvalidInputError(f"board {board['name']} is real hardware: flash it (mlfbuild flash) and run with --port")
 
 
+_TENSOR_FILE_MAGIC = (b"PK", b"\x93NUMPY")  # .npz is a zip archive; .npy starts with its own magic
+
+
 def _load_tensors(path: Path | None) -> dict[str, np.ndarray]:
     if path is None:
         return {}
     try:
-        if path.suffix == ".npy":
+        with open(path, "rb") as file:
+            head = file.read(6)
+    except OSError as exc:
+        raise InvalidInputError(f"{path}: cannot read the tensor file ({exc.strerror or exc})") from None
+    if not head.startswith(_TENSOR_FILE_MAGIC):
+        raise InvalidInputError(f"{path}: not a NumPy .npz or .npy file")
+    try:
+        if head.startswith(b"\x93NUMPY"):
             return {"": np.load(path, allow_pickle=False)}
         with np.load(path, allow_pickle=False) as data:
             return {key: data[key] for key in data.files}
     except (OSError, ValueError, EOFError, KeyError, TypeError, zipfile.BadZipFile, zlib.error) as exc:
-        raise InvalidInputError(f"{path}: not a readable .npz/.npy tensor file ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from None
+        if "pickle" in str(exc):
+            raise InvalidInputError(f"{path}: holds Python objects, not plain numeric tensors") from None
+        why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise InvalidInputError(f"{path}: not a readable .npz/.npy tensor file ({why})") from None
 
 
 def _pick(tensors: dict[str, np.ndarray], model: dict, spec: dict, single: bool) -> np.ndarray | None:
@@ -149,14 +178,18 @@ def _random_input(spec: dict, rng: np.random.Generator) -> bytes:
 def _references(references: list[str], models: list[dict]) -> dict[str, tuple[str, dict[str, np.ndarray]]]:
     """`--reference PATH` (every model whose inputs it names) or `--reference MODEL=PATH`."""
     chosen: dict[str, tuple[str, dict[str, np.ndarray]]] = {}
+    names = [m["name"] for m in models]
     for item in references:
         name, _, path = item.rpartition("=") if "=" in item and not Path(item).exists() else ("", "", item)
+        if name and name not in names:
+            raise InvalidInputError(f"--reference {item}: this firmware has no model '{name}'"
+                                    f"{did_you_mean(name, names)}; its models: {', '.join(names)}")
         tensors = _load_tensors(Path(path))
         targets = [m for m in models if (m["name"] == name if name else
                    all(_pick(tensors, m, s, len(m["inputs"]) == 1) is not None for s in m["inputs"]))]
         if not targets:
-            raise InvalidInputError(f"{path}: matches no model of this firmware "
-                                    f"(models: {', '.join(m['name'] for m in models)}; use MODEL=PATH)")
+            raise InvalidInputError(f"{path}: its inputs match no model of this firmware "
+                                    f"(models: {', '.join(names)}; use MODEL=PATH)")
         for model in targets:
             chosen[model["name"]] = (path, tensors)
     return chosen
@@ -190,7 +223,9 @@ def _expected_outputs(reference: tuple[str, dict[str, np.ndarray]], model: dict)
 def run_build(build_dir: Path, *, port: str | None = None, baud: int = 115200, inputs: Path | None = None,
               references: list[str] = (), atol: float | None = None, rtol: float | None = None, repeat: int = 1,
               timeout: float = 60.0, seed: int = 0, icount_shift: int = 0,
-              transport: Transport | None = None) -> RunResult:
+              transport: Transport | None = None, progress: Progress | None = None) -> RunResult:
+    """Run every model `repeat` times and compare its outputs; `progress(model, done, total)` is
+    called after each inference."""
     record = load_record(build_dir)
     models = record["models"]
     given = _load_tensors(inputs)
@@ -215,7 +250,8 @@ def run_build(build_dir: Path, *, port: str | None = None, baud: int = 115200, i
                            "is this the firmware of this build?")
         for model in models:
             results.append(_run_model(client, model, given, refs.get(model["name"]), expected.get(model["name"]),
-                                      rng, repeat, atol, rtol, hello.timer_hz, inputs))
+                                      rng, repeat, atol, rtol, hello.timer_hz, inputs,
+                                      stack_measured=record["board"]["kind"] != "host", progress=progress))
         if transport.boots_fresh:  # a flashed board keeps serving: the next run finds it ready
             client.quit(0)
     except RunError as error:
@@ -256,14 +292,15 @@ def measured_peaks(build_dir: Path) -> dict[str, int] | None:
     path = Path(build_dir) / RUN_RECORD
     try:
         models = json.loads(path.read_text())["models"]
-        return {"stack_peak": max(int(m["stack_peak"]) for m in models),
-                "workspace_peak": max(int(m["workspace_peak"]) for m in models)}
-    except (OSError, ValueError, KeyError, TypeError):
+        peaks = {key: max(int(m[key]) for m in models) for key in ("stack_peak", "workspace_peak")
+                 if all(m.get(key) is not None for m in models)}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
+    return peaks or None
 
 
 def _run_model(client: Client, model: dict, given, reference, expected, rng, repeat, atol, rtol, timer_hz,
-               inputs_path) -> ModelRun:
+               inputs_path, *, stack_measured: bool = True, progress: Progress | None = None) -> ModelRun:
     index = model["index"]
     ref_path, ref_tensors = reference if reference else (None, {})
     payloads = []
@@ -274,7 +311,8 @@ def _run_model(client: Client, model: dict, given, reference, expected, rng, rep
             value, source = _pick(ref_tensors, model, spec, len(model["inputs"]) == 1), str(ref_path)
         payloads.append(_as_input(value, spec, source) if value is not None else _random_input(spec, rng))
     ticks, outputs, workspace, stack = [], {}, 0, 0
-    for _ in range(max(repeat, 1)):
+    total = max(repeat, 1)
+    for done in range(1, total + 1):
         for i, payload in enumerate(payloads):
             client.write_input(index, i, payload)
         reply = client.run(index)
@@ -283,12 +321,14 @@ def _run_model(client: Client, model: dict, given, reference, expected, rng, rep
             raise RunError(f"model {model['name']} returned status {reply.status}{said}")
         ticks.append(reply.ticks)
         workspace, stack = max(workspace, reply.workspace_peak), max(stack, reply.stack_peak)
+        if progress:
+            progress(model["name"], done, total)
     for i, spec in enumerate(model["outputs"]):
         raw = client.read_output(index, i, spec["size_bytes"])
         dtype = np.dtype(spec["dtype"]).newbyteorder("<")
         outputs[spec["name"]] = np.frombuffer(raw, dtype=dtype).reshape(spec["shape"])
     run = ModelRun(name=model["name"], ticks=ticks, timer_hz=timer_hz, workspace_peak=workspace,
-                   stack_peak=stack, outputs=outputs, reference=ref_path)
+                   stack_peak=stack if stack_measured else None, outputs=outputs, reference=ref_path)
     for spec, wanted in zip(model["outputs"], expected or ()):
         run.comparisons.append(compare(spec["name"], outputs[spec["name"]], wanted, atol, rtol))
     return run

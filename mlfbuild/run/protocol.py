@@ -17,6 +17,11 @@ from ..errors import RunError
 
 SYNC = b"\xa5\x5a"
 VERSION = 2
+# What each request is, for messages (the letters are the wire format, not words for a user).
+_REQUESTS = {"H": "hello", "P": "ping", "D": "describe", "W": "input write", "X": "inference", "R": "output read",
+             "Q": "quit"}
+_REPLIES = {"h": "hello", "p": "ping", "d": "describe", "k": "input write", "x": "inference", "o": "output read",
+            "q": "quit", "z": "error"}
 _ERRORS = {1: "bad checksum", 2: "payload too long", 3: "unknown command", 4: "bad arguments",
            5: "frame timeout"}
 # The firmware dropped our frame (damaged or cut short): sending it again is the remedy.
@@ -31,6 +36,10 @@ _LOST = object()  # what _await returns when the request has to be sent again
 class Port(Protocol):
     def read(self, size: int = 1) -> bytes: ...  # returns b"" on timeout
     def write(self, data: bytes) -> int | None: ...
+
+
+def _named(kind: str) -> str:
+    return _REQUESTS.get(kind, f"'{kind}'")
 
 
 def crc16(data: bytes, crc: int = 0xFFFF) -> int:
@@ -151,7 +160,8 @@ class Client:
         lossy = (f" ({self.resends} resend(s); {self.damaged} frame(s) failed their checksum)"
                  if self.resends or self.damaged else "")
         if self.unexpected:
-            lossy += f" (replies of the wrong kind came: {', '.join(sorted(self.unexpected))})"
+            kinds = sorted(_REPLIES.get(kind, repr(kind)) for kind in self.unexpected)
+            lossy += f" (replies to other requests came: {', '.join(kinds)})"
         return RunError(f"no reply from the firmware within {self.timeout:g} s while waiting for {what}"
                         f"{lossy}{self._console_tail()}")
 
@@ -159,7 +169,7 @@ class Client:
         try:
             self.port.write(encode_frame(kind, payload, seq))
         except OSError as exc:
-            raise RunError(f"the console connection dropped while sending '{kind}' ({exc})") from None
+            raise RunError(f"the console connection dropped while sending the {_named(kind)} request ({exc})") from None
 
     def _next_seq(self) -> int:
         self._seq = self._seq % 255 + 1  # 1..255; 0 marks an error about a frame cut short
@@ -169,7 +179,7 @@ class Client:
         """The reply to request `kind` number `seq`; None at `deadline`; _LOST when the request must
         be sent again (the firmware dropped it as damaged, or the pong to `ping` came first)."""
         while True:
-            frame = self.receive_frame(deadline, f"the reply to '{kind}'")
+            frame = self.receive_frame(deadline, f"the reply to the {_named(kind)} request")
             if frame is None:
                 return None
             reply_kind, reply_seq, payload = frame
@@ -178,7 +188,8 @@ class Client:
                 if code in _RESEND_ERRORS:
                     return _LOST  # ours, or a frame cut short that may have been ours
                 if reply_seq == seq:
-                    raise RunError(f"the firmware refused '{kind}': {_ERRORS.get(code, f'error {code}')}")
+                    why = _ERRORS.get(code, f"error {code}")
+                    raise RunError(f"the firmware refused the {_named(kind)} request: {why}")
                 continue
             if reply_kind == "p" and ping is not None and reply_seq == ping:
                 return _LOST
@@ -202,7 +213,7 @@ class Client:
             if reply is not None and reply is not _LOST:
                 return reply
             if time.monotonic() > deadline:
-                raise self._no_reply(f"the reply to '{kind}'")
+                raise self._no_reply(f"the reply to the {_named(kind)} request")
             if reply is None and long_running:
                 ping = self._next_seq()
                 self._send("P", b"", ping)

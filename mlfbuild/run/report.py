@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from xml.etree import ElementTree
 
-from . import MISMATCH, PASS, RunResult
+from . import MISMATCH, PASS, ModelRun, RunResult
 
 
 def format_run(result: RunResult) -> str:
@@ -16,9 +17,9 @@ def format_run(result: RunResult) -> str:
     for model in result.models:
         ticks = model.ticks
         spread = "identical" if len(set(ticks)) == 1 else f"min {min(ticks)} max {max(ticks)}"
-        lines.append(f"  {model.name}: {ticks[-1]} ticks at {model.timer_hz} Hz per inference "
-                     f"({len(ticks)} run(s), {spread}); workspace peak {model.workspace_peak} B, "
-                     f"stack peak {model.stack_peak} B")
+        stack = "not measured" if model.stack_peak is None else f"{model.stack_peak:,} B"
+        lines.append(f"  {model.name}: {_latency(model)} ({ticks[-1]} ticks at {model.timer_hz:,} Hz; "
+                     f"{len(ticks)} run(s), {spread}); workspace peak {model.workspace_peak:,} B, stack peak {stack}")
         for c in model.comparisons:
             verdict = "match" if c.ok else f"MISMATCH at {c.mismatches}/{c.size} (first {c.first_mismatches})"
             lines.append(f"    {c.name}: {verdict}; max abs err {c.max_abs_error:.3g}, rmse {c.rmse:.3g}, "
@@ -28,6 +29,16 @@ def format_run(result: RunResult) -> str:
             lines.append(f"    not checked ({why}): {', '.join(model.unchecked)}")
     lines.append(_verdict(result))
     return "\n".join(lines)
+
+
+def _latency(model: ModelRun) -> str:
+    """'0.0800 ms per inference, 12,500 inferences/s': three significant digits, no exponents."""
+    rate = model.inferences_per_second
+    if rate is None:
+        return "under one timer tick per inference"
+    ms = model.latency_ms
+    per_second = f"{rate:,.0f}" if rate >= 100 else f"{rate:.3g}"
+    return f"{ms:,.{max(0, 2 - math.floor(math.log10(ms)))}f} ms per inference, {per_second} inferences/s"
 
 
 def _verdict(result: RunResult) -> str:
@@ -89,7 +100,7 @@ def model_properties(model, board: dict | None = None) -> dict[str, object]:
     -icount (one instruction per virtual nanosecond), instructions."""
     ticks = model.ticks[-1]
     properties: dict[str, object] = {"ticks": ticks, "timer_hz": model.timer_hz,
-                                     "ms": round(ticks * 1000 / model.timer_hz, 3)}
+                                     "ms": float(f"{model.latency_ms:.6g}")}  # 6 digits: a host inference takes µs
     if board is not None and board.get("qemu"):
         properties["instructions"] = round(ticks * 1e9 / model.timer_hz)
     return properties

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import RunError
+from ..resources import setup_hint
 
 # Semihosting exit code the firmware's fault handler uses (crt/src/platform_cortexm.c).
 FAULT_EXIT_CODE = 3
@@ -148,7 +149,7 @@ class QemuTransport(_ProcessTransport):
         import serial
 
         if shutil.which(self.qemu) is None:
-            raise RunError(f"'{self.qemu}' not found; install the Debian package qemu-system-arm (bash scripts/setup.sh does)")
+            raise RunError(f"'{self.qemu}' not found; install the Debian package qemu-system-arm{setup_hint()}")
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:
             listener.bind(("127.0.0.1", 0))
             listener.listen(1)

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from ..errors import InvalidInputError, UsageError
+from ..units import parse_byte_count
 from .diff import diff
 from .report import SizeReport, load_snapshot, size_report
 
@@ -22,17 +23,11 @@ _ELF = "firmware.elf"
 
 
 def parse_size(text: str) -> int:
-    """A byte count: 65536, 0x10000, 64K, 64KiB, 1M (K/M/G are powers of 1024)."""
-    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
-    clean = text.strip().lower().removesuffix("ib").removesuffix("b")
-    factor = units.get(clean[-1:], 1)
+    """A byte count for argparse: 65536, 0x10000, 64K, 64KiB, 1M (K/M/G are powers of 1024)."""
     try:
-        value = int(clean[:-1] if factor > 1 else clean, 0) * factor
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a size: {text!r} (examples: 65536, 0x10000, 64K, 1M)") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"not a size: {text!r} (negative)")
-    return value
+        return parse_byte_count(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def resolve_target(target: Path) -> tuple[Path, dict]:
@@ -61,7 +56,9 @@ def resolve_target(target: Path) -> tuple[Path, dict]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("target", type=Path, help="build folder, or a firmware .elf with its build.json beside it")
+    parser.add_argument("target", type=Path, nargs="?",
+                        help="build folder, or a firmware .elf with its build.json beside it "
+                             "(default: the build folder of mlfbuild.toml's mlf and board)")
     form = parser.add_mutually_exclusive_group()
     form.add_argument("--json", action="store_true", help="print the stable JSON snapshot (use it as --diff base)")
     form.add_argument("--markdown", action="store_true", help="print a Markdown table ready for a pull request")

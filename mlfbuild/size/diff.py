@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import InvalidInputError
+from ..schemas import SIZE_DIFF
 from .attribution import CATEGORIES
 from .report import SCHEMA, SizeReport
 
@@ -27,8 +28,8 @@ class SizeDiff:
         return self.symbols[:n]
 
     def to_json(self) -> dict:
-        return {"base": self.base, "current": self.current, "regions": self.regions, "categories": self.categories,
-                "subcategories": self.subcategories, "symbols": self.symbols, "modules": self.modules,
+        return {"schema": SIZE_DIFF, "base": self.base, "current": self.current, "regions": self.regions,
+                "categories": self.categories, "subcategories": self.subcategories, "symbols": self.symbols, "modules": self.modules,
                 "caveats": self.caveats}
 
     # --- text ---

@@ -18,8 +18,8 @@ from elftools.common.exceptions import ELFError
 from ..errors import InvalidInputError, OverBudgetError
 from .attribution import CATEGORIES, CATEGORY_LABELS, Classifier, ModelFacts, Owner, Piece, attribute
 from .elf import ElfImage, Region, load_elf
+from ..schemas import SIZE as SCHEMA
 
-SCHEMA = "mlfbuild-size/1"
 WARN_FRACTION = 0.90
 FLASH_KINDS = ("text", "rodata", "data")  # data = the load image of .data
 RAM_KINDS = ("data", "bss", "noinit", "heap", "stack")

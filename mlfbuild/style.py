@@ -1,0 +1,21 @@
+"""Colour for a person at a terminal: only on a TTY, never when NO_COLOR is set (no-color.org) or
+TERM is dumb, so logs, pipes and CI output stay plain text."""
+
+from __future__ import annotations
+
+import os
+from typing import TextIO
+
+RED, GREEN, YELLOW, BOLD = "31", "32", "33", "1"
+
+
+def colour_enabled(stream: TextIO) -> bool:
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return False
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
+
+
+def paint(text: str, colour: str, stream: TextIO) -> str:
+    """`text` in `colour` (an SGR code above) when `stream` shows colour, else unchanged."""
+    return f"\033[{colour}m{text}\033[0m" if colour_enabled(stream) else text
