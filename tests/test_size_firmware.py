@@ -82,11 +82,12 @@ def test_every_fixture_totals_equal_size_and_every_byte_has_an_owner(item, fixtu
     assert any("READONLY" in n for n in report.notes) == bool(in_flash)
     _check_every_byte(report)
     assert report.flash.by_category.get("other", 0) == 0 and report.ram.by_category.get("other", 0) == 0
-    assert report.ram.by_category["stack"] == 0x2000  # the board's stack reserve, inside ram.used
+    record = json.loads((out / "build.json").read_text())
+    # the .stack reserve the build chose (computed bound + margin, else the board's), inside ram.used
+    assert report.ram.by_category["stack"] == record["stack"]["reserve"] > 0
     categories = {c["name"] for c in report.categories() if c["flash"] or c["ram"]}
     assert {"model", "runtime", "board", "app", "libc", "stack"} <= categories
     # Predicted vs linked, per module: every module of the MLF, every metadata figure.
-    record = json.loads((out / "build.json").read_text())
     modules = {m.name: m for m in report.modules}
     for module in record["library"]["modules"]:
         rows = modules[module["name"]].memory
@@ -142,7 +143,7 @@ def test_usmp_on_off_diff_shows_the_workspace_change(fixtures_dir, build_firmwar
 def test_model_too_big_for_the_small_board_and_fine_on_the_big_one(fixtures_dir, build_firmware, tmp_path):
     mlf = fixtures_dir.joinpath(*KWS_USMP)
     # kws needs ~100 KiB of workspace; lm3s6965evb has 64 KiB of RAM: the linker refuses first.
-    with pytest.raises(OverBudgetError, match="RAM"):
+    with pytest.raises(OverBudgetError, match="(?i)ram"):
         build(mlf, "lm3s6965evb", tmp_path / "lm3s")
     # The same model on the M4F board fits, with no warning …
     out = build_firmware(mlf, M4F)
