@@ -30,6 +30,13 @@ _RESEND_ERRORS = {1, 5}
 # bytes (QEMU's UART models do under a loaded host, real lines do too); every request can be
 # repeated, and sequence numbers let the client drop replies to earlier copies.
 ATTEMPT_SECONDS = 2.0
+# Console text kept for messages: the tail only, so a firmware that prints without end cannot
+# grow mlfbuild's memory.
+TEXT_TAIL_BYTES = 64 * 1024
+# The smallest max_payload a firmware may announce: a run reply (16 bytes) must fit, and an
+# input write needs room for its 6-byte header and data.
+MIN_PAYLOAD = 16
+_READ_CHUNK = 4096
 _LOST = object()  # what _await returns when the request has to be sent again
 
 
@@ -88,38 +95,61 @@ class Client:
         self.unexpected: set[str] = set()  # kinds of replies that answered the wrong request
         # Start somewhere random: a board may still send replies from an earlier, interrupted session.
         self._seq = random.randrange(255)
+        self._pending = bytearray()  # bytes read from the port and not yet consumed
 
     # -- framing ------------------------------------------------------------------------------
     def _read(self, size: int, deadline: float, what: str) -> bytes | None:
-        """`size` bytes, or None when `deadline` passes first."""
-        data = bytearray()
-        while len(data) < size:
+        """`size` bytes, or None when `deadline` passes first. The deadline is checked on every
+        pass, so a console that never goes quiet cannot hold a request past it."""
+        while len(self._pending) < size:
+            if time.monotonic() > deadline:
+                return None
             try:
-                chunk = self.port.read(size - len(data))
+                chunk = self.port.read(self._chunk_size())
             except OSError as exc:  # pyserial's SerialException is an OSError too
                 raise RunError(f"the console connection dropped while waiting for {what} ({exc})"
                                f"{self._console_tail()}") from None
             if chunk:
-                data += chunk
-            elif time.monotonic() > deadline:
-                return None
+                self._pending += chunk
             elif not self.is_alive():
                 raise RunError(f"the firmware stopped while mlfbuild waited for {what}{self._console_tail()}")
-        return bytes(data)
+        data = bytes(self._pending[:size])
+        del self._pending[:size]
+        return data
+
+    def _chunk_size(self) -> int:
+        """Read what has arrived in one call (pyserial reports it as in_waiting; a pipe port
+        returns what is there), at least one byte."""
+        waiting = getattr(self.port, "in_waiting", None)
+        if isinstance(waiting, int):
+            return max(1, min(waiting, 1 << 16))
+        return _READ_CHUNK
 
     def _console_tail(self) -> str:
         text = self.text.decode(errors="replace").strip().splitlines()
         return f"; console said: {text[-1][:200]}" if text else ""
 
     def _text(self, data: bytes) -> None:
+        start = max(0, len(self.text) - 200)
         self.text += data
-        if b"*** FAULT" in self.text[-200:] and self.text.endswith(b"\n"):
-            raise RunError(f"the firmware crashed: {self._console_tail()[len('; console said: '):]}")
+        fault = self.text.rfind(b"*** FAULT", start)
+        if fault >= 0 and b"\n" in self.text[fault:]:  # the whole fault line has arrived
+            line = bytes(self.text[fault:]).split(b"\n")[0].decode(errors="replace").strip()
+            raise RunError(f"the firmware crashed: {line[:200]}")
+        if len(self.text) > 2 * TEXT_TAIL_BYTES:
+            del self.text[:-TEXT_TAIL_BYTES]
 
     def receive_frame(self, deadline: float, what: str) -> tuple[str, int, bytes] | None:
         """The next intact frame as (kind, seq, payload), or None at `deadline`. Bytes outside
         frames are console text; a frame that fails its checksum is counted and skipped."""
         while True:
+            text = self._pending.find(SYNC[:1])
+            if text != 0 and self._pending:  # console text up to the next possible frame, in one piece
+                end = len(self._pending) if text < 0 else text
+                chunk = bytes(self._pending[:end])
+                del self._pending[:end]
+                self._text(chunk)
+                continue
             byte = self._read(1, deadline, what)
             if byte is None:
                 return None
@@ -241,11 +271,12 @@ class Client:
     # -- commands -----------------------------------------------------------------------------
     def hello(self) -> Hello:
         reply = self.request("H", b"", "h")
-        if len(reply) < 10:
-            raise RunError("short hello reply from the firmware")
-        version, models, hz, max_payload = struct.unpack("<BBII", reply[:10])
+        version, models, hz, max_payload = _unpack("<BBII", reply, "hello")
         if version != VERSION:
             raise RunError(f"firmware speaks protocol version {version}, mlfbuild speaks {VERSION}: rebuild it")
+        if max_payload < MIN_PAYLOAD:
+            raise RunError(f"the firmware announced a largest payload of {max_payload} bytes; "
+                           f"the protocol needs at least {MIN_PAYLOAD}")
         self.max_payload = max_payload
         return Hello(version, models, hz, max_payload, reply[10:].decode(errors="replace"))
 
@@ -254,8 +285,8 @@ class Client:
 
     def describe(self, model: int) -> tuple[list[int], list[int]]:
         reply = self.request("D", bytes([model]), "d")
-        n_in, n_out = reply[0], reply[1]
-        sizes = list(struct.unpack(f"<{n_in + n_out}I", reply[2:2 + 4 * (n_in + n_out)]))
+        n_in, n_out = _unpack("<BB", reply, "describe")
+        sizes = list(_unpack(f"<{n_in + n_out}I", reply[2:], "describe"))
         return sizes[:n_in], sizes[n_in:]
 
     def write_input(self, model: int, index: int, data: bytes) -> None:
@@ -265,7 +296,7 @@ class Client:
 
     def run(self, model: int) -> RunReply:
         reply = self.request("X", bytes([model]), "x", long_running=True)
-        status, ticks, workspace, stack = struct.unpack("<iIII", reply[:16])
+        status, ticks, workspace, stack = _unpack("<iIII", reply, "inference")
         return RunReply(status, ticks, workspace, stack, reply[16:].decode("ascii", "replace"))
 
     def read_output(self, model: int, index: int, nbytes: int) -> bytes:
@@ -287,3 +318,13 @@ class Client:
                 time.sleep(0.05)
             if self.is_alive():
                 raise
+
+
+def _unpack(layout: str, payload: bytes, reply: str) -> tuple:
+    """The fixed part of a reply, after checking it is all there (a short reply is the firmware's
+    fault or a damaged line, never a reason to crash)."""
+    need = struct.calcsize(layout)
+    if len(payload) < need:
+        raise RunError(f"the firmware's {reply} reply is {len(payload)} bytes, shorter than the {need} "
+                       f"the protocol defines")
+    return struct.unpack(layout, payload[:need])
