@@ -374,7 +374,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _Stopped(KeyboardInterrupt):
+    """SIGTERM or SIGHUP: unwinds like Ctrl-C, so every `finally` runs (emulators are killed)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _stop_on(signum: int, frame) -> None:
+    raise _Stopped(signum)
+
+
+def _unwind_on_termination() -> None:
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, _stop_on)
+
+
 def main(argv: list[str] | None = None) -> int:
+    _unwind_on_termination()
     parser = build_parser()
     args = parse_arguments(parser, argv)
     command = next(c for c in COMMANDS if c.name == args.command)
@@ -387,6 +409,11 @@ def main(argv: list[str] | None = None) -> int:
         if table:
             print(table, file=sys.stderr)
         return exc.exit_code
+    except _Stopped as stop:
+        import signal
+
+        print(f"mlfbuild: stopped by {signal.Signals(stop.signum).name}", file=sys.stderr)
+        return 128 + stop.signum
     except KeyboardInterrupt:
         print("mlfbuild: interrupted", file=sys.stderr)
         return 130

@@ -66,6 +66,14 @@ class TinyModel:
         "fail": '  TVMAPISetLastError("Assert fail: tiny input check"); return -1;\n',
         "hang": "  for (volatile int32_t spin = 0; ; ++spin) { }\n",
         "crash": "  ((void (*)(void))(uintptr_t)0xFFFFFFF1u)();\n",
+        # prints without end, so the console never goes quiet
+        "chatty": "  { extern void mlfrt_putc(uint8_t c); for (;;) mlfrt_putc('.'); }\n",
+        # prints 1 MiB of text, then computes the right answer
+        "flood": "  { extern void mlfrt_putc(uint8_t c); for (int32_t i = 0; i < (1 << 20); ++i) mlfrt_putc('.'); }\n",
+        # leaves early with its own exit status
+        "exit7": "  { extern void mlfrt_exit(int code); mlfrt_exit(7); }\n",
+        # host only: starts a child of its own, and both spin
+        "fork_hang": "  { extern int fork(void); (void)fork(); for (volatile int32_t spin = 0; ; ++spin) { } }\n",
     }
 
     def __init__(self, name: str = "tiny", seed: int = 7, behaviour: str = "ok"):

@@ -7,6 +7,7 @@ Knows how to talk to the firmware and compare numbers; does not know how the bui
 from __future__ import annotations
 
 import json
+import signal
 import time
 import zipfile
 import zlib
@@ -255,17 +256,7 @@ def run_build(build_dir: Path, *, port: str | None = None, baud: int = 115200, i
         if transport.boots_fresh:  # a flashed board keeps serving: the next run finds it ready
             client.quit(0)
     except RunError as error:
-        ending = transport.close(timeout=2.0)
-        if ending.exit_code == FAULT_EXIT_CODE:
-            fault = next((line for line in (client.text.decode(errors="replace") + "\n" + ending.console).splitlines()
-                          if "FAULT" in line), "fault")
-            raise RunError(f"the firmware crashed on {transport.describe()}: {fault.strip()}") from None
-        said = [line for line in ending.console.splitlines() if line.strip()]
-        if ending.exit_code not in (0, None) and said:  # e.g. QEMU refusing its command line
-            raise RunError(f"{transport.describe()} exited with status {ending.exit_code}: {said[-1].strip()}") from None
-        if ending.exit_code is not None:
-            raise RunError(f"{error} ({transport.describe()} had exited with status {ending.exit_code})") from None
-        raise
+        raise _explain_end(error, transport, transport.close(timeout=2.0), client.text) from None
     except BaseException:  # bad input found mid-run, Ctrl-C, a bug: the emulator must not outlive the run
         transport.close(timeout=2.0)
         raise
@@ -285,6 +276,29 @@ def _stale_firmware_hint(record: dict) -> str:
     if record.get("templates") in (None, templates_hash()):
         return ""
     return " (this firmware was built by another version of mlfbuild's templates: rebuild it with mlfbuild build)"
+
+
+def _explain_end(error: RunError, transport: Transport, ending, console: bytes) -> RunError:
+    """Say what happened to a run that stopped: a firmware fault, the emulator dying by a signal,
+    the firmware exiting early, or (still running) the protocol error itself."""
+    code = ending.exit_code
+    if code == FAULT_EXIT_CODE:
+        fault = next((line for line in (console.decode(errors="replace") + "\n" + ending.console).splitlines()
+                      if "FAULT" in line), "fault")
+        return RunError(f"the firmware crashed on {transport.describe()}: {fault.strip()}")
+    said = [line.strip() for line in ending.console.splitlines() if line.strip()]
+    last = f"; its last words: {said[-1][:200]}" if said else ""
+    if code is not None and code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        who = "the emulator itself failed, not the firmware" if name == "SIGABRT" else "not by mlfbuild"
+        return RunError(f"{transport.describe()} was killed by {name} ({who}){last}")
+    if code not in (0, None):
+        return RunError(f"the firmware exited with status {code} on {transport.describe()} before the run "
+                        f"was over{last} (while mlfbuild waited: {error})")
+    return error
 
 
 def measured_peaks(build_dir: Path) -> dict[str, int] | None:

@@ -13,7 +13,8 @@ import shutil
 import signal
 import socket
 import subprocess
-import tempfile
+import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,12 +48,73 @@ class Transport:
         return type(self).__name__
 
 
+# What a firmware process printed (QEMU's stderr and the semihosting console, a host build's
+# stderr): the tail only, so a flood cannot grow mlfbuild's memory or fill a disk.
+OUTPUT_TAIL_BYTES = 64 * 1024
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+_QEMU_NOISE = ("Timer with period zero", "waiting for connection")
+
+
+def _die_with_parent() -> None:
+    """In the child before exec (Linux): SIGKILL when mlfbuild dies, however it dies (even by
+    SIGKILL, where no handler of ours runs)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        except (OSError, AttributeError):
+            pass
+
+
 def _kill_group(process: subprocess.Popen) -> None:
+    """Kill the firmware's whole process group: the leader and anything it started, even after
+    the leader itself has exited."""
     try:
         os.killpg(process.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
     process.wait()
+
+
+class _OutputTail:
+    """Reads a child's output pipe on a thread and keeps the last OUTPUT_TAIL_BYTES."""
+
+    def __init__(self):
+        self.read_fd, self.write_fd = os.pipe()
+        self._tail = bytearray()
+        self._thread = threading.Thread(target=self._drain, daemon=True)
+
+    def start(self) -> None:
+        os.close(self.write_fd)  # the child holds its own copy
+        self.write_fd = -1
+        self._thread.start()
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self.read_fd, 1 << 16)
+            except OSError:
+                return
+            if not chunk:
+                return
+            self._tail += chunk
+            if len(self._tail) > 2 * OUTPUT_TAIL_BYTES:
+                del self._tail[:-OUTPUT_TAIL_BYTES]
+
+    def text(self, wait: float = 1.0) -> str:
+        if self._thread.is_alive():
+            self._thread.join(wait)
+        return bytes(self._tail[-OUTPUT_TAIL_BYTES:]).decode(errors="replace")
+
+    def close(self) -> None:
+        for fd in (self.write_fd, self.read_fd):
+            if fd >= 0:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self.write_fd = self.read_fd = -1
 
 
 class _PipePort:
@@ -81,7 +143,18 @@ class _ProcessTransport(Transport):
 
     def __init__(self):
         self.process: subprocess.Popen | None = None
-        self._stderr = tempfile.TemporaryFile()
+        self._output = _OutputTail()
+
+    def _spawn(self, command: list[str], **kwargs) -> subprocess.Popen:
+        """Start the firmware in a session of its own (so its group can be killed) that dies with us."""
+        try:
+            process = subprocess.Popen(command, stderr=self._output.write_fd, start_new_session=True,
+                                       preexec_fn=_die_with_parent, **kwargs)
+        except OSError as exc:
+            self._output.close()
+            raise RunError(f"could not start {command[0]}: {exc.strerror or exc}") from None
+        self._output.start()
+        return process
 
     def is_alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
@@ -93,12 +166,12 @@ class _ProcessTransport(Transport):
             try:
                 code = self.process.wait(timeout)
             except subprocess.TimeoutExpired:
-                _kill_group(self.process)
+                pass
+            _kill_group(self.process)  # also what the firmware left behind after its own exit
         if self.port is not None and hasattr(self.port, "close"):
             self.port.close()
-        self._stderr.seek(0)
-        text = self._stderr.read().decode(errors="replace")
-        self._stderr.close()
+        text = self._output.text()
+        self._output.close()
         return code, text
 
 
@@ -108,8 +181,7 @@ class HostTransport(_ProcessTransport):
         self.executable = executable
 
     def start(self) -> None:
-        self.process = subprocess.Popen([str(self.executable)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        stderr=self._stderr, start_new_session=True)
+        self.process = self._spawn([str(self.executable)], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         self.port = _PipePort(self.process)
 
     def close(self, timeout: float) -> Ending:
@@ -160,14 +232,15 @@ class QemuTransport(_ProcessTransport):
                 self.port = serial.serial_for_url(f"socket://127.0.0.1:{listener.getsockname()[1]}", timeout=0.1)
             except (serial.SerialException, OSError) as error:
                 raise RunError(f"could not open a console socket for QEMU: {error}") from None
-            self.process = subprocess.Popen(self.command(listener.fileno()), stdin=subprocess.DEVNULL,
-                                            stdout=self._stderr, stderr=self._stderr, start_new_session=True,
-                                            pass_fds=(listener.fileno(),))
+            self.process = self._spawn(self.command(listener.fileno()), stdin=subprocess.DEVNULL,
+                                       stdout=self._output.write_fd, pass_fds=(listener.fileno(),))
 
     def close(self, timeout: float) -> Ending:
         code, text = self._finish(timeout)
-        # QEMU's mps2 machines warn about their unused timers; that is not the firmware's story.
-        return Ending(code, "\n".join(line for line in text.splitlines() if "Timer with period zero" not in line))
+        # QEMU's own chatter (mps2 machines warn about unused timers; the console socket's
+        # "waiting for connection" notice) is not the firmware's story.
+        return Ending(code, "\n".join(line for line in text.splitlines()
+                                      if not any(noise in line for noise in _QEMU_NOISE)))
 
     def describe(self) -> str:
         return f"QEMU {self.machine}"

@@ -1,0 +1,201 @@
+"""Run faults: a firmware that talks without end, answers with short frames, floods its output,
+exits early or is interrupted must end the run on time, with one line, and leave no process
+behind — whatever ends the run (success, failure, timeout or a signal)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import struct
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from mlfbuild.errors import RunError
+from mlfbuild.run import _explain_end
+from mlfbuild.run.protocol import MIN_PAYLOAD, TEXT_TAIL_BYTES, VERSION, Client, SYNC, encode_frame
+from mlfbuild.run.transports import Ending, QemuTransport
+from mlfwriter import TinyModel, tar_tree
+
+
+# -- the client against byte streams ----------------------------------------------------------
+
+class ReplyingPort:
+    """Answers each request frame with `replies[kind]` (payload), keeping the request's number."""
+
+    def __init__(self, replies: dict[str, bytes], noise: bytes = b""):
+        self.replies, self.noise, self.out = replies, noise, bytearray()
+
+    def write(self, data: bytes) -> int:
+        kind, seq = chr(data[2]), data[3]
+        if kind in self.replies:
+            reply_kind = {"H": "h", "D": "d", "X": "x", "P": "p"}[kind]
+            self.out += encode_frame(reply_kind, self.replies[kind], seq)
+        return len(data)
+
+    def read(self, size: int = 1) -> bytes:
+        if self.noise:
+            return self.noise[:size] if size < len(self.noise) else self.noise
+        data = bytes(self.out[:size])
+        del self.out[:size]
+        return data
+
+
+@pytest.mark.parametrize("kind, call", [("X", lambda c: c.run(0)), ("D", lambda c: c.describe(0)),
+                                        ("H", lambda c: c.hello())])
+def test_short_reply_frames_are_a_run_error_not_a_crash(kind, call):
+    client = Client(ReplyingPort({kind: b"\x01\x02"}), timeout=2)
+    with pytest.raises(RunError, match="shorter than"):
+        call(client)
+
+
+def test_describe_counts_beyond_the_payload_are_a_run_error():
+    client = Client(ReplyingPort({"D": bytes([3, 2]) + struct.pack("<I", 16)}), timeout=2)
+    with pytest.raises(RunError, match="describe reply"):
+        client.describe(0)
+
+
+def test_a_max_payload_below_the_protocol_minimum_is_refused():
+    hello = struct.pack("<BBII", VERSION, 1, 1000, MIN_PAYLOAD - 1) + b"board"
+    client = Client(ReplyingPort({"H": hello}), timeout=2)
+    with pytest.raises(RunError, match="largest payload"):
+        client.hello()
+
+
+def _finishes(action, seconds: float) -> BaseException | None:
+    """Run `action` on a thread; fail when it is still going after `seconds` (a hang)."""
+    outcome: list = []
+
+    def target():
+        try:
+            action()
+            outcome.append(None)
+        except BaseException as exc:  # noqa: BLE001 - handed back to the test
+            outcome.append(exc)
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), f"still running after {seconds} s"
+    return outcome[0]
+
+
+@pytest.mark.parametrize("noise", [b"." * 4096, bytes(range(256)) * 16, SYNC[:1] * 4096])
+def test_a_console_that_never_goes_quiet_cannot_hold_a_request_past_its_deadline(noise):
+    client = Client(ReplyingPort({}, noise=noise), timeout=1.0)
+    error = _finishes(lambda: client.request("P", b"", "p"), 10)
+    assert isinstance(error, RunError) and "no reply" in str(error)
+    assert len(client.text) <= 2 * TEXT_TAIL_BYTES  # what is kept of the text is bounded
+
+
+def test_the_end_of_a_run_says_what_happened():
+    qemu = QemuTransport(Path("firmware.elf"), "mps2-an386")
+    waited = RunError("no reply from the firmware within 5 s while waiting for the hello")
+    aborted = _explain_end(waited, qemu, Ending(-6, "FPSCR: 00000000\nsomething else"), b"")
+    assert "killed by SIGABRT" in str(aborted) and "emulator itself" in str(aborted)
+    early = _explain_end(waited, qemu, Ending(7, ""), b"")
+    assert "exited with status 7" in str(early) and "before the run was over" in str(early)
+
+
+# -- real firmware ---------------------------------------------------------------------------
+
+def _firmware(behaviour: str, board: str, tmp_path: Path, build_firmware) -> Path:
+    return build_firmware(tar_tree(TinyModel(behaviour=behaviour).files(), tmp_path / f"{behaviour}.tar"), board)
+
+
+def _started_by(out: Path) -> list[str]:
+    """Processes whose command line names this build: the emulator or the host firmware (and any
+    child a host firmware forked, which shares its command line)."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit() and int(pid) != os.getpid():
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if str(out) in cmdline and "mlfbuild" not in cmdline.split(" ")[0]:
+                if " -m mlfbuild " not in cmdline:
+                    found.append(f"{pid}: {cmdline[:160]}")
+    return found
+
+
+def _none_left(out: Path, within: float = 5.0) -> list[str]:
+    deadline = time.monotonic() + within
+    while (left := _started_by(out)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return left
+
+
+def _cli(out: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "mlfbuild", "run", str(out), *args]
+
+
+@pytest.mark.qemu
+@pytest.mark.parametrize("board", ["mps2-an386", "host"])
+def test_a_chatty_firmware_times_out_on_time(board, tmp_path, build_firmware):
+    out = _firmware("chatty", board, tmp_path, build_firmware)
+    started = time.monotonic()
+    result = subprocess.run(_cli(out, "--timeout", "3"), capture_output=True, text=True, timeout=90)
+    assert result.returncode == 6, result.stderr
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert time.monotonic() - started < 45
+    assert _none_left(out) == []
+
+
+def test_a_firmware_that_prints_a_mebibyte_then_answers_passes(tmp_path, build_firmware):
+    model = TinyModel(behaviour="flood")
+    out = _firmware("flood", "host", tmp_path, build_firmware)
+    import numpy as np
+
+    reference = tmp_path / "ref.npz"
+    np.savez(reference, input=model.input, output_0=model.reference(model.input))
+    result = subprocess.run(_cli(out, "--timeout", "20", "--reference", str(reference)),
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "result: pass" in result.stdout
+
+
+@pytest.mark.qemu
+def test_an_early_exit_under_qemu_says_so(tmp_path, build_firmware):
+    out = _firmware("exit7", "mps2-an386", tmp_path, build_firmware)
+    result = subprocess.run(_cli(out, "--timeout", "10"), capture_output=True, text=True, timeout=90)
+    assert result.returncode == 6
+    assert "exited with status 7" in result.stderr and "waiting for connection" not in result.stderr
+
+
+@pytest.mark.qemu
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
+@pytest.mark.parametrize("board, behaviour", [("mps2-an386", "hang"), ("host", "fork_hang")])
+def test_a_signal_to_the_run_ends_everything_it_started(board, behaviour, signum, tmp_path, build_firmware):
+    out = _firmware(behaviour, board, tmp_path, build_firmware)
+    run = subprocess.Popen(_cli(out, "--timeout", "120"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        expected = 2 if behaviour == "fork_hang" else 1
+        while len(_started_by(out)) < expected and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert len(_started_by(out)) >= expected, "the firmware never started"
+        time.sleep(0.5)
+        run.send_signal(signum)
+        _, err = run.communicate(timeout=30)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode in (130, 128 + signum), err
+    assert "Traceback" not in err
+    assert _none_left(out) == [], "a process the run started outlived it"
+
+
+@pytest.mark.qemu
+@pytest.mark.parametrize("behaviour, code", [("ok", 0), ("fail", 6), ("hang", 6), ("crash", 6)])
+def test_no_process_outlives_a_run_however_it_ends(behaviour, code, tmp_path, build_firmware):
+    for board in ("mps2-an386", "host"):
+        (tmp_path / board).mkdir()
+        out = _firmware(behaviour, board, tmp_path / board, build_firmware)
+        result = subprocess.run(_cli(out, "--timeout", "3"), capture_output=True, text=True, timeout=90)
+        assert result.returncode == code, result.stderr
+        assert _none_left(out) == []
