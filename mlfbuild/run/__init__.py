@@ -295,9 +295,11 @@ def _explain_end(error: RunError, transport: Transport, ending, console: bytes) 
             name = f"signal {-code}"
         who = "the emulator itself failed, not the firmware" if name == "SIGABRT" else "not by mlfbuild"
         return RunError(f"{transport.describe()} was killed by {name} ({who}){last}")
+    if code not in (0, None) and said:  # e.g. QEMU refusing its command line
+        return RunError(f"{transport.describe()} exited with status {code}: {said[-1][:200]}")
     if code not in (0, None):
         return RunError(f"the firmware exited with status {code} on {transport.describe()} before the run "
-                        f"was over{last} (while mlfbuild waited: {error})")
+                        f"was over (while mlfbuild waited: {error})")
     return error
 
 
