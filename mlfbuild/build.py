@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from . import __version__
+from . import __version__, outfolder
 from .boards import Board, load_board
 from .errors import BuildError
 from .mlf.archive import DEFAULT_MAX_TOTAL_BYTES
@@ -57,10 +57,19 @@ def build(mlf: Path, board_name: str, outdir: Path, *, options: ProjectOptions =
           budget_ram: int | None = None, verbose: bool = False, max_graph_nodes: int = DEFAULT_MAX_GRAPH_NODES,
           build_timeout: float = DEFAULT_BUILD_TIMEOUT) -> BuildResult:
     """Build the firmware; raises OverBudgetError (after writing every output, so the build can be
-    inspected) when it does not fit the board or the tighter budgets."""
+    inspected) when it does not fit the board or the tighter budgets. The output folder is locked
+    for the build: a second build into it at the same time is refused (UsageError)."""
     board = load_board(board_name, list(board_files))
-    outdir = Path(outdir)
-    outdir.mkdir(parents=True, exist_ok=True)
+    outdir = outfolder.prepare(Path(outdir))
+    with outfolder.locked(outdir):
+        return _build(Path(mlf), board, outdir, options=options, jobs=jobs, progress=progress,
+                      max_mlf_bytes=max_mlf_bytes, budget_flash=budget_flash, budget_ram=budget_ram,
+                      verbose=verbose, max_graph_nodes=max_graph_nodes, build_timeout=build_timeout)
+
+
+def _build(mlf: Path, board: Board, outdir: Path, *, options: ProjectOptions, jobs: int,
+           progress: Callable[[str], None] | None, max_mlf_bytes: int, budget_flash: int | None,
+           budget_ram: int | None, verbose: bool, max_graph_nodes: int, build_timeout: float) -> BuildResult:
     _forget_previous_build(outdir)
     unpacked = outdir / "mlf"
     if unpacked.exists() and not Path(mlf).is_dir():
@@ -99,7 +108,7 @@ def build(mlf: Path, board_name: str, outdir: Path, *, options: ProjectOptions =
     size = report_build(outdir, record, budget_flash=budget_flash, budget_ram=budget_ram)
     record["size"] = {"flash_used": size.flash.used, "flash_total": size.flash.total,
                       "ram_used": size.ram.used, "ram_total": size.ram.total}
-    (outdir / BUILD_RECORD).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    outfolder.write_file(outdir / BUILD_RECORD, json.dumps(record, indent=2, sort_keys=True) + "\n")
     result = BuildResult(outdir=outdir, library=library, board=board, project=project, make=make, record=record,
                          size=size)
     if progress:

@@ -4,6 +4,8 @@ caught here, once, and mapped to exit codes."""
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import json
 import os
 import sys
@@ -11,12 +13,13 @@ import tempfile
 from pathlib import Path
 
 from . import __version__
-from .errors import InvalidInputError, MismatchError, MlfError
+from .errors import InvalidInputError, MismatchError, MlfError, StdoutError, os_error
 from .cliargs import (HelpFormatter, Parser, RepeatProgress, apply_project_file, default_output, epilog,
                       parse_arguments, temporary_folder_hidden)
 from .flash.cli import FlashCommand, MonitorCommand
 from .project import OPT_LEVELS, RUNTIMES
 from .schemas import BOARDS as BOARDS_SCHEMA, INSPECT as INSPECT_SCHEMA
+from .outfolder import write_file as write_report_file
 from .ports import PortsCommand
 from .size.command import parse_size
 from .style import GREEN, RED, YELLOW, paint
@@ -234,8 +237,6 @@ class RunCommand(Command):
                                progress=None if args.json else RepeatProgress())
             board = load_record(build_dir)["board"]
         result.target = str(args.target if build_dir != args.target and not args.output else build_dir)
-        if args.junit:
-            args.junit.write_bytes(junit_xml(result, board))
         if finish:
             from .run.profile import format_profile, with_profile
             profile = finish(result)
@@ -244,6 +245,10 @@ class RunCommand(Command):
         else:
             text = json.dumps(result.to_json(), indent=2, sort_keys=True) if args.json else format_run(result)
             print(text if args.json else _coloured_verdict(text))
+        for warning in result.warnings:
+            print(f"mlfbuild: warning: {warning}", file=sys.stderr)
+        if args.junit:  # after the verdict is shown: a JUnit file that cannot be written loses nothing else
+            write_report_file(args.junit, junit_xml(result, board))
         if result.status == MISMATCH:
             raise MismatchError("outputs differ from the reference (see above)")
         return 0
@@ -305,10 +310,10 @@ class MatrixCommand(Command):
                                         on_result=progress.finished, on_running=progress.running)
         progress.close()
         report = matrix.document(results)
-        (args.output / "matrix.json").write_text(json.dumps(report, indent=2) + "\n")
-        (args.output / "matrix.html").write_text(matrix.html_grid(results))
+        write_report_file(args.output / "matrix.json", json.dumps(report, indent=2) + "\n")
+        write_report_file(args.output / "matrix.html", matrix.html_grid(results))
         if args.junit:
-            args.junit.write_bytes(matrix.junit_xml(results))
+            write_report_file(args.junit, matrix.junit_xml(results))
         print(json.dumps(report, indent=2) if args.json else matrix.summary_table(results))
         return report["exit_code"]
 
@@ -396,19 +401,21 @@ def _unwind_on_termination() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    _unwind_on_termination()
-    parser = build_parser()
-    args = parse_arguments(parser, argv)
-    command = next(c for c in COMMANDS if c.name == args.command)
     try:
-        return command.run(args)
+        _unwind_on_termination()
+        args = parse_arguments(build_parser(), argv)
+        command = next(c for c in COMMANDS if c.name == args.command)
+        code = command.run(args)
+        sys.stdout.flush()  # a full disk or a closed pipe on stdout shows here, not at exit
+        return code
     except MlfError as exc:
-        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        print(f"mlfbuild: {paint('error:', RED, sys.stderr)} {message}", file=sys.stderr)
-        table = getattr(exc, "table", "")
-        if table:
-            print(table, file=sys.stderr)
-        return exc.exit_code
+        return _report(exc)
+    except StdoutError as exc:
+        return _stdout_failed(exc)
+    except BrokenPipeError as exc:
+        return _stdout_failed(exc)
+    except OSError as exc:  # what no stage expected: still one line, never a traceback
+        return _report(os_error(exc, f"cannot use {exc.filename}" if exc.filename is not None else ""))
     except _Stopped as stop:
         import signal
 
@@ -417,6 +424,29 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("mlfbuild: interrupted", file=sys.stderr)
         return 130
+
+
+def _report(exc: MlfError) -> int:
+    message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    print(f"mlfbuild: {paint('error:', RED, sys.stderr)} {message}", file=sys.stderr)
+    table = getattr(exc, "table", "")
+    if table:
+        print(table, file=sys.stderr)
+    return exc.exit_code
+
+
+def _stdout_failed(exc: OSError) -> int:
+    """`mlfbuild ... | head`: the reader has all it wanted — end quietly, as a SIGPIPE would. Any
+    other failure on stdout (a full disk, a closed descriptor) is said in one line."""
+    code = 128 + 13 if exc.errno == errno.EPIPE else _report(os_error(exc, "cannot write to standard output"))
+    return _quiet_after_closed_stdout(code)
+
+
+def _quiet_after_closed_stdout(code: int) -> int:
+    """Point stdout at /dev/null so the interpreter's final flush does not fail a second time."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+    return code
 
 
 if __name__ == "__main__":

@@ -5,6 +5,8 @@ Every message is written for the user: one line that says what is wrong and wher
 
 from __future__ import annotations
 
+import errno
+
 EXIT_OK = 0
 EXIT_USAGE = 2
 EXIT_INVALID_INPUT = 3
@@ -94,3 +96,29 @@ class InfrastructureError(MlfError):
     """The machinery around a build or run failed: a cluster scheduler out of reach, workers lost."""
 
     exit_code = EXIT_INFRASTRUCTURE
+
+
+class StorageError(InfrastructureError):
+    """A file could not be written for a reason that is the machine's, not the input's: disk full, quota,
+    a read-only file system, an I/O error."""
+
+
+# Errors that mean "this machine cannot store it", whatever was being written.
+_NO_ROOM = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO}
+
+
+def storage_problem(exc: OSError) -> bool:
+    """True when `exc` says the storage failed (disk full, read-only, I/O), not that a path is wrong."""
+    return exc.errno in _NO_ROOM
+
+
+def os_error(exc: OSError, doing: str) -> MlfError:
+    """One line for an OSError met while `doing` (e.g. "cannot write out/size.json"): a storage
+    failure is the machine's (exit 9); a path that cannot be used is the caller's (exit 2)."""
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    message = f"{doing}: {reason}" if doing else reason
+    return StorageError(message) if storage_problem(exc) else UsageError(message)
+
+
+class StdoutError(OSError):
+    """Writing to standard output failed (a closed pipe, a full disk, a closed descriptor)."""

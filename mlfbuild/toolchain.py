@@ -26,6 +26,9 @@ DEFAULT_BUILD_TIMEOUT = 1800.0  # seconds for one make run; the largest real bui
 _REGION_OVERFLOW = re.compile(r"region [`']?(\w+)'? overflowed by (\d+) bytes")
 _NOT_FIT = re.compile(r"will not fit in region [`']?(\w+)'?")
 _ASSERT = re.compile(r"ld: (?:.*?: )?(RAM overflow[^\n]*|[^\n]*no room for the stack[^\n]*)")
+# gcc and ld say "error:", the assembler "Error:"; make's own "*** [...] Error 1" only echoes them.
+_ERROR_LINE = re.compile(r"(?:^|[\s:])(?:fatal )?[Ee]rror:|undefined reference")
+_MAKE_LINE = re.compile(r"^g?make(?:\[\d+\])?: ")
 
 
 # gcc's diagnostic line: `path:line:col: warning: message [-Wflag]`.
@@ -234,12 +237,23 @@ def _failure(log: str, project: Path, where_logged: str) -> Exception:
         message = (_ASSERT.search(log) or _NOT_FIT.search(log)).group(0)
         return OverBudgetError(f"the firmware does not fit the board: {message.strip()}{where_logged}",
                                table=_relevant(log, ("will not fit", "overflow", "no room")))
-    errors = [line for line in log.splitlines() if re.search(r"\berror\b|undefined reference", line)]
-    first = errors[0] if errors else (log.strip().splitlines() or ["make failed"])[-1]
-    where = re.match(r"([^:\s]+\.(?:c|cc|h|o|ld)):", first)
-    location = f" (in {project / where.group(1)})" if where else ""
+    lines = log.splitlines()
+    errors = [i for i, line in enumerate(lines) if _ERROR_LINE.search(line) and not _MAKE_LINE.match(line)]
+    first = lines[errors[0]] if errors else (log.strip().splitlines() or ["make failed"])[-1]
+    source = _source_of_error(lines, errors[0]) if errors else None
+    location = f" (in {project / source})" if source else ""
     more = f"; {len(errors) - 1} more error line(s) in the log" if len(errors) > 1 else ""
     return BuildError(f"compilation failed{location}: {first.strip()}{more}{where_logged}")
+
+
+def _source_of_error(lines: list[str], index: int) -> str | None:
+    """The project file an error line is about: named on the line itself (gcc, ld), or, for the
+    assembler's lines about gcc's temporary .s file, the file the last `CC` progress line compiled."""
+    named = re.match(r"([^:\s]+\.(?:c|cc|h|o|ld|s|S)):", lines[index])
+    if named and not named.group(1).startswith(("/tmp/", "{")):
+        return named.group(1)
+    compiled = [line[5:].strip() for line in lines[:index] if line.startswith("CC   ")]
+    return compiled[-1] if compiled else None
 
 
 def _relevant(log: str, needles: tuple[str, ...]) -> str:

@@ -74,6 +74,13 @@ class TinyModel:
         "exit7": "  { extern void mlfrt_exit(int code); mlfrt_exit(7); }\n",
         # host only: starts a child of its own, and both spin
         "fork_hang": "  { extern int fork(void); (void)fork(); for (volatile int32_t spin = 0; ; ++spin) { } }\n",
+        # the assembler rejects an instruction (gcc itself is content)
+        "bad_asm": '  __asm__ volatile ("no_such_instruction_here");\n',
+        # a 256-byte table defined by assembly: no DWARF describes it
+        "asm_table": ('  __asm__ (".pushsection .rodata.tiny_asm_table,\\"a\\"\\n.global tiny_asm_table\\n'
+                      '.type tiny_asm_table, %object\\n.size tiny_asm_table, 256\\ntiny_asm_table: .space 256\\n'
+                      '.popsection\\n");\n'
+                      '  { extern const uint8_t tiny_asm_table[]; (void)*(volatile const uint8_t*)tiny_asm_table; }\n'),
     }
 
     def __init__(self, name: str = "tiny", seed: int = 7, behaviour: str = "ok"):

@@ -20,7 +20,7 @@ import zlib
 from pathlib import Path
 from typing import Any, BinaryIO, NoReturn
 
-from ..errors import ArchiveError
+from ..errors import ArchiveError, StorageError, os_error, storage_problem
 
 DEFAULT_MAX_TOTAL_BYTES = 512 * 1024 * 1024
 
@@ -65,7 +65,7 @@ def unpack(source: Path, dest: Path, *, max_total_bytes: int = DEFAULT_MAX_TOTAL
         # so nobody else can plant anything in it while we write.
         tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".partial", dir=dest.parent))
     except OSError as exc:
-        raise ArchiveError(f"{_show(dest)}: cannot unpack {_show(source)} here ({_detail(exc)})") from None
+        raise os_error(exc, f"{_show(dest)}: cannot unpack {_show(source)} here") from None
     try:
         extractor = _Extractor(source, tmp, max_total_bytes,
                                max_total_bytes if max_member_bytes is None else max_member_bytes)
@@ -74,8 +74,7 @@ def unpack(source: Path, dest: Path, *, max_total_bytes: int = DEFAULT_MAX_TOTAL
         try:
             os.rename(tmp, dest)  # POSIX rename atomically replaces an empty folder
         except OSError as exc:
-            raise ArchiveError(f"{_show(dest)}: cannot move unpacked {_show(source)} into place "
-                               f"({_detail(exc)})") from None
+            raise os_error(exc, f"{_show(dest)}: cannot move unpacked {_show(source)} into place") from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -213,6 +212,8 @@ class _Extractor:
                 self.files.add(rel)
                 self._write_file(tar, info, target)
         except OSError as exc:
+            if storage_problem(exc):  # the disk's fault, not the archive's
+                raise StorageError(f"{_show(self.source)}: cannot unpack member {name!r}: {_detail(exc)}") from None
             self.fail(f"cannot write it ({_detail(exc)})", name)
 
     def _normalise(self, name: str) -> str:

@@ -86,6 +86,7 @@ class RunResult:
     seconds: float
     resends: int = 0  # requests sent again because their reply did not come (a lossy console)
     damaged: int = 0  # replies that failed their checksum
+    warnings: list[str] = field(default_factory=list)  # said on stderr; not part of the verdict
 
     @property
     def unchecked(self) -> list[str]:
@@ -266,9 +267,18 @@ def run_build(build_dir: Path, *, port: str | None = None, baud: int = 115200, i
     result = RunResult(target=str(build_dir), board=record["board"]["name"], models=results,
                        exit_code=ending.exit_code, seconds=time.monotonic() - started,
                        resends=client.resends, damaged=client.damaged)
-    # The measured peaks next to the static numbers: `mlfbuild size` picks this file up.
-    (Path(build_dir) / RUN_RECORD).write_text(json.dumps(result.to_json(), indent=2, sort_keys=True) + "\n")
+    _save_run_record(Path(build_dir), result)
     return result
+
+
+def _save_run_record(build_dir: Path, result: RunResult) -> None:
+    """The measured peaks next to the static numbers: `mlfbuild size` picks this file up. A build
+    folder that cannot take it (read-only, disk full) costs the record, never the run's verdict."""
+    try:
+        (build_dir / RUN_RECORD).write_text(json.dumps(result.to_json(), indent=2, sort_keys=True) + "\n")
+    except OSError as exc:
+        result.warnings.append(f"the run was not recorded in {build_dir / RUN_RECORD} "
+                               f"({exc.strerror or type(exc).__name__}); `mlfbuild size` will not show its peaks")
 
 
 def _stale_firmware_hint(record: dict) -> str:

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from ..errors import InvalidInputError, UsageError
+from ..outfolder import write_file
 from ..units import parse_byte_count
 from .diff import diff
 from .report import SizeReport, load_snapshot, size_report
@@ -80,10 +81,7 @@ def run(args: argparse.Namespace, out=None, err=None) -> int:
     report = size_report(elf, record, budget_flash=args.budget_flash, budget_ram=args.budget_ram,
                          measured=measured_peaks(elf.parent))
     if args.html:
-        try:
-            args.html.write_text(report.format_html())
-        except OSError as exc:
-            raise UsageError(f"{args.html}: cannot write the HTML report ({exc.strerror or exc})") from None
+        write_file(args.html, report.format_html())
     if args.diff:
         changes = diff(load_snapshot(args.diff), report.to_json())
         if args.json:
@@ -115,5 +113,5 @@ def report_build(outdir: Path, record: dict, *, budget_flash: int | None = None,
     outdir = Path(outdir)
     report = size_report(outdir / _ELF, record, budget_flash=budget_flash, budget_ram=budget_ram)
     if write_snapshot:
-        (outdir / SIZE_SNAPSHOT).write_text(report.to_json_text())
+        write_file(outdir / SIZE_SNAPSHOT, report.to_json_text())
     return report

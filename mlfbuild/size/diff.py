@@ -11,6 +11,7 @@ from ..errors import InvalidInputError
 from ..schemas import SIZE_DIFF
 from .attribution import CATEGORIES
 from .report import SCHEMA, SizeReport
+from .markdown import md_code, md_text
 
 
 @dataclass
@@ -72,10 +73,10 @@ class SizeDiff:
         return "\n".join(out)
 
     def format_markdown(self, top: int = 10) -> str:
-        out = [f"### Firmware size change: {_md(_identity(self.current))}", ""]
-        out.append(f"Base: {_md(_identity(self.base))}")
+        out = [f"### Firmware size change: {md_text(_identity(self.current))}", ""]
+        out.append(f"Base: {md_text(_identity(self.base))}")
         for caveat in self.caveats:
-            out.append(f"\n> {_md(caveat)}")
+            out.append(f"\n> {md_text(caveat)}")
         out.append("")
         out.append("| region | base | current | Δ | Δ % |")
         out.append("|---|---:|---:|---:|---:|")
@@ -86,7 +87,7 @@ class SizeDiff:
             out.append("| what | flash Δ | RAM Δ |")
             out.append("|---|---:|---:|")
             for s in self.subcategories:
-                out.append(f"| {_md(s['category'] + '/' + s['subcategory'])} | {_d(s['flash_delta'])} | {_d(s['ram_delta'])} |")
+                out.append(f"| {md_text(s['category'] + '/' + s['subcategory'])} | {_d(s['flash_delta'])} | {_d(s['ram_delta'])} |")
         if self.symbols:
             out.append("")
             out.append(f"<details><summary>top {min(top, len(self.symbols))} of {len(self.symbols)} symbol changes</summary>")
@@ -94,8 +95,8 @@ class SizeDiff:
             out.append("| flash Δ | RAM Δ | status | symbol | category |")
             out.append("|---:|---:|---|---|---|")
             for s in self.symbols[:top]:
-                out.append(f"| {_d(s['flash_delta'])} | {_d(s['ram_delta'])} | {s['status']} | `{_md(_short(s['name']))}` | "
-                           f"{_md(s['category'] + '/' + s['subcategory'])} |")
+                out.append(f"| {_d(s['flash_delta'])} | {_d(s['ram_delta'])} | {s['status']} | {md_code(_short(s['name']))} | "
+                           f"{md_text(s['category'] + '/' + s['subcategory'])} |")
             out.append("")
             out.append("</details>")
         return "\n".join(out) + "\n"
@@ -103,10 +104,6 @@ class SizeDiff:
 
 def _n(value) -> str:
     return "—" if value is None else f"{value:,}"
-
-
-def _md(text: str) -> str:
-    return str(text).replace("|", "\\|")
 
 
 def _d(delta: int) -> str:

@@ -4,6 +4,7 @@ one for `mlfbuild size`, a PR-ready Markdown table, and the over-budget table.""
 from __future__ import annotations
 
 from .report import ModuleReport, RegionUsage, SizeReport
+from .markdown import md_code, md_text
 
 _BAR_CELLS = 10
 
@@ -176,14 +177,10 @@ def budget_table(report: SizeReport, top: int = 8) -> str:
 
 # --- markdown --------------------------------------------------------------------------------------
 
-def _md(text: str) -> str:
-    return str(text).replace("|", "\\|")
-
-
 def format_markdown(report: SizeReport, top: int = 10) -> str:
     b = report.build
     mlf = b.get("mlf") or {}
-    out = [f"### Firmware size: `{_md(mlf.get('name') or report.elf_name)}` on `{_md(b.get('board') or '?')}`", ""]
+    out = [f"### Firmware size: {md_code(mlf.get('name') or report.elf_name)} on {md_code(b.get('board') or '?')}", ""]
     out.append("| region | used | budget | free | use |")
     out.append("|---|---:|---:|---:|---:|")
     for region in (report.flash, report.ram):
@@ -194,7 +191,7 @@ def format_markdown(report: SizeReport, top: int = 10) -> str:
     out.append("|---|---:|---:|")
     for category in report.categories():
         if category["flash"] or category["ram"]:
-            out.append(f"| {_md(category['name'])} | {category['flash']:,} | {category['ram']:,} |")
+            out.append(f"| {md_text(category['name'])} | {category['flash']:,} | {category['ram']:,} |")
     out.append(f"| **total** | **{report.flash.used:,}** | **{report.ram.used:,}** |")
     rows = [(m, r) for m in report.modules for r in m.memory]
     if rows:
@@ -202,25 +199,25 @@ def format_markdown(report: SizeReport, top: int = 10) -> str:
         out.append("| module | kind | metadata | linked | diff | why |")
         out.append("|---|---|---:|---:|---:|---|")
         for module, row in rows:
-            out.append(f"| {_md(module.name)} | {row.kind} | {_n(row.predicted)} | {_n(row.linked)} | "
-                       f"{_signed(row.difference)} | {_md(row.explanation)} |")
+            out.append(f"| {md_text(module.name)} | {row.kind} | {_n(row.predicted)} | {_n(row.linked)} | "
+                       f"{_signed(row.difference)} | {md_text(row.explanation)} |")
     out.append("")
     out.append(f"<details><summary>top {top} symbols</summary>")
     out.append("")
     out.append("| flash | RAM | category | symbol |")
     out.append("|---:|---:|---|---|")
     for item in report.top_items(n=top):
-        out.append(f"| {item.flash:,} | {item.ram:,} | {_md(item.category + '/' + item.subcategory)} | "
-                   f"`{_md(_short_symbol(item.name, item.module))}` |")
+        out.append(f"| {item.flash:,} | {item.ram:,} | {md_text(item.category + '/' + item.subcategory)} | "
+                   f"{md_code(_short_symbol(item.name, item.module))} |")
     out.append("")
     out.append("</details>")
     for region in report.over_budget:
         out.append(f"\n**{region.name} over budget by {region.over_by:,} B**")
     for warning in report.warnings:
-        out.append(f"\n> warning: {_md(warning)}")
+        out.append(f"\n> warning: {md_text(warning)}")
     out.append("")
     sha = (mlf.get("sha256") or "")[:12]
-    out.append(f"<sub>{_md(b.get('toolchain') or '')}{' · MLF sha256 ' + sha if sha else ''}</sub>")
+    out.append(f"<sub>{md_text(b.get('toolchain') or '')}{' · MLF sha256 ' + sha if sha else ''}</sub>")
     return "\n".join(out) + "\n"
 
 

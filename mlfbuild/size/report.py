@@ -18,6 +18,7 @@ from elftools.common.exceptions import ELFError
 from ..errors import InvalidInputError, OverBudgetError
 from .attribution import CATEGORIES, CATEGORY_LABELS, Classifier, ModelFacts, Owner, Piece, attribute
 from .elf import ElfImage, Region, load_elf
+from .linkmap import place_unplaced, read_link_map
 from ..schemas import SIZE as SCHEMA
 
 WARN_FRACTION = 0.90
@@ -238,6 +239,7 @@ def size_report(elf: Path, record: dict, *, budget_flash: int | None = None, bud
         raise InvalidInputError("build.json: not a JSON object")
     regions = board_regions(record)
     image = load_elf(Path(elf), regions)
+    place_unplaced(image.symbols, read_link_map(Path(elf).with_suffix(".map")))
     try:
         return _report(image, record, regions, budget_flash, budget_ram, measured)
     except ELFError as exc:  # section contents that the headers promise but the file lacks

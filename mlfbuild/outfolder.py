@@ -1,0 +1,83 @@
+"""An output folder made ready for one writer: created, checked writable, and locked.
+
+Two builds into one folder would overwrite each other's files half-way; the lock turns the second
+into a clear "in use" error. The lock is an advisory `flock` on a file inside the folder, so the
+kernel drops it when its holder exits, however it exits — no stale lock survives a crash.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+from pathlib import Path
+from typing import Iterator
+
+from .errors import UsageError, os_error
+
+LOCK_FILE = ".mlfbuild.lock"
+
+
+def prepare(folder: Path) -> Path:
+    """Create `folder` (and its parents) unless it exists; it must be a folder we can write into."""
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"{folder}: exists and is not a folder (give -o a folder path)")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise UsageError(f"{folder}: a part of this path is a file, not a folder") from None
+    except OSError as exc:
+        raise os_error(exc, f"cannot create the output folder {folder}") from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UsageError(f"{folder}: the output folder is not writable")
+    return folder
+
+
+@contextlib.contextmanager
+def locked(folder: Path) -> Iterator[None]:
+    """Hold the folder's lock for the block; a folder another mlfbuild holds is refused (exit 2)."""
+    path = Path(folder) / LOCK_FILE
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+    except OSError as exc:
+        raise os_error(exc, f"cannot lock the output folder {folder}") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                raise os_error(exc, f"cannot lock the output folder {folder}") from None
+            raise UsageError(f"{folder}: the output folder is in use by another mlfbuild{_holder(fd)}; "
+                             "wait for it or choose another -o") from None
+        _write_pid(fd)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _write_pid(fd: int) -> None:
+    with contextlib.suppress(OSError):  # the pid is only a courtesy for the message above
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+
+
+def _holder(fd: int) -> str:
+    with contextlib.suppress(OSError, ValueError):
+        return f" (pid {int(os.pread(fd, 32, 0).decode().strip())})"
+    return ""
+
+
+def write_file(path: Path, data: str | bytes) -> None:
+    """Write a report or record file, creating its folder; failures are one line (exit 2 for a path
+    that cannot be used, 9 for a full or read-only disk)."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(data, str):
+            path.write_text(data)
+        else:
+            path.write_bytes(data)
+    except OSError as exc:
+        raise os_error(exc, f"cannot write {path}") from None
