@@ -7,15 +7,15 @@ record what went in and came out. Each stage is its own module; this file only s
 from __future__ import annotations
 
 import hashlib
-import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from . import __version__, outfolder
+from . import __version__, outfolder, record as build_folder
 from .boards import Board, load_board
 from .errors import BuildError
+from .record import BUILD_LOG, ELF, OUTPUTS
 from .mlf.archive import DEFAULT_MAX_TOTAL_BYTES
 from .mlf.limits import DEFAULT_MAX_GRAPH_NODES
 from .mlf.model import ModelLibrary
@@ -25,15 +25,10 @@ from .project import (Project, ProjectOptions, linked_stack_bytes, linker_script
                       render_project, toolchain_names)
 from .size.stack import STACK_MARGIN, compute_stack_bound, stack_reserve
 from .size import SizeReport, size_report
-from .size.command import report_build
 from .toolchain import (DEFAULT_BUILD_TIMEOUT, MakeResult, count_compiles, find_tools, numbered, run_make,
                         toolchain_used)
 
-BUILD_RECORD = "build.json"
-BUILD_LOG = "build.log"
-OUTPUTS = ("firmware.elf", "firmware.bin", "firmware.hex", "firmware.map")
 HOST_SKIPS = ("firmware.bin", "firmware.hex")
-UF2_OUTPUT = "firmware.uf2"   # for boards with a UF2 bootloader (flashing.uf2_family)
 
 
 @dataclass
@@ -70,7 +65,7 @@ def build(mlf: Path, board_name: str, outdir: Path, *, options: ProjectOptions =
 def _build(mlf: Path, board: Board, outdir: Path, *, options: ProjectOptions, jobs: int,
            progress: Callable[[str], None] | None, max_mlf_bytes: int, budget_flash: int | None,
            budget_ram: int | None, verbose: bool, max_graph_nodes: int, build_timeout: float) -> BuildResult:
-    _forget_previous_build(outdir)
+    build_folder.forget_previous_build(outdir)
     unpacked = outdir / "mlf"
     if unpacked.exists() and not Path(mlf).is_dir():
         shutil.rmtree(unpacked)
@@ -105,10 +100,11 @@ def _build(mlf: Path, board: Board, outdir: Path, *, options: ProjectOptions, jo
     record = _record(Path(mlf), library, board, project, toolchain_used(project.path), outputs)
     if stack:
         record["stack"] = stack
-    size = report_build(outdir, record, budget_flash=budget_flash, budget_ram=budget_ram)
+    size = size_report(outdir / ELF, record, budget_flash=budget_flash, budget_ram=budget_ram)
+    build_folder.write_snapshot(outdir, size.to_json_text())
     record["size"] = {"flash_used": size.flash.used, "flash_total": size.flash.total,
                       "ram_used": size.ram.used, "ram_total": size.ram.total}
-    outfolder.write_file(outdir / BUILD_RECORD, json.dumps(record, indent=2, sort_keys=True) + "\n")
+    build_folder.write(outdir, record)
     result = BuildResult(outdir=outdir, library=library, board=board, project=project, make=make, record=record,
                          size=size)
     if progress:
@@ -162,15 +158,6 @@ def _reserve_stack(project: Project, board: Board, options: ProjectOptions, log:
             raise OverBudgetError(f"{overflow} (with a .stack reserve of {reserve:,} B from the {source})") from None
     return {**bound.to_json(), "reserve": reserve, "reserve_source": source, "margin": STACK_MARGIN,
             "board_stack_bytes": board.memory.stack_bytes}
-
-
-def _forget_previous_build(outdir: Path) -> None:
-    """A rebuild starts by removing what described the previous firmware (its record, outputs and
-    last run), so a failed rebuild cannot leave an old firmware that looks like the new one."""
-    from .run import RUN_RECORD
-
-    for name in (BUILD_RECORD, RUN_RECORD, *OUTPUTS, UF2_OUTPUT):
-        (outdir / name).unlink(missing_ok=True)
 
 
 def _explain_overflow(overflow: OverBudgetError, mlf: Path, library: ModelLibrary, board: Board, project: Project,
@@ -249,17 +236,3 @@ def _record(mlf: Path, library: ModelLibrary, board: Board, project: Project, to
     if project.cmsis_nn:
         record["cmsis_nn"] = project.cmsis_nn.to_json()
     return record
-
-
-def load_record(target: Path) -> dict:
-    """Read build.json from a build folder (or the folder of a firmware.elf)."""
-    folder = target if target.is_dir() else target.parent
-    path = folder / BUILD_RECORD
-    if not path.is_file():
-        from .errors import InvalidInputError
-        raise InvalidInputError(f"{folder}: no {BUILD_RECORD} — not an mlfbuild build folder")
-    try:
-        return json.loads(path.read_text())
-    except ValueError as exc:
-        from .errors import InvalidInputError
-        raise InvalidInputError(f"{path}: not valid JSON ({exc})") from None

@@ -15,24 +15,27 @@ from typing import Iterator
 
 from .errors import MlfError, UsageError
 from .suggest import did_you_mean
+from .units import parse_byte_count
 
 # Per command: examples (command lines after `mlfbuild`) and the exit codes it can end with.
 GUIDE: dict[str, tuple[tuple[str, ...], str]] = {
     "inspect": (("inspect model.tar", "inspect model.tar --json > model.json"),
-                "0 ok, 2 usage, 3 invalid MLF"),
+                "0 ok, 2 usage, 3 invalid MLF, 9 no room to unpack it"),
     "boards": (("boards", "boards --json --board-file my-board.toml"),
                "0 ok, 2 usage, 3 invalid board file"),
     "build": (("build model.tar -b mps2-an386 -o build/kws",
                "build model.tar -b nucleo_f446re --opt -O2 --budget-flash 256K"),
-              "0 ok, 2 usage, 3 invalid input (MLF, board file), 4 build failed, 5 over budget"),
+              "0 ok, 2 usage (or an output folder that cannot be used), 3 invalid input (MLF, board file), "
+              "4 build failed, 5 over budget, 9 disk full or read-only"),
     "run": (("run build/kws --reference kws.npz --repeat 10",
              "run model.tar -b host --reference kws.npz --json"),
             "0 ok (or outputs not checked), 2 usage, 3 invalid input, 4 build failed (MLF targets), "
-            "6 run failed or timed out, 7 outputs differ from the reference"),
+            "6 run failed or timed out, 7 outputs differ from the reference, 9 disk full or read-only"),
     "size": (("size build/kws", "size build/kws --json > base.json && size build/kws --diff base.json"),
-             "0 ok, 2 usage, 3 invalid input, 5 over budget"),
+             "0 ok, 2 usage, 3 invalid input, 5 over budget, 9 disk full or read-only"),
     "flash": (("flash build/f446 --port /dev/ttyUSB0",),
-              "0 ok, 2 usage, 3 invalid input, 8 flash or verify failed"),
+              "0 ok, 2 usage, 3 invalid input, 4 flashing tool missing (imgtool, pyOCD, OpenOCD), "
+              "8 flash or verify failed"),
     "monitor": (("monitor --port /dev/ttyACM0",), "0 ok, 1 port closed, 2 usage, 3 port unusable"),
     "matrix": (("matrix kws.tar ad.tar -b mps2-an386 -b mps2-an385 --junit matrix.xml",),
                "0 all passed (or not checked), 2 usage; else the jobs' first code in this order: 3 invalid "
@@ -41,7 +44,7 @@ GUIDE: dict[str, tuple[tuple[str, ...], str]] = {
     "ports": (("ports", "ports --json"), "0 ok, 2 usage"),
     "example": (("example", "example my-first-model && mlfbuild run my-first-model/tiny_aot.tar "
                             "--reference my-first-model/tiny_aot.npz"),
-                "0 ok, 2 usage (DIR holds other files of those names)"),
+                "0 ok, 2 usage (DIR holds other files of those names), 9 disk full or read-only"),
 }
 
 _OPTIONS_TAKING_FLAGS = ("--opt",)  # their values start with '-' (-O2), which argparse takes for a flag
@@ -190,3 +193,11 @@ def temporary_folder_hidden(folder: str, keep_hint: str = " (use -o DIR to keep 
             text = text.replace(os.path.join(folder, "build"), "<temporary build folder>")
             exc.args = (text.replace(folder, "<temporary folder>") + keep_hint,)
         raise
+
+
+def parse_size(text: str) -> int:
+    """A byte count for argparse: 65536, 0x10000, 64K, 64KiB, 1M (K/M/G are powers of 1024)."""
+    try:
+        return parse_byte_count(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None

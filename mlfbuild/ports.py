@@ -7,7 +7,6 @@ probes mlfbuild knows (mlfbuild/usb_ids.toml is the table: data, not code).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
@@ -18,7 +17,6 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
 from .errors import InvalidInputError
-from .schemas import PORTS as PORTS_SCHEMA
 
 USB_IDS = Path(__file__).resolve().parent / "usb_ids.toml"
 KINDS = ("bootloader", "sketch", "probe")
@@ -110,19 +108,3 @@ def format_ports(ports: list[Port]) -> str:
             boards = f"boards: {', '.join(port.known.boards)}; " if port.known.boards else ""
             lines.append(f"{'':<33} {boards}{HINTS[port.known.kind].format(device=port.device)}")
     return "\n".join(lines)
-
-
-class PortsCommand:
-    """Command-shaped (see mlfbuild/cli.py) without importing it."""
-
-    name = "ports"
-    help = "list serial ports with their USB ids, marking known bootloaders, boards and debug probes"
-
-    def add_arguments(self, parser) -> None:
-        parser.add_argument("--json", action="store_true", help="print the list as JSON")
-
-    def run(self, args) -> int:
-        ports = list_ports()
-        document = {"schema": PORTS_SCHEMA, "ports": [p.to_json() for p in ports]}
-        print(json.dumps(document, indent=2) if args.json else format_ports(ports))
-        return 0

@@ -16,7 +16,10 @@ from pathlib import Path
 import pytest
 
 from mlfbuild.errors import EXIT_OVER_BUDGET, InvalidInputError, OverBudgetError
-from mlfbuild.size import command, diff, load_snapshot, parse_size, resolve_target, size_report
+from mlfbuild import record as build_folder
+from mlfbuild.cliargs import parse_size
+from mlfbuild.commands.size import SizeCommand
+from mlfbuild.size import diff, load_snapshot, size_report
 from mlfbuild.size.attribution import Classifier, ModelFacts
 from mlfbuild.size.elf import Section, Symbol, normalise_path
 from mlfbuild.size.html import squarify
@@ -424,13 +427,13 @@ def test_unreadable_inputs_are_invalid_input(tmp_path, firmware):
     empty = tmp_path / "empty"
     empty.mkdir()
     with pytest.raises(InvalidInputError):
-        resolve_target(empty)
+        build_folder.load_for_elf(empty)
     (empty / "firmware.elf").write_bytes(elf.read_bytes())
     with pytest.raises(InvalidInputError, match="build.json"):
-        resolve_target(empty)
+        build_folder.load_for_elf(empty)
     (empty / "build.json").write_text("{not json")
     with pytest.raises(InvalidInputError, match="not valid JSON"):
-        resolve_target(empty / "firmware.elf")
+        build_folder.load_for_elf(empty / "firmware.elf")
 
 
 def test_parse_size():
@@ -438,6 +441,9 @@ def test_parse_size():
     assert parse_size("0x10000") == 65536 and parse_size("1M") == 1 << 20
     with pytest.raises(argparse.ArgumentTypeError):
         parse_size("lots")
+
+
+command = SizeCommand()
 
 
 def _run(argv: list[str]) -> tuple[str, str]:
@@ -471,7 +477,8 @@ def test_command_forms_diff_and_budget(firmware, tmp_path):
 
 def test_report_at_the_end_of_a_build_keeps_a_snapshot(firmware):
     elf, record = firmware
-    report = command.report_build(elf.parent, record, budget_ram=1000)
+    report = size_report(elf, record, budget_ram=1000)
+    build_folder.write_snapshot(elf.parent, report.to_json_text())
     assert json.loads((elf.parent / "size.json").read_text()) == report.to_json()
     assert report.over_budget and "over budget" in report.format_short()
     with pytest.raises(OverBudgetError):

@@ -79,20 +79,17 @@ def _extras_from_json(f: dict) -> dict:
 
 def load_job(target: Path, address: int | None = None) -> FlashJob:
     """The FlashJob for a build folder (or a file inside one: firmware.elf/.bin, build.json)."""
-    from ..build import load_record   # here: build.py pulls in the whole MLF reader
+    from ..record import load as load_record
 
     target = Path(target)
     if not target.exists():
         raise InvalidInputError(f"{target}: no such build folder")
     folder = target if target.is_dir() else target.parent
-    record = load_record(folder)
-    where = str(folder / "build.json")
-    board = record.get("board") if isinstance(record, dict) else None
-    if not isinstance(board, dict):
-        raise InvalidInputError(f"{where}: no board recorded")
-    name = str(board.get("name", "?"))
-    if board.get("kind") != "hardware" or "flashing" not in board:
-        raise InvalidInputError(f"{folder} was built for {name} (kind = {board.get('kind', '?')}), which has no "
+    build = load_record(folder)
+    record, where, board = build.data, str(build.path), build.board
+    name = build.board_name
+    if build.board_kind != "hardware" or "flashing" not in board:
+        raise InvalidInputError(f"{folder} was built for {name} (kind = {build.board_kind}), which has no "
                                 "flashing method; only hardware boards can be flashed (`mlfbuild boards`)")
     flashing, flash = _flashing_from_json(record, where)
     binary = folder / "firmware.bin"
@@ -100,7 +97,7 @@ def load_job(target: Path, address: int | None = None) -> FlashJob:
         raise InvalidInputError(f"{folder}: firmware.bin is missing (rebuild with `mlfbuild build`)")
     image = binary.read_bytes()
     warnings = []
-    expected = (record.get("outputs") or {}).get("firmware.bin")
+    expected = build.outputs.get("firmware.bin")
     if expected and hashlib.sha256(image).hexdigest() != expected:
         warnings.append(f"{binary} differs from the one recorded in build.json (changed after the build?)")
     job = FlashJob(image=image, address=flashing.address if address is None else address, flashing=flashing,

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from .cache import BuildCache
 from .engine import BuildConfig, Limits, dask_client, run_matrix
-from .jobs import Entry, Filters, Job, apply_filters, cross, entries_from_file, jobs_to_retry, label
-from .report import Progress, document, html_grid, junit_xml, matrix_exit_code, summary_table
+from .jobs import Entry, Filters, Job, apply_filters, cross, entries_from_file, label
+from .report import Progress, document, html_grid, jobs_to_retry, junit_xml, matrix_exit_code, summary_table
 
 __all__ = ["BuildCache", "BuildConfig", "Entry", "Filters", "Job", "Limits", "Progress", "apply_filters", "cross",
            "dask_client", "document", "entries_from_file", "html_grid", "jobs_to_retry", "junit_xml", "label",

@@ -117,17 +117,6 @@ def cross(entries: list[Entry], boards: list[str]) -> list[Job]:
     return jobs
 
 
-def jobs_to_retry(path: Path) -> list[Job]:
-    """The jobs of an earlier matrix's JSON that failed or errored (passed and skipped ones stay done)."""
-    from .report import FORMAT, VERSION, load_results
-
-    document = load_results(path)
-    try:
-        return [Job.from_json(r["job"]) for r in document["jobs"] if r["outcome"] in ("failure", "error")]
-    except (KeyError, TypeError, ValueError) as exc:
-        raise InvalidInputError(f"{path}: not a {FORMAT} v{VERSION} result ({exc})") from None
-
-
 def apply_filters(jobs: list[Job], filters: Filters) -> list[Job]:
     kept = [j for j in jobs if _matches(j.board, filters.boards) and _matches_model(j, filters.models)]
     if filters.executors or filters.interfaces:

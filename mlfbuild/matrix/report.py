@@ -199,3 +199,12 @@ class Progress:
         if self.tty:
             self.stream.write("\r\x1b[K")
             self.stream.flush()
+
+
+def jobs_to_retry(path: Path) -> list[Job]:
+    """The jobs of an earlier matrix's JSON that failed or errored (passed and skipped ones stay done)."""
+    document = load_results(path)
+    try:
+        return [Job.from_json(r["job"]) for r in document["jobs"] if r["outcome"] in ("failure", "error")]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InvalidInputError(f"{path}: not a {FORMAT} v{VERSION} result ({exc})") from None

@@ -22,13 +22,14 @@ from pathlib import Path
 
 from ..errors import (EXIT_BUILD, EXIT_INFRASTRUCTURE, EXIT_INVALID_INPUT, EXIT_MISMATCH, EXIT_OVER_BUDGET,
                       EXIT_RUN)
+from ..record import BUILD_LOG, BUILD_RECORD, ELF, SIZE_SNAPSHOT
 
 # Statuses of a build stage; a job's final status is one of these or a run's.
 BUILT, OVER_BUDGET, BUILD_ERROR, INVALID_INPUT, INFRASTRUCTURE = (
     "built", "over budget", "build error", "invalid input", "infrastructure error")
 PASS, MISMATCH, NOT_CHECKED, RUN_ERROR, NOT_RUN = "pass", "mismatch", "not checked", "run error", "not run"
 
-BUILD_FILES = ("firmware.elf", "firmware.map", "build.json", "build.log", "size.json", "size.html")
+BUILD_FILES = (ELF, "firmware.map", BUILD_RECORD, BUILD_LOG, SIZE_SNAPSHOT, "size.html")
 SPEC, RESULT, OUT = "spec.json", "result.json", "out"
 
 
@@ -68,7 +69,7 @@ def run_task(job: dict, built: dict, references: list[bytes], reply_timeout: flo
         return {**result, "status": NOT_RUN, "message": f"built, not run ({why}); outputs not checked"}
     with tempfile.TemporaryDirectory(prefix="mlfbuild-run-") as work:
         folder = Path(work)
-        for name in ("firmware.elf", "build.json"):
+        for name in (ELF, BUILD_RECORD):
             (folder / name).write_bytes(built["files"][name])
         (folder / "firmware.elf").chmod(0o755)  # a host board runs it as a program
         names = []
@@ -163,7 +164,7 @@ def _build_stage(folder: Path, spec: dict) -> dict:
 def _sizes(out: Path) -> dict:
     """Flash and RAM use from the size snapshot a build over budget leaves (none when the link failed)."""
     try:
-        snapshot = json.loads((out / "size.json").read_text())
+        snapshot = json.loads((out / SIZE_SNAPSHOT).read_text())
         return {"flash": snapshot["flash"]["used"], "ram": snapshot["ram"]["used"]}
     except (OSError, ValueError, KeyError, TypeError):
         return {}
@@ -180,7 +181,8 @@ def _keep_only(out: Path, names: tuple[str, ...]) -> None:
 
 def _run_stage(folder: Path, spec: dict) -> dict:
     from ..errors import InvalidInputError, MlfError
-    from ..run import RUN_RECORD, run_build
+    from ..record import RUN_RECORD, load as load_record
+    from ..run import run_build
     from ..run.report import model_properties
 
     result = {"status": PASS, "exit_code": 0, "message": ""}
@@ -191,7 +193,7 @@ def _run_stage(folder: Path, spec: dict) -> dict:
         return {**result, "status": INVALID_INPUT, "exit_code": EXIT_INVALID_INPUT, "message": _first_line(exc)}
     except MlfError as exc:
         return {**result, "status": RUN_ERROR, "exit_code": exc.exit_code, "message": _first_line(exc)}
-    board = json.loads((folder / "build.json").read_text())["board"]
+    board = load_record(folder).board
     timing = {m.name: model_properties(m, board) for m in ran.models}
     result.update(ticks={name: t["ticks"] for name, t in timing.items()},
                   ms={name: t["ms"] for name, t in timing.items()},

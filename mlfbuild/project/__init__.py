@@ -15,14 +15,15 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from ..boards import Board
-from ..errors import InvalidInputError, UsageError
-from ..mlf.model import ModelLibrary, Module
+from ..errors import BuildError, InvalidInputError, UsageError
+from ..mlf.model import ModelLibrary
 from ..resources import data_dir
 from .abi import check_c_code, float_abi_for
 from .cmsis_nn import CmsisNnLibrary, fix_status_checks, render_cmsis_nn
 from .ctext import c_comment_text, c_string_body
 from .lowering import Lowered, lowering_for
-from .runtime import RuntimeChoice, runtime_files
+from .runtime import RuntimeChoice, RuntimeFiles, builtin_runtime_files
+from .tvm_runtime import tvm_runtime_files
 from .sizes import DEFAULT_MAX_CODE_BYTES, Bounds, check_lowered, check_module
 
 _TOOLCHAIN_DEFAULT_PREFIX = "arm-none-eabi-"
@@ -146,7 +147,7 @@ def render_project(lib: ModelLibrary, board: Board, dest: Path, options: Project
     arch_flags = _arch_flags(board, float_abi)
     cmsis_nn = render_cmsis_nn(lib, board, arch_flags, options.cmsis_nn, options.cmsis_core, writer)
     model_sources, model_objects, includes, status_fixes = _copy_model(lib, writer)
-    runtime = runtime_files(RuntimeChoice(options.runtime, options.crt_dir), lib, board, writer)
+    runtime = _runtime_files(RuntimeChoice(options.runtime, options.crt_dir), lib, board, writer)
     library_includes = list(cmsis_nn.includes) if cmsis_nn else []
 
     defines = runtime.defines + _app_defines(lib, board, options)
@@ -213,6 +214,14 @@ def _arch_flags(board: Board, float_abi: str | None) -> list[str]:
     if float_abi == "soft":
         flags = [f for f in flags if not f.startswith("-mfpu=")]
     return flags
+
+
+def _runtime_files(choice: RuntimeChoice, lib: ModelLibrary, board: Board, writer: _Writer) -> RuntimeFiles:
+    if choice.name == "builtin":
+        return builtin_runtime_files(board, writer)
+    if choice.name == "tvm":
+        return tvm_runtime_files(choice, lib, board, writer, builtin_runtime_files(board, writer))
+    raise BuildError(f"unknown runtime '{choice.name}' (choose builtin or tvm)")
 
 
 def _ld_flags(board: Board, linker_script: str | None) -> list[str]:

@@ -1,4 +1,6 @@
-"""Which C runtime goes into the project: ours (crt/, the default) or TVM's standalone CRT."""
+"""Our C runtime (crt/) as project files: the one list of what goes into the firmware's runtime.
+
+TVM's standalone CRT, the alternative (`--runtime tvm`), is tvm_runtime.py."""
 
 from __future__ import annotations
 
@@ -6,8 +8,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..boards import Board
-from ..errors import BuildError
-from ..mlf.model import ModelLibrary
 from ..resources import data_dir
 
 # Sources of crt/src that belong to one platform only; every other file is portable.
@@ -31,16 +31,8 @@ class RuntimeFiles:
     library_flags: list[str] = field(default_factory=list)
 
 
-def runtime_files(choice: RuntimeChoice, lib: ModelLibrary, board: Board, writer) -> RuntimeFiles:
-    if choice.name == "builtin":
-        return _builtin(board, writer)
-    if choice.name == "tvm":
-        from .tvm_runtime import tvm_runtime_files
-        return tvm_runtime_files(choice, lib, board, writer, _builtin(board, writer))
-    raise BuildError(f"unknown runtime '{choice.name}' (choose builtin or tvm)")
-
-
-def _builtin(board: Board, writer) -> RuntimeFiles:
+def builtin_runtime_files(board: Board, writer) -> RuntimeFiles:
+    """Our crt/: its headers, and every source of crt/src except those of the other platform."""
     crt = data_dir("crt")
     platform = "host" if board.is_host else "mcu"
     excluded = {name for kind, names in _PLATFORM_ONLY.items() if kind != platform for name in names}

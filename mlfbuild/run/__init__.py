@@ -6,7 +6,6 @@ Knows how to talk to the firmware and compare numbers; does not know how the bui
 
 from __future__ import annotations
 
-import json
 import signal
 import time
 import zipfile
@@ -17,7 +16,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..build import load_record
+from .. import record as build_folder
 from ..errors import InvalidInputError, RunError
 from ..project import templates_hash
 from ..schemas import RUN as RUN_SCHEMA
@@ -27,7 +26,6 @@ from .protocol import Client
 from .transports import FAULT_EXIT_CODE, HostTransport, QemuTransport, SerialTransport, Transport
 
 
-RUN_RECORD = "run.json"
 Progress = Callable[[str, int, int], None]  # (model, inferences done, inferences in all)
 
 # The verdicts of a model and of a run. "pass" is said only when every output of every model was
@@ -228,7 +226,7 @@ def run_build(build_dir: Path, *, port: str | None = None, baud: int = 115200, i
               transport: Transport | None = None, progress: Progress | None = None) -> RunResult:
     """Run every model `repeat` times and compare its outputs; `progress(model, done, total)` is
     called after each inference."""
-    record = load_record(build_dir)
+    record = build_folder.load(build_dir).data
     models = record["models"]
     given = _load_tensors(inputs)
     refs = _references(list(references), models)
@@ -267,18 +265,10 @@ def run_build(build_dir: Path, *, port: str | None = None, baud: int = 115200, i
     result = RunResult(target=str(build_dir), board=record["board"]["name"], models=results,
                        exit_code=ending.exit_code, seconds=time.monotonic() - started,
                        resends=client.resends, damaged=client.damaged)
-    _save_run_record(Path(build_dir), result)
+    warning = build_folder.write_run(Path(build_dir), result.to_json())
+    if warning:
+        result.warnings.append(warning)
     return result
-
-
-def _save_run_record(build_dir: Path, result: RunResult) -> None:
-    """The measured peaks next to the static numbers: `mlfbuild size` picks this file up. A build
-    folder that cannot take it (read-only, disk full) costs the record, never the run's verdict."""
-    try:
-        (build_dir / RUN_RECORD).write_text(json.dumps(result.to_json(), indent=2, sort_keys=True) + "\n")
-    except OSError as exc:
-        result.warnings.append(f"the run was not recorded in {build_dir / RUN_RECORD} "
-                               f"({exc.strerror or type(exc).__name__}); `mlfbuild size` will not show its peaks")
 
 
 def _stale_firmware_hint(record: dict) -> str:
@@ -311,18 +301,6 @@ def _explain_end(error: RunError, transport: Transport, ending, console: bytes) 
         return RunError(f"the firmware exited with status {code} on {transport.describe()} before the run "
                         f"was over (while mlfbuild waited: {error})")
     return error
-
-
-def measured_peaks(build_dir: Path) -> dict[str, int] | None:
-    """Stack high-water mark and workspace peak from the last run of this build, if any."""
-    path = Path(build_dir) / RUN_RECORD
-    try:
-        models = json.loads(path.read_text())["models"]
-        peaks = {key: max(int(m[key]) for m in models) for key in ("stack_peak", "workspace_peak")
-                 if all(m.get(key) is not None for m in models)}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return None
-    return peaks or None
 
 
 def _run_model(client: Client, model: dict, given, reference, expected, rng, repeat, atol, rtol, timer_hz,

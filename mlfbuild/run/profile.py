@@ -72,9 +72,10 @@ def unavailable(board: str, why: str) -> Profile:
 def profiled_transport(build_dir: Path, *, port: str | None = None, baud: int = 115200):
     """(transport, finish) for a profiled run of `build_dir`: QEMU with the plugin attached, else the
     ordinary transport and a profile that says why there is none. finish(result) → Profile."""
-    from . import load_record, make_transport
+    from .. import record as build_folder
+    from . import make_transport
 
-    record = load_record(Path(build_dir))
+    record = build_folder.load(Path(build_dir)).data
     transport = make_transport(Path(build_dir), record, port=port, baud=baud)
     board = record["board"]["name"]
     if port or not hasattr(transport, "extra_args"):

@@ -10,12 +10,10 @@
 from __future__ import annotations
 
 from .attribution import CATEGORIES, CATEGORY_LABELS
-from .command import parse_size, report_build, resolve_target
 from .diff import SizeDiff, diff
 from .html import format_html
 from .render import budget_table, format_markdown, format_short, format_text
 from .report import SCHEMA, SizeReport, board_regions, load_snapshot, size_report
 
 __all__ = ["CATEGORIES", "CATEGORY_LABELS", "SCHEMA", "SizeDiff", "SizeReport", "board_regions", "budget_table",
-           "diff", "format_html", "format_markdown", "format_short", "format_text", "load_snapshot", "parse_size",
-           "report_build", "resolve_target", "size_report"]
+           "diff", "format_html", "format_markdown", "format_short", "format_text", "load_snapshot", "size_report"]

@@ -4,9 +4,12 @@
 from __future__ import annotations
 
 import html
+from typing import TYPE_CHECKING
 
 from .attribution import CATEGORIES, CATEGORY_LABELS
-from .report import RegionUsage, SizeReport
+
+if TYPE_CHECKING:  # the report calls these forms; they only read its fields
+    from .report import RegionUsage, SizeReport
 
 COLOURS = {"model": "#4e79a7", "runtime": "#f28e2b", "board": "#59a14f", "app": "#e15759", "libc": "#9c755f",
            "stack": "#76b7b2", "heap": "#edc948", "padding": "#bab0ac", "other": "#ff9da7"}

@@ -3,8 +3,12 @@ one for `mlfbuild size`, a PR-ready Markdown table, and the over-budget table.""
 
 from __future__ import annotations
 
-from .report import ModuleReport, RegionUsage, SizeReport
+from typing import TYPE_CHECKING
+
 from .markdown import md_code, md_text
+
+if TYPE_CHECKING:  # the report calls these forms; they only read its fields
+    from .report import ModuleReport, RegionUsage, SizeReport
 
 _BAR_CELLS = 10
 

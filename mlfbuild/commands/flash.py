@@ -1,14 +1,12 @@
-"""`mlfbuild flash` and `mlfbuild monitor`, as Command-shaped classes for mlfbuild/cli.py.
-
-They have the same shape as mlfbuild.cli.Command (name, help, add_arguments, run) without
-importing it, so mlfbuild/cli.py can import this module at its top without a cycle.
-"""
+"""`mlfbuild flash`: write a build's firmware to a board."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from pathlib import Path
+
+from .base import Command
 
 
 def _int(text: str) -> int:
@@ -18,14 +16,13 @@ def _int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not a number: {text!r} (examples: 0x08000000, 134217728)") from None
 
 
-class FlashCommand:
+class FlashCommand(Command):
     name = "flash"
     help = "write a build's firmware to a board: serial bootloader, UF2 drive, MCUboot or debug probe"
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        from .reset import RESETS
-
-        from . import METHODS
+        from ..flash import METHODS
+        from ..flash.reset import RESETS
 
         parser.add_argument("target", type=Path, help="build folder (from `mlfbuild build`)")
         parser.add_argument("--method", "-m", choices=sorted(METHODS),
@@ -52,7 +49,7 @@ class FlashCommand:
 
     def run(self, args: argparse.Namespace) -> int:
         from ..serialport import find_port
-        from . import FlashOptions, Progress, flash, flasher_class, load_job
+        from ..flash import FlashOptions, Progress, flash, flasher_class, load_job
 
         job = load_job(args.target, address=args.address)
         job.check()                                  # refuse before looking for or opening a port
@@ -76,33 +73,3 @@ class FlashCommand:
         started = ", application started" if result.started else ""
         print(f"flashed {result.size} bytes to {job.board} at 0x{result.address:08X}: {state}{started}")
         return 0
-
-
-class MonitorCommand:
-    name = "monitor"
-    help = "serial console that also shows the firmware's protocol frames readably"
-
-    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--port", "-p", help="serial port or pyserial URL (default: the one USB serial port)")
-        parser.add_argument("--baud", type=int, default=115200, help="baud rate (default 115200)")
-        parser.add_argument("--raw", action="store_true", help="do not decode protocol frames")
-
-    def run(self, args: argparse.Namespace) -> int:
-        from ..errors import InvalidInputError
-        from ..serialport import find_port, open_port
-        from .monitor import run_monitor
-
-        port = args.port or find_port()
-        # DTR/RTS deasserted: a board wired for `--reset dtr-rts` runs its application.
-        ser = open_port(port, baudrate=args.baud, parity="none", timeout=0.1, dtr=False, rts=False,
-                        error=InvalidInputError, purpose="the monitor")
-        try:
-            why = run_monitor(ser, decode_frames=not args.raw)
-        finally:
-            ser.close()
-        if why.startswith("port closed"):
-            print(f"mlfbuild: monitor: {port}: {why}", file=sys.stderr)
-            return 1
-        return 0
-
-

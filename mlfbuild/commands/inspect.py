@@ -1,0 +1,41 @@
+"""`mlfbuild inspect`: describe an MLF."""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+from ..cliargs import parse_size, temporary_folder_hidden
+from ..schemas import INSPECT as INSPECT_SCHEMA
+from .base import Command
+from .common import add_max_nodes
+
+
+class InspectCommand(Command):
+    name = "inspect"
+    help = "describe an MLF: modules, executor, interface, files, tensors, memory summary"
+
+    def add_arguments(self, parser):
+        parser.add_argument("mlf", type=Path, help="MLF tarball (.tar, .tar.gz, .tgz) or unpacked folder")
+        parser.add_argument("--json", action="store_true", help="print the stable JSON description")
+        parser.add_argument("--max-size", type=parse_size, default=None,
+                            help="refuse archives that unpack to more than this (default 512M)")
+        add_max_nodes(parser)
+
+    def run(self, args):
+        from ..mlf.archive import DEFAULT_MAX_TOTAL_BYTES
+        from ..mlf.reader import read_mlf
+        from ..mlf.summary import format_summary
+
+        with tempfile.TemporaryDirectory(prefix="mlfbuild-inspect-") as work, temporary_folder_hidden(work, ""):
+            lib = read_mlf(args.mlf, Path(work), max_total_bytes=args.max_size or DEFAULT_MAX_TOTAL_BYTES,
+                           max_graph_nodes=args.max_nodes)
+            if args.json:
+                print(json.dumps({"schema": INSPECT_SCHEMA, **lib.to_json()}, indent=2, sort_keys=True))
+            else:
+                print(format_summary(lib, str(args.mlf)))
+                for warning in lib.warnings:
+                    print(f"mlfbuild: warning: {warning}", file=sys.stderr)
+        return 0

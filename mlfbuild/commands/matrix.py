@@ -1,0 +1,91 @@
+"""`mlfbuild matrix`: many MLFs × boards on a Dask cluster."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+from ..cliargs import parse_size
+from ..outfolder import write_file as write_report_file
+from .base import Command
+
+
+class MatrixCommand(Command):
+    name = "matrix"
+    help = "build and run many MLFs on several boards on a Dask cluster (local by default); JUnit, JSON, HTML"
+
+    def add_arguments(self, parser):
+        parser.add_argument("mlf", type=Path, nargs="*", help="MLFs (no references: outputs are not checked)")
+        parser.add_argument("--jobs-file", type=Path, help='JSON list of {"mlf": path, "references": '
+                            '["[MODEL=]ref.npz", ...], "boards": [...], "atol": x, "rtol": y}')
+        parser.add_argument("--retry-failed", type=Path, metavar="PREVIOUS.json",
+                            help="run again only the jobs that failed or errored in an earlier matrix's JSON")
+        parser.add_argument("--board", "-b", action="append", default=[], help="board (repeat; default mps2-an386)")
+        parser.add_argument("-o", "--output", type=Path, default=Path("build/matrix"),
+                            help="output folder: jobs/<id>/, matrix.json, matrix.html (default build/matrix)")
+        parser.add_argument("--scheduler", metavar="tcp://HOST:PORT",
+                            help="run on this Dask cluster (default: a local cluster of --workers processes)")
+        parser.add_argument("--workers", type=int, default=os.cpu_count() or 2,
+                            help="worker processes of the local cluster (default: the number of cores)")
+        parser.add_argument("--build-only", action="store_true", help="build every job, run none")
+        parser.add_argument("--cache", type=Path, help="build cache folder (default OUTPUT/cache)")
+        parser.add_argument("--no-cache", action="store_true", help="neither read nor fill the build cache")
+        parser.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for any reply of a firmware")
+        parser.add_argument("--job-timeout", type=float, default=900.0,
+                            help="seconds a job's build, and then its run, may take (default 900)")
+        parser.add_argument("--filter-board", action="append", default=[], metavar="GLOB", help="keep these boards")
+        parser.add_argument("--filter-model", action="append", default=[], metavar="GLOB",
+                            help="keep these models (MLF file name or folder/stem)")
+        parser.add_argument("--filter-executor", action="append", default=[], choices=["aot", "graph", "operator"])
+        parser.add_argument("--filter-interface", action="append", default=[], choices=["c", "packed", "none"])
+        parser.add_argument("--board-file", type=Path, action="append", default=[],
+                            help="a board file of your own (sent to the workers by content)")
+        parser.add_argument("--runtime", choices=["builtin", "tvm"], default="builtin")
+        parser.add_argument("--cmsis-nn", type=Path, help="CMSIS-NN source tree (sent to the workers by content)")
+        parser.add_argument("--opt", default="-Os", choices=["-Os", "-O2", "-O3", "-O1", "-O0", "-Og"])
+        parser.add_argument("--budget-flash", type=parse_size, metavar="N", help="a failure above this flash use")
+        parser.add_argument("--budget-ram", type=parse_size, metavar="N", help="a failure above this RAM use")
+        parser.add_argument("--junit", type=Path, help="write a JUnit XML report")
+        parser.add_argument("--json", action="store_true", help="print the results as versioned JSON")
+
+    def run(self, args):
+        from .. import matrix
+        from ..errors import UsageError
+
+        jobs = _matrix_jobs(args)
+        if not jobs:
+            raise UsageError("nothing to do: give MLFs, --jobs-file or --retry-failed (or the filters left no job)")
+        config = matrix.BuildConfig(opt=args.opt, runtime=args.runtime, board_files=tuple(args.board_file),
+                                    cmsis_nn=args.cmsis_nn, budget_flash=args.budget_flash,
+                                    budget_ram=args.budget_ram)
+        limits = matrix.Limits(build_only=args.build_only, job_timeout=args.job_timeout, reply_timeout=args.timeout)
+        cache = matrix.BuildCache(None if args.no_cache else args.cache or args.output / "cache")
+        progress = matrix.Progress(len(jobs))
+        with matrix.dask_client(args.scheduler, args.workers) as client:
+            results = matrix.run_matrix(jobs, config, limits, client=client, outroot=args.output, cache=cache,
+                                        on_result=progress.finished, on_running=progress.running)
+        progress.close()
+        report = matrix.document(results)
+        write_report_file(args.output / "matrix.json", json.dumps(report, indent=2) + "\n")
+        write_report_file(args.output / "matrix.html", matrix.html_grid(results))
+        if args.junit:
+            write_report_file(args.junit, matrix.junit_xml(results))
+        print(json.dumps(report, indent=2) if args.json else matrix.summary_table(results))
+        return report["exit_code"]
+
+
+def _matrix_jobs(args: argparse.Namespace) -> list:
+    from .. import matrix
+    from ..errors import UsageError
+
+    if args.retry_failed and (args.mlf or args.jobs_file):
+        raise UsageError("--retry-failed takes its jobs from the earlier result: give no MLFs or --jobs-file with it")
+    entries = [matrix.Entry(mlf=str(m.resolve())) for m in args.mlf]
+    if args.jobs_file:
+        entries += matrix.entries_from_file(args.jobs_file)
+    jobs = matrix.jobs_to_retry(args.retry_failed) if args.retry_failed else matrix.cross(entries, args.board)
+    filters = matrix.Filters(boards=args.filter_board, models=args.filter_model, executors=args.filter_executor,
+                             interfaces=args.filter_interface)
+    return matrix.apply_filters(jobs, filters)

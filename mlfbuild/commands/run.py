@@ -1,0 +1,78 @@
+"""`mlfbuild run`: run a build (or an MLF, built first) and check its outputs."""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+from .. import record
+from ..cliargs import RepeatProgress, apply_project_file, temporary_folder_hidden
+from ..errors import MismatchError
+from ..outfolder import write_file as write_report_file
+from .base import Command
+from .common import add_board_arguments, add_build_arguments, build_from_args, coloured_verdict, is_build_folder_or_mlf
+
+
+class RunCommand(Command):
+    name = "run"
+    help = "run firmware (a build folder, or an MLF to build first) in QEMU, on the host or a board; check outputs"
+
+    def add_arguments(self, parser):
+        parser.add_argument("target", type=Path, nargs="?",
+                            help="build folder, or MLF tarball/folder (built first; default: mlfbuild.toml's mlf)")
+        add_board_arguments(parser)
+        parser.add_argument("-o", "--output", type=Path, help="where to build when TARGET is an MLF (default: a temporary folder)")
+        parser.add_argument("--input", type=Path, help="input tensors (.npz keyed by input name, or .npy)")
+        parser.add_argument("--reference", action="append", default=[], metavar="[MODEL=]REF.npz",
+                            help="expected outputs (keys output_0.. or output names); inputs too when --input is absent")
+        parser.add_argument("--atol", type=float, help="absolute tolerance (default 0 for integers, 1e-5 for floats)")
+        parser.add_argument("--rtol", type=float, help="relative tolerance (default 0 for integers, 1e-5 for floats)")
+        parser.add_argument("--repeat", type=int, default=1,
+                            help="inferences per model (timing is reported per run; progress shown for long runs)")
+        parser.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for any reply (default 60)")
+        parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs used without --input")
+        parser.add_argument("--port", help="serial port of a flashed board (instead of QEMU/host)")
+        parser.add_argument("--baud", type=int, default=115200, help="baud rate of --port")
+        parser.add_argument("--json", action="store_true", help="print the result as JSON")
+        parser.add_argument("--junit", type=Path, help="write a JUnit XML report")
+        parser.add_argument("--profile", action="store_true",
+                            help="instructions and calls per operator function (QEMU)")
+        add_build_arguments(parser)
+
+    def run(self, args):
+        from ..run import MISMATCH, run_build
+        from ..run.report import format_run, junit_xml
+
+        apply_project_file(args, self.name)
+        with tempfile.TemporaryDirectory(prefix="mlfbuild-run-") as scratch, temporary_folder_hidden(scratch):
+            build_dir = args.target
+            if not is_build_folder_or_mlf(args.target):
+                build_dir = args.output or Path(scratch) / "build"
+                build_from_args(args, args.target, build_dir)
+            transport, finish = None, None
+            if args.profile:
+                from ..run.profile import profiled_transport
+                transport, finish = profiled_transport(build_dir, port=args.port, baud=args.baud)
+            result = run_build(build_dir, port=args.port, baud=args.baud, inputs=args.input,
+                               references=args.reference, atol=args.atol, rtol=args.rtol, repeat=args.repeat,
+                               timeout=args.timeout, seed=args.seed, transport=transport,
+                               progress=None if args.json else RepeatProgress())
+            board = record.load(build_dir).board
+        result.target = str(args.target if build_dir != args.target and not args.output else build_dir)
+        if finish:
+            from ..run.profile import format_profile, with_profile
+            profile = finish(result)
+            print(json.dumps(with_profile(result.to_json(), profile), indent=2, sort_keys=True) if args.json
+                  else coloured_verdict(format_run(result)) + "\n" + format_profile(profile))
+        else:
+            text = json.dumps(result.to_json(), indent=2, sort_keys=True) if args.json else format_run(result)
+            print(text if args.json else coloured_verdict(text))
+        for warning in result.warnings:
+            print(f"mlfbuild: warning: {warning}", file=sys.stderr)
+        if args.junit:  # after the verdict is shown: a JUnit file that cannot be written loses nothing else
+            write_report_file(args.junit, junit_xml(result, board))
+        if result.status == MISMATCH:
+            raise MismatchError("outputs differ from the reference (see above)")
+        return 0

@@ -1,0 +1,68 @@
+"""The command list, each command's exit codes, and the README's command table agree with the
+program: every command line the table quotes runs with --help, and the codes it lists are the
+codes the command's --help states."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mlfbuild.commands import COMMANDS, Command
+
+REPO = Path(__file__).resolve().parents[1]
+EXPECTED = ["inspect", "boards", "build", "run", "size", "flash", "monitor", "matrix", "ports", "example"]
+
+
+def _readme_rows() -> list[tuple[str, str]]:
+    """(command line, exit-code column) of every row of the README's command table."""
+    rows = []
+    for line in (REPO / "README.md").read_text().splitlines():
+        match = re.match(r"^\| `(mlfbuild [^`]+)` \|.*\| ([0-9, –-]+) \|$", line)
+        if match:
+            rows.append((match.group(1).replace("\\|", "|"), match.group(2)))
+    return rows
+
+
+def _codes(text: str) -> set[int]:
+    codes: set[int] = set()
+    for first, last in re.findall(r"(\d+)(?:[–-](\d+))?", text):
+        codes.update(range(int(first), int(last or first) + 1))
+    return codes
+
+
+def _help(name: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "mlfbuild", name, "--help"], capture_output=True, text=True,
+                          timeout=60, cwd=REPO)
+
+
+def test_the_command_list():
+    assert [c.name for c in COMMANDS] == EXPECTED
+    for command in COMMANDS:
+        assert isinstance(command, Command) and command.help
+        assert (REPO / "mlfbuild" / "commands" / f"{command.name}.py").is_file(), command.name
+
+
+def test_the_readme_table_has_a_row_per_command():
+    assert [line.split()[1] for line, _ in _readme_rows()] == EXPECTED
+
+
+@pytest.mark.parametrize("line, codes", _readme_rows(), ids=lambda v: v.split()[1] if v.startswith("mlfbuild") else "")
+def test_each_readme_command_runs_with_help_and_lists_the_codes_its_help_states(line, codes):
+    name = line.split()[1]
+    result = _help(name)
+    assert result.returncode == 0, result.stderr
+    assert f"usage: mlfbuild {name}" in result.stdout
+    stated = result.stdout.split("exit codes:", 1)[1]
+    assert _codes(codes) == _codes(re.sub(r"\([^)]*\)", "", stated)), (codes, stated)
+
+
+def test_every_usage_error_is_exit_2():
+    for name in EXPECTED:
+        result = subprocess.run([sys.executable, "-m", "mlfbuild", name, "--no-such-flag"], capture_output=True,
+                                text=True, timeout=60, cwd=REPO)
+        assert result.returncode == 2, (name, result.stderr)
+        assert "Traceback" not in result.stderr
