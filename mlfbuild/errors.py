@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import errno
 
-EXIT_OK = 0
+EXIT_INTERNAL = 1  # an MlfError without a kind of its own
 EXIT_USAGE = 2
 EXIT_INVALID_INPUT = 3
 EXIT_BUILD = 4
@@ -21,7 +21,7 @@ EXIT_INFRASTRUCTURE = 9
 class MlfError(Exception):
     """Base of every error mlfbuild reports to a user."""
 
-    exit_code = 1
+    exit_code = EXIT_INTERNAL
 
 
 class UsageError(MlfError):

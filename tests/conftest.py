@@ -1,11 +1,11 @@
 """Shared pytest fixtures.
 
 `fixtures_dir`: the folder of real TVM-made MLF tarballs (read-only inputs, never copied into the
-repo). Taken from $MLFBUILD_FIXTURES, else `shared/fixtures` beside the repository. When it is
+repo). Taken from $MLFBUILD_FIXTURES, else `../shared/fixtures` from the repository root. When it is
 missing, tests that use it fail under CI (CI=true) and are skipped elsewhere.
 
 `third_party_dir`: the same for unchanged exports of libraries that generated code calls
-(cmsis-nn-v4.1.0/, cmsis-nn-v6.0.0/): $MLFBUILD_THIRD_PARTY, else `shared/third_party` beside the repository.
+(cmsis-nn-v4.1.0/, cmsis-nn-v6.0.0/): $MLFBUILD_THIRD_PARTY, else `../shared/third_party` from the repository root.
 """
 
 from __future__ import annotations
@@ -156,3 +156,47 @@ def fixture_boards(default_boards: tuple[str, ...]) -> list[tuple[tuple[str, dic
     pairs += [(item, ARM_CPU_EXTRA_BOARD) for item in manifest_entries()
               if arm_cpu_schedules(item[1]) and buildable(item[1], ARM_CPU_EXTRA_BOARD)]
     return pairs
+
+
+# -- markers that tell the truth ----------------------------------------------------------------
+# `qemu` and `cross` must be on every test that starts qemu-system-arm or arm-none-eabi-gcc (so
+# that `-m "not qemu"` really leaves them out). Rather than trust each file's marks, the session
+# puts small wrappers for those tools first on PATH: each notes which test ran it (pytest's
+# PYTEST_CURRENT_TEST, which subprocesses inherit), then runs the real tool. A test that used a
+# tool without its mark fails at teardown, naming the mark to add.
+TRACKED_TOOLS = {"qemu-system-arm": "qemu", "arm-none-eabi-gcc": "cross"}
+
+
+def pytest_collection_modifyitems(items) -> None:
+    for item in items:
+        if item.get_closest_marker("qemu") and not item.get_closest_marker("cross"):
+            item.add_marker(pytest.mark.cross)  # firmware run in QEMU is cross-compiled first
+
+
+@pytest.fixture(scope="session")
+def _tool_use_log(tmp_path_factory) -> Path | None:
+    import shutil
+    import stat
+    folder = tmp_path_factory.mktemp("tracked-tools")
+    log = folder / "uses.log"
+    log.touch()
+    for tool in TRACKED_TOOLS:
+        real = shutil.which(tool)
+        if real is None:
+            continue
+        wrapper = folder / tool
+        wrapper.write_text(f'#!/bin/sh\nprintf "%s\\n" "${{PYTEST_CURRENT_TEST%% (*}}|{tool}" >> "{log}"\n'
+                           f'exec "{real}" "$@"\n')
+        wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
+    os.environ["PATH"] = f"{folder}{os.pathsep}{os.environ.get('PATH', '')}"
+    return log
+
+
+@pytest.fixture(autouse=True)
+def _markers_tell_the_truth(request, _tool_use_log):
+    yield
+    used = {line.rsplit("|", 1)[1] for line in _tool_use_log.read_text().splitlines()
+            if line.rsplit("|", 1)[0] == request.node.nodeid}
+    missing = sorted({TRACKED_TOOLS[tool] for tool in used} - {m.name for m in request.node.iter_markers()})
+    if missing:
+        pytest.fail(f"this test runs {', '.join(sorted(used))} but is not marked {', '.join(missing)}", pytrace=False)

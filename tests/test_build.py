@@ -31,7 +31,8 @@ def _cli(*args: str, cwd: Path = REPO, env: dict | None = None) -> subprocess.Co
 BUILDS = fixture_boards(("mps2-an386", "host"))
 
 
-@pytest.mark.parametrize("item, board", BUILDS, ids=[f"{entry_id(i)}-{b}" for i, b in BUILDS])
+@pytest.mark.parametrize("item, board", [pytest.param(i, b, id=f"{entry_id(i)}-{b}",
+                                                    marks=() if b == "host" else pytest.mark.cross) for i, b in BUILDS])
 def test_every_fixture_builds(item, board, fixtures_dir, build_firmware):
     fixture_set, entry = item
     out = build_firmware(fixtures_dir / fixture_set / entry["file"], board)
@@ -45,6 +46,7 @@ def test_every_fixture_builds(item, board, fixtures_dir, build_firmware):
     assert make_log
 
 
+@pytest.mark.cross
 def test_build_record_and_project_are_self_contained(build_firmware, tmp_path):
     out = build_firmware(EXAMPLE, "mps2-an386")
     record = json.loads((out / "build.json").read_text())
@@ -61,6 +63,7 @@ def test_build_record_and_project_are_self_contained(build_firmware, tmp_path):
     assert (copy / "build" / "firmware.bin").read_bytes() == (out / "firmware.bin").read_bytes()
 
 
+@pytest.mark.cross
 def test_builds_are_reproducible_and_incremental(tmp_path, fixtures_dir):
     mlf = fixtures_dir / "tvm-0.13" / "kws_graph_c.tar"
     first = build(mlf, "mps2-an386", tmp_path / "a")
@@ -101,6 +104,7 @@ def _rebuild_cases(fixtures: Path, third_party: Path, tmp_path: Path) -> dict[st
     }
 
 
+@pytest.mark.cross
 @pytest.mark.parametrize("case", ["opt", "board", "board-to-host", "runtime", "board-file-edit", "mlf", "cmsis-nn-tree"])
 def test_a_rebuild_into_a_used_folder_equals_a_fresh_build(case, fixtures_dir, third_party_dir, tmp_path):
     first, second = _rebuild_cases(fixtures_dir, third_party_dir, tmp_path)[case]
@@ -121,6 +125,7 @@ def test_a_rebuild_into_a_used_folder_equals_a_fresh_build(case, fixtures_dir, t
     assert again.make.compiled == [] and not again.make.linked
 
 
+@pytest.mark.cross
 def test_plain_make_rebuilds_what_a_makefile_edit_affects(build_firmware, tmp_path):
     """The rendered project keeps the property without mlfbuild: edit OPT_FLAGS, run make."""
     out = build_firmware(EXAMPLE, "mps2-an386")
@@ -139,6 +144,7 @@ def test_plain_make_rebuilds_what_a_makefile_edit_affects(build_firmware, tmp_pa
     assert (project / "build" / "firmware.bin").read_bytes() == fresh.elf.with_suffix(".bin").read_bytes()
 
 
+@pytest.mark.cross
 def test_another_compiler_under_the_same_name_rebuilds_everything(tmp_path):
     """The compiler's identity is part of the build: a new version on PATH recompiles, and
     build.json names the compiler make really ran."""
@@ -157,6 +163,7 @@ def test_another_compiler_under_the_same_name_rebuilds_everything(tmp_path):
     assert json.loads((tmp_path / "o" / "build.json").read_text())["toolchain"] == "arm-none-eabi-gcc (patched) 99.1"
 
 
+@pytest.mark.cross
 def test_build_log_and_warning_summary(tmp_path):
     """Every build keeps the compiler's whole output; the model code's warnings are summarised in
     one line; -v streams the compiler's lines; a failed build names the log."""
@@ -182,6 +189,7 @@ def test_build_log_and_warning_summary(tmp_path):
     assert not (tmp_path / "o" / "build.json").exists() and not (tmp_path / "o" / "firmware.elf").exists()
 
 
+@pytest.mark.cross
 def test_our_code_is_warning_free(tmp_path):
     for board in ("mps2-an386", "mps2-an385", "host"):
         result = build(EXAMPLE, board, tmp_path / board, options=ProjectOptions(werror=True))
@@ -249,6 +257,7 @@ def test_missing_toolchain_exits_4(tmp_path):
     assert "no-such-arch-gcc" in result.stderr and "not found" in result.stderr
 
 
+@pytest.mark.cross
 def test_compiler_error_is_one_readable_line(tmp_path):
     from mlfwriter import TinyModel, tar_tree
 
@@ -261,6 +270,7 @@ def test_compiler_error_is_one_readable_line(tmp_path):
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.cross
 def test_model_too_big_for_the_board_exits_5(fixtures_dir, tmp_path):
     mlf = fixtures_dir / "tvm-0.13" / "kws_aot_c_unpacked_usmp.tar"  # ~100 KB workspace, 64 KB RAM board
     with pytest.raises(OverBudgetError):
@@ -284,6 +294,7 @@ def test_unknown_board_and_bad_board_file(tmp_path):
     assert result.returncode == 3 and "mine.toml" in result.stderr
 
 
+@pytest.mark.cross
 def test_nothing_written_outside_the_output_folder(tmp_path):
     out = tmp_path / "out"
     before = set(REPO.rglob("*"))
@@ -292,6 +303,7 @@ def test_nothing_written_outside_the_output_folder(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
 
 
+@pytest.mark.cross
 @pytest.mark.parametrize("board", ["mps2-an385", "mps2-an500", "mps2-an505", "mps3-an547", "netduinoplus2",
                                    "lm3s6965evb", "nucleo-f446re", "nucleo-f746zg", "nucleo-l4r5zi",
                                    "stm32f4-discovery"])

@@ -15,7 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mlfbuild.run.protocol import Client, encode_frame
+from mlfbuild.console.client import Client
+from mlfbuild.console.frames import encode_frame
 from mlfbuild.run.transports import HostTransport
 
 REPO = Path(__file__).resolve().parents[1]

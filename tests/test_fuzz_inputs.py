@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from mlfbuild.boards import load_board_file
 from mlfbuild.errors import BoardError, InvalidInputError, RunError
 from mlfbuild.run import _load_tensors
-from mlfbuild.run.protocol import Client, encode_frame
+from mlfbuild.console.client import Client
+from mlfbuild.console.frames import encode_frame
 from mlfbuild.size import size_report
 
 REPO = Path(__file__).resolve().parents[1]

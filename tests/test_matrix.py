@@ -166,7 +166,6 @@ def test_matrix_exit_code_precedence():
     assert matrix_exit_code(results(7, 4, 3)) == 3  # invalid input outranks everything
 
 
-@pytest.mark.slow
 @pytest.mark.qemu
 @pytest.mark.cross
 def test_matrix_of_all_fixtures_on_two_qemu_boards(fixtures_dir, tmp_path):

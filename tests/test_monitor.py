@@ -16,8 +16,8 @@ import serial
 
 from mlfbuild import cli
 from mlfbuild.errors import FlashError, InvalidInputError, UsageError
-from mlfbuild.flash.monitor import Frame, MonitorDecoder, Text, decode_stream, describe_frame, monitor_loop
-from mlfbuild.run.protocol import encode_frame
+from mlfbuild.console.frames import Frame, Text, decode_stream, encode_frame
+from mlfbuild.console.monitor import MonitorDecoder, describe_frame, monitor_loop
 from mlfbuild.serialport import find_port, list_candidates, open_port
 
 
@@ -81,10 +81,9 @@ def test_describe_frames():
     assert describe_frame(Frame("x", RUN[6:-2])) == ("[frame x] run: status 0, 12345 ticks, workspace peak 2048 B, "
                                                      "stack peak 512 B")
     assert describe_frame(Frame("z", b"\x03unknown command")) == "[frame z] error 3 (unknown command): unknown command"
-    assert describe_frame(Frame("d", bytes([1, 1]) + struct.pack("<II", 40, 12))) == \
-        "[frame d] model: inputs [40] B, outputs [12] B"
+    assert describe_frame(Frame("z", b"\x05frame timeout")) == "[frame z] error 5 (frame timeout): frame timeout"
     assert describe_frame(Frame("o", bytes(range(20)))).startswith("[frame o] output, 20 bytes: 00 01 02")
-    assert describe_frame(Frame("X", b"\x00")) == "[frame X] request run, 1 bytes: 00"
+    assert describe_frame(Frame("X", b"\x00")) == "[frame X] request inference, 1 bytes: 00"
     assert describe_frame(Frame("h", b"\x01")) == "[frame h] malformed 1-byte payload: 01"
     assert describe_frame(Frame("?", b"")) == "[frame ?] 0 bytes"
 
@@ -209,4 +208,4 @@ def test_flash_without_port_uses_discovery(tmp_path, monkeypatch, capsys):
 
 def test_sequence_numbers_are_shown():
     items, _ = decode_stream(encode_frame("k", b"\x00", seq=7) + encode_frame("W", b"\x00\x00", seq=7))
-    assert [describe_frame(i) for i in items] == ["[frame k #7] input written", "[frame W #7] request write input, 2 bytes: 00 00"]
+    assert [describe_frame(i) for i in items] == ["[frame k #7] input written", "[frame W #7] request input write, 2 bytes: 00 00"]

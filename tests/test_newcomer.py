@@ -22,7 +22,7 @@ from mlfbuild import cli
 from mlfbuild.boards import list_boards, load_board, load_board_file
 from mlfbuild.errors import BoardError, InvalidInputError, RunError
 from mlfbuild.run import ModelRun, RunResult, run_build
-from mlfbuild.run.protocol import Client
+from mlfbuild.console.client import Client
 from mlfbuild.run.report import format_run
 
 REPO = Path(__file__).resolve().parents[1]

@@ -277,7 +277,8 @@ def test_a_console_that_drops_bytes_still_gives_the_exact_outputs(build_firmware
 
 @pytest.mark.qemu
 def test_firmware_resynchronises_after_garbage(build_firmware):
-    from mlfbuild.run.protocol import Client, encode_frame
+    from mlfbuild.console.client import Client
+    from mlfbuild.console.frames import encode_frame
 
     out = build_firmware(EXAMPLE, "mps2-an386")
     transport = QemuTransport(out / "firmware.elf", "mps2-an386")

@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import os
 import signal
-import struct
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -17,79 +15,8 @@ import pytest
 
 from mlfbuild.errors import RunError
 from mlfbuild.run import _explain_end
-from mlfbuild.run.protocol import MIN_PAYLOAD, TEXT_TAIL_BYTES, VERSION, Client, SYNC, encode_frame
 from mlfbuild.run.transports import Ending, QemuTransport
 from mlfwriter import TinyModel, tar_tree
-
-
-# -- the client against byte streams ----------------------------------------------------------
-
-class ReplyingPort:
-    """Answers each request frame with `replies[kind]` (payload), keeping the request's number."""
-
-    def __init__(self, replies: dict[str, bytes], noise: bytes = b""):
-        self.replies, self.noise, self.out = replies, noise, bytearray()
-
-    def write(self, data: bytes) -> int:
-        kind, seq = chr(data[2]), data[3]
-        if kind in self.replies:
-            reply_kind = {"H": "h", "D": "d", "X": "x", "P": "p"}[kind]
-            self.out += encode_frame(reply_kind, self.replies[kind], seq)
-        return len(data)
-
-    def read(self, size: int = 1) -> bytes:
-        if self.noise:
-            return self.noise[:size] if size < len(self.noise) else self.noise
-        data = bytes(self.out[:size])
-        del self.out[:size]
-        return data
-
-
-@pytest.mark.parametrize("kind, call", [("X", lambda c: c.run(0)), ("D", lambda c: c.describe(0)),
-                                        ("H", lambda c: c.hello())])
-def test_short_reply_frames_are_a_run_error_not_a_crash(kind, call):
-    client = Client(ReplyingPort({kind: b"\x01\x02"}), timeout=2)
-    with pytest.raises(RunError, match="shorter than"):
-        call(client)
-
-
-def test_describe_counts_beyond_the_payload_are_a_run_error():
-    client = Client(ReplyingPort({"D": bytes([3, 2]) + struct.pack("<I", 16)}), timeout=2)
-    with pytest.raises(RunError, match="describe reply"):
-        client.describe(0)
-
-
-def test_a_max_payload_below_the_protocol_minimum_is_refused():
-    hello = struct.pack("<BBII", VERSION, 1, 1000, MIN_PAYLOAD - 1) + b"board"
-    client = Client(ReplyingPort({"H": hello}), timeout=2)
-    with pytest.raises(RunError, match="largest payload"):
-        client.hello()
-
-
-def _finishes(action, seconds: float) -> BaseException | None:
-    """Run `action` on a thread; fail when it is still going after `seconds` (a hang)."""
-    outcome: list = []
-
-    def target():
-        try:
-            action()
-            outcome.append(None)
-        except BaseException as exc:  # noqa: BLE001 - handed back to the test
-            outcome.append(exc)
-
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    thread.join(seconds)
-    assert not thread.is_alive(), f"still running after {seconds} s"
-    return outcome[0]
-
-
-@pytest.mark.parametrize("noise", [b"." * 4096, bytes(range(256)) * 16, SYNC[:1] * 4096])
-def test_a_console_that_never_goes_quiet_cannot_hold_a_request_past_its_deadline(noise):
-    client = Client(ReplyingPort({}, noise=noise), timeout=1.0)
-    error = _finishes(lambda: client.request("P", b"", "p"), 10)
-    assert isinstance(error, RunError) and "no reply" in str(error)
-    assert len(client.text) <= 2 * TEXT_TAIL_BYTES  # what is kept of the text is bounded
 
 
 def test_the_end_of_a_run_says_what_happened():

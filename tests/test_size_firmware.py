@@ -113,7 +113,7 @@ def test_multi_module_predicted_vs_linked(fixtures_dir, build_firmware):
         assert rows["constants"].linked == rows["constants"].predicted == module.by_subcategory["constants"]["flash"]
         tensors = library[name]["inputs"] + library[name]["outputs"]
         assert rows["io"].linked == sum(t["size_bytes"] for t in tensors) == module.by_subcategory["io buffers"]["ram"]
-        assert rows["io"].predicted != rows["io"].linked and "§12.8" in rows["io"].explanation
+        assert rows["io"].predicted != rows["io"].linked and "docs/size-report.md" in rows["io"].explanation
     pools = [i for i in report.items if i.name == "global_workspace"]
     assert sorted(i.module for i in pools) == ["ad", "kws"]
     text = report.format_text()

@@ -49,6 +49,16 @@ def test_walker_names_recursion_and_unresolved_pointers():
     functions = {"main": Function(frame=8, indirect=True), "run": Function(frame=40, calls={"leaf"}),
                  "leaf": Function(frame=4)}
     assert _Walker(functions, ["run"]).depth("main") == (52, ("main", "run", "leaf"))
+    walker = _Walker({"main": Function(frame=8, calls={"__stack_size"})}, [])
+    assert walker.depth("main")[0] is None and "__stack_size: called, but not found" in walker.unbounded.pop()
+
+
+def test_branch_targets_are_resolved_by_address_not_by_objdumps_label():
+    # With flash at 0 (lm3s6965evb), objdump may label a function's address with an absolute
+    # linker-script symbol of the same value.
+    f = Function(frame=0)
+    _read_instruction(f, "main", "bl", "378 <__stack_size>", {0x378: "mlf_run"})
+    assert f.calls == {"mlf_run"}
 
 
 @pytest.mark.cross

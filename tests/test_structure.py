@@ -69,6 +69,21 @@ def test_the_mlf_reader_knows_nothing_of_boards_projects_or_compilers():
         assert _importers_of(stage, within="mlfbuild.mlf") == [], stage
 
 
+def test_the_console_protocol_knows_nothing_of_builds_boards_or_runs():
+    for stage in ("mlfbuild.run", "mlfbuild.flash", "mlfbuild.build", "mlfbuild.boards", "mlfbuild.record"):
+        assert _importers_of(stage, within="mlfbuild.console") == [], stage
+
+
+def test_one_protocol_decoder():
+    """Only console/frames.py takes frames apart; the client and the monitor use its decoder."""
+    users = sorted(m for m, imported in GRAPH.items() if "mlfbuild.console.frames" in imported)
+    assert users and all(m.startswith("mlfbuild.console") for m in users), users
+    for path in PACKAGE.rglob("*.py"):
+        if path.name != "frames.py":
+            text = path.read_text().lower()
+            assert "\\xa5\\x5a" not in text and "def decode_stream" not in text, path
+
+
 @pytest.mark.parametrize("cli", ["mlfbuild.commands", *CLI_MODULES])
 def test_no_library_module_imports_the_command_line(cli):
     library = [m for m in GRAPH if not m.startswith("mlfbuild.commands") and m not in CLI_MODULES]

@@ -49,19 +49,12 @@ void mlfrt_puts(const char* s);
 
 /* Number formatting without printf. */
 void mlfrt_put_u32(uint32_t value);       /* decimal */
-void mlfrt_put_i32(int32_t value);        /* decimal, '-' if negative */
 void mlfrt_put_u64(uint64_t value);       /* decimal */
 /* dividend / divisor (divisor > 0), remainder stored when `remainder` is not NULL. Bit by bit, so
  * a firmware that prints or converts 64-bit counts does not link libgcc's 64-bit division
  * (__aeabi_uldivmod, about 0.7 KB on Cortex-M). */
 uint64_t mlfrt_udiv64(uint64_t dividend, uint32_t divisor, uint32_t* remainder);
 void mlfrt_put_hex32(uint32_t value);     /* exactly 8 lowercase hex digits, no "0x" */
-
-/* Reads one line into buf (NUL-terminated, without the line end; '\r' and '\n' both end a
-   line, a "\r\n" pair counts once). Characters beyond size-1 are dropped. timeout_ms applies
-   to each byte (0 = forever). Returns the line length, or -1 on timeout/end of input before
-   any line end. */
-int mlfrt_getline(char* buf, size_t size, uint32_t timeout_ms);
 
 /* ---- Timer -------------------------------------------------------------------------------- */
 
@@ -102,8 +95,6 @@ size_t mlfrt_workspace_used(void);
 
 /* Deepest stack use in bytes since reset (Cortex-M with MLFRT_STACK_PAINT), else 0. */
 size_t mlfrt_stack_peak(void);
-/* Size of the stack region in bytes (Cortex-M: _estack - _sstack), 0 on the host. */
-size_t mlfrt_stack_size(void);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -52,40 +52,7 @@ void mlfrt_put_u32(uint32_t value) {
   while (n > 0) mlfrt_putc((uint8_t)digits[--n]);
 }
 
-void mlfrt_put_i32(int32_t value) {
-  if (value < 0) {
-    mlfrt_putc('-');
-    mlfrt_put_u32((uint32_t)0 - (uint32_t)value);
-  } else {
-    mlfrt_put_u32((uint32_t)value);
-  }
-}
-
 void mlfrt_put_hex32(uint32_t value) {
   static const char hex[] = "0123456789abcdef";
   for (int shift = 28; shift >= 0; shift -= 4) mlfrt_putc((uint8_t)hex[(value >> shift) & 0xFu]);
-}
-
-int mlfrt_getline(char* buf, size_t size, uint32_t timeout_ms) {
-  static int s_skip_lf = 0; /* the previous line ended with '\r': swallow a following '\n' */
-  size_t n = 0;
-  for (;;) {
-    int c = mlfrt_getc(timeout_ms);
-    if (c < 0) {
-      if (size > 0) buf[n] = '\0';
-      return -1;
-    }
-    if (c == '\n' && s_skip_lf) {
-      s_skip_lf = 0;
-      continue;
-    }
-    s_skip_lf = 0;
-    if (c == '\r' || c == '\n') {
-      s_skip_lf = (c == '\r');
-      break;
-    }
-    if (n + 1 < size) buf[n++] = (char)c;
-  }
-  if (size > 0) buf[n] = '\0';
-  return (int)n;
 }

@@ -389,8 +389,6 @@ void mlfrt_fault_report(uint32_t pc, uint32_t lr, uint32_t exc_return) {
 
 extern uint32_t _sstack[], _estack[];
 
-size_t mlfrt_stack_size(void) { return (size_t)((uintptr_t)_estack - (uintptr_t)_sstack); }
-
 size_t mlfrt_stack_peak(void) {
 #if MLFRT_STACK_PAINT
   const volatile uint32_t* p = _sstack;

@@ -121,4 +121,3 @@ void mlfrt_init(void) {
 
 size_t mlfrt_stack_peak(void) { return 0; }
 
-size_t mlfrt_stack_size(void) { return 0; }

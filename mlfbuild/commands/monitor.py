@@ -20,7 +20,7 @@ class MonitorCommand(Command):
     def run(self, args: argparse.Namespace) -> int:
         from ..errors import InvalidInputError
         from ..serialport import find_port, open_port
-        from ..flash.monitor import run_monitor
+        from ..console.monitor import run_monitor
 
         port = args.port or find_port()
         # DTR/RTS deasserted: a board wired for `--reset dtr-rts` runs its application.

@@ -8,7 +8,8 @@ import json
 import sys
 from pathlib import Path
 
-from ..errors import InvalidInputError
+from ..errors import (EXIT_BUILD, EXIT_FLASH, EXIT_INFRASTRUCTURE, EXIT_INTERNAL, EXIT_INVALID_INPUT, EXIT_MISMATCH,
+                      EXIT_OVER_BUDGET, EXIT_RUN, EXIT_USAGE, InvalidInputError)
 from ..run.report import ERROR, FAILURE, PASSED, SKIPPED, JUnitCase, junit_suite
 from .jobs import Job
 from .stage import (BUILD_ERROR, INFRASTRUCTURE, INVALID_INPUT, MISMATCH, NOT_CHECKED, NOT_RUN, OVER_BUDGET, PASS,
@@ -24,7 +25,8 @@ OUTCOMES = {PASS: PASSED, MISMATCH: FAILURE, OVER_BUDGET: FAILURE, NOT_CHECKED: 
 # Which job's exit code the matrix exits with: invalid input first (the matrix itself is wrong),
 # then errors (build 4, run 6, flash 8, infrastructure 9, internal 1), then failures (over budget 5,
 # mismatch 7). Jobs that passed or were skipped give 0.
-EXIT_PRECEDENCE = (3, 2, 4, 6, 8, 9, 1, 5, 7)
+EXIT_PRECEDENCE = (EXIT_INVALID_INPUT, EXIT_USAGE, EXIT_BUILD, EXIT_RUN, EXIT_FLASH, EXIT_INFRASTRUCTURE, EXIT_INTERNAL,
+                   EXIT_OVER_BUDGET, EXIT_MISMATCH)
 
 
 def job_result(job: Job, outcome: dict, cache: str, outroot: Path) -> dict:

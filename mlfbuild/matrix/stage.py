@@ -112,7 +112,7 @@ def _in_child(kind: str, folder: Path, spec: dict, timeout: float, timeout_code:
         tail = said.decode(errors="replace").strip().splitlines()[-1:] or [f"exit status {child.returncode}"]
         return _failed(INFRASTRUCTURE, EXIT_INFRASTRUCTURE, f"{kind} stage died: {tail[0]}", started)
     out = folder / OUT
-    result["files"] = {p.name: p.read_bytes() for p in sorted(out.iterdir())} if out.is_dir() else {}
+    result["files"] = {p.name: p.read_bytes() for p in sorted(out.iterdir()) if p.is_file()} if out.is_dir() else {}
     result["seconds"] = round(time.monotonic() - started, 3)
     result["worker"] = _worker_address()
     return result

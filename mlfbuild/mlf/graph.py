@@ -2,7 +2,8 @@
 
 The JSON is untrusted input: every field is type-checked and every index range-checked, so a
 malformed or inconsistent graph is one `GraphError` with a one-line message, never a TypeError,
-KeyError or IndexError. Format: docs/mlf-format.md section 9 (shared docs).
+KeyError or IndexError. Format: the reader of TVM's
+`src/runtime/graph_executor/graph_executor.h` (GraphExecutor::Load and its attribute parser).
 
 Vocabulary: a node has `num_outputs` outputs; each output is an *entry* (entry id =
 node_row_ptr[node] + output index) with a shape, dtype and storage id. Entries sharing a storage

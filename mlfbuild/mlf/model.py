@@ -170,10 +170,6 @@ class Module:
         return next((t.attrs["mcpu"] for t in self.targets if t.attrs.get("mcpu")), None)
 
     @property
-    def uses_llvm(self) -> bool:
-        return bool(self.objects)
-
-    @property
     def params_bytes(self) -> int:
         return sum(len(p.data) for p in self.params.values())
 

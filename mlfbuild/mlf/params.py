@@ -2,7 +2,8 @@
 
 The file is untrusted input. Every count and length is checked against the bytes that remain
 before anything is allocated or sliced, so a hostile file costs no more memory than its own size
-and every defect is a one-line `ParamsError`. Format: docs/mlf-format.md section 8 (shared docs).
+and every defect is a one-line `ParamsError`. Format: TVM's
+`src/runtime/file_utils.cc` (SaveParams) and `NDArray::Save` in `include/tvm/runtime/ndarray.h`.
 
     u64 magic 0xF7E58D4F05049CB7, u64 reserved, u64 n_names, n_names x {u64 len, bytes},
     u64 n_arrays (== n_names), n_arrays x NDArray

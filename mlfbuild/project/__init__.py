@@ -159,7 +159,7 @@ def render_project(lib: ModelLibrary, board: Board, dest: Path, options: Project
     makefile = env.get_template("project/Makefile.j2").render(
         board=board, toolchain=toolchain, arch_flags=arch_flags, opt_flags=[options.optimize, "-g"],
         werror=options.werror, defines=defines, includes=["src", *runtime.includes, *includes, *library_includes],
-        ld_flags=_ld_flags(board, linker_script), ld_libs=["-lm"], linker_script=linker_script,
+        ld_flags=_ld_flags(board), ld_libs=["-lm"], linker_script=linker_script,
         our_sources=["src/main.c", "src/models.c", *[f"src/model_{i.module.name}.c" for i in lowered], *runtime.sources],
         model_sources=model_sources, model_objects=model_objects, library_sources=runtime.library_sources,
         library_flags=runtime.library_flags, libraries_note="TVM CRT" if runtime.library_sources else "",
@@ -224,7 +224,7 @@ def _runtime_files(choice: RuntimeChoice, lib: ModelLibrary, board: Board, write
     raise BuildError(f"unknown runtime '{choice.name}' (choose builtin or tvm)")
 
 
-def _ld_flags(board: Board, linker_script: str | None) -> list[str]:
+def _ld_flags(board: Board) -> list[str]:
     if board.is_host:
         return []
     return ["-nostartfiles", "--specs=nano.specs"]
@@ -282,15 +282,5 @@ def _app_defines(lib: ModelLibrary, board: Board, options: ProjectOptions) -> li
     return defines
 
 
-def copy_tree_into(writer: _Writer, source: Path, relative: str, suffixes: tuple[str, ...]) -> list[str]:
-    copied = []
-    for path in sorted(source.rglob("*")):
-        if path.is_file() and path.suffix in suffixes:
-            target = f"{relative}/{path.relative_to(source)}"
-            writer.copy(path, target)
-            copied.append(target)
-    return copied
-
-
 __all__ = ["Project", "ProjectOptions", "render_project", "linker_script_text", "linked_stack_bytes", "render_oversize_linker_script", "template_environment",
-           "templates_hash", "copy_tree_into"]
+           "templates_hash"]

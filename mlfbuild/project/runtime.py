@@ -4,6 +4,8 @@ TVM's standalone CRT, the alternative (`--runtime tvm`), is tvm_runtime.py."""
 
 from __future__ import annotations
 
+import functools
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -12,6 +14,21 @@ from ..resources import data_dir
 
 # Sources of crt/src that belong to one platform only; every other file is portable.
 _PLATFORM_ONLY = {"host": ("platform_host.c",), "mcu": ("platform_cortexm.c", "startup_cortexm.c", "newlib_syscalls.c")}
+
+
+@functools.cache
+def crt_setting(name: str) -> int:
+    """A numeric option's default in crt/include/mlfrt_config.h, the one place it is stated."""
+    config = (data_dir("crt") / "include" / "mlfrt_config.h").read_text()
+    match = re.search(rf"^#define {name} (\d+)u?$", config, re.M)
+    if match is None:
+        raise LookupError(f"mlfrt_config.h has no numeric default for {name}")
+    return int(match.group(1))
+
+
+def fault_exit_code() -> int:
+    """What the firmware exits with after reporting a fault (MLFRT_FAULT_EXIT_CODE)."""
+    return crt_setting("MLFRT_FAULT_EXIT_CODE")
 
 
 @dataclass(frozen=True)

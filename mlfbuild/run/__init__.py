@@ -17,13 +17,14 @@ from typing import Callable
 import numpy as np
 
 from .. import record as build_folder
+from ..console.client import Client
 from ..errors import InvalidInputError, RunError
 from ..project import templates_hash
 from ..schemas import RUN as RUN_SCHEMA
 from ..suggest import did_you_mean
 from .compare import Comparison, compare
-from .protocol import Client
-from .transports import FAULT_EXIT_CODE, HostTransport, QemuTransport, SerialTransport, Transport
+from ..project.runtime import fault_exit_code
+from .transports import HostTransport, QemuTransport, SerialTransport, Transport
 
 
 Progress = Callable[[str, int, int], None]  # (model, inferences done, inferences in all)
@@ -282,7 +283,7 @@ def _explain_end(error: RunError, transport: Transport, ending, console: bytes) 
     """Say what happened to a run that stopped: a firmware fault, the emulator dying by a signal,
     the firmware exiting early, or (still running) the protocol error itself."""
     code = ending.exit_code
-    if code == FAULT_EXIT_CODE:
+    if code == fault_exit_code():
         fault = next((line for line in (console.decode(errors="replace") + "\n" + ending.console).splitlines()
                       if "FAULT" in line), "fault")
         return RunError(f"the firmware crashed on {transport.describe()}: {fault.strip()}")

@@ -19,10 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import RunError
+from ..project.runtime import fault_exit_code
 from ..resources import setup_hint
-
-# Semihosting exit code the firmware's fault handler uses (crt/src/platform_cortexm.c).
-FAULT_EXIT_CODE = 3
 
 
 @dataclass
@@ -186,7 +184,7 @@ class HostTransport(_ProcessTransport):
     def close(self, timeout: float) -> Ending:
         code, text = self._finish(timeout)
         # A signal (segfault) shows as a negative code; report it like a fault.
-        return Ending(FAULT_EXIT_CODE if code is not None and code < 0 else code, text)
+        return Ending(fault_exit_code() if code is not None and code < 0 else code, text)
 
     def describe(self) -> str:
         return f"host executable {self.executable.name}"

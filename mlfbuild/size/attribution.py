@@ -36,7 +36,6 @@ CATEGORY_LABELS = {
 
 # crt/src files that port the firmware to a board rather than run the model.
 _BOARD_FILES = {"startup_cortexm.c", "platform_cortexm.c", "platform_host.c", "newlib_syscalls.c"}
-_PROJECT_ROOTS = ("src/", "crt/", "model/", "lib/", "tvm_crt/")
 # Names TVM's generated code uses whatever the module is called.
 _MODEL_ENTRY = re.compile(r"^(__tvm_main__|TVMSystemLibEntryPoint|_lookup_linked_param|__tvm_module_ctx|"
                           r"__tvm_dev_mblob.*|tvmgen_.*_(run|run_model|__tvm_main__|get_c_metadata|"

@@ -25,9 +25,6 @@ class SizeDiff:
     modules: list[dict]  # predicted-vs-linked rows whose linked bytes changed
     caveats: list[str] = field(default_factory=list)
 
-    def symbol_growth(self, n: int = 15) -> list[dict]:
-        return self.symbols[:n]
-
     def to_json(self) -> dict:
         return {"schema": SIZE_DIFF, "base": self.base, "current": self.current, "regions": self.regions,
                 "categories": self.categories, "subcategories": self.subcategories, "symbols": self.symbols, "modules": self.modules,

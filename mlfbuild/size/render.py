@@ -39,10 +39,6 @@ def _category_line(region: RegionUsage, limit: int = 8) -> str:
     return " · ".join(f"{k} {v:,}" for v, k in parts[:limit])
 
 
-def _module_name(module: str) -> str:
-    return f" ({module})" if module else ""
-
-
 def _short_symbol(name: str, module: str, width: int = 60) -> str:
     prefix = f"tvmgen_{module}_"
     if module and name.startswith(prefix) and len(name) > width:

@@ -22,8 +22,6 @@ from .linkmap import place_unplaced, read_link_map
 from ..schemas import SIZE as SCHEMA
 
 WARN_FRACTION = 0.90
-FLASH_KINDS = ("text", "rodata", "data")  # data = the load image of .data
-RAM_KINDS = ("data", "bss", "noinit", "heap", "stack")
 
 
 @dataclass
@@ -367,7 +365,8 @@ def _explain_berkeley(image: ElfImage, berkeley: dict, flash: RegionUsage, ram: 
 
 # --- per module: predicted vs linked, operators ----------------------------------------------------
 
-_SECTION_REF = "mlf-format §12.8"
+# Where a user reads why TVM's figures differ from what is linked.
+_SECTION_REF = "see docs/size-report.md"
 
 
 def _modules(record: dict, items: list[Item]) -> list[ModuleReport]:

@@ -39,7 +39,7 @@ _CI_NODE = re.compile(r'node: \{ title: "(?P<title>[^"]+)" label: "[^"]*"')
 _CI_EDGE = re.compile(r'edge: \{ sourcename: "(?P<src>[^"]+)" targetname: "(?P<dst>[^"]+)"')
 _FUNCTION_HEAD = re.compile(r"^([0-9a-f]+) <([^>]+)>:$")
 _INSTRUCTION = re.compile(r"^\s+[0-9a-f]+:\s+(\S+)\s*(.*)$")
-_BRANCH_TARGET = re.compile(r"^[0-9a-f]+ <([^+>]+)>")
+_BRANCH_TARGET = re.compile(r"^([0-9a-f]+) <([^+>]+)>")
 _REGISTER_LIST = re.compile(r"\{([^}]*)\}")
 
 
@@ -120,7 +120,11 @@ class _Walker:
             return None, ()
         if name in self.memo:
             return self.memo[name]
-        function = self.functions[name]
+        function = self.functions.get(name)
+        if function is None:
+            self.unbounded.add(f"{name}: called, but not found as a function in the image")
+            self.memo[name] = (None, ())
+            return self.memo[name]
         if function.frame is None:
             self.unbounded.add(f"{name}: moves the stack pointer by a run-time amount")
             self.memo[name] = (None, ())
@@ -181,6 +185,9 @@ def _disassembly(elf_path: Path, objdump: str) -> dict[str, Function]:
     except (OSError, subprocess.CalledProcessError) as exc:
         raise RuntimeError(f"{objdump} could not disassemble {elf_path}: {exc}") from None
     functions: dict[str, Function] = {}
+    # Branch targets by address: objdump may label a code address with any symbol of that value
+    # (an absolute one such as the linker script's __stack_size when flash starts at 0).
+    heads = {int(m.group(1), 16): m.group(2) for m in map(_FUNCTION_HEAD.match, text.splitlines()) if m}
     current: Function | None = None
     name = ""
     for line in text.splitlines():
@@ -192,11 +199,12 @@ def _disassembly(elf_path: Path, objdump: str) -> dict[str, Function]:
         match = _INSTRUCTION.match(line)
         if current is None or not match:
             continue
-        _read_instruction(current, name, match.group(1), match.group(2))
+        _read_instruction(current, name, match.group(1), match.group(2), heads)
     return functions
 
 
-def _read_instruction(function: Function, name: str, mnemonic: str, operands: str) -> None:
+def _read_instruction(function: Function, name: str, mnemonic: str, operands: str,
+                      heads: dict[int, str] | None = None) -> None:
     base = mnemonic.split(".")[0]
     if base in ("push", "stmdb", "stmfd") and (base == "push" or operands.startswith("sp!")):
         function.frame = _add(function.frame, 4 * _count_registers(operands))
@@ -215,8 +223,9 @@ def _read_instruction(function: Function, name: str, mnemonic: str, operands: st
         if (base.startswith("bx") or base.startswith("blx")) and not target:
             function.indirect |= operands.strip() != "lr"
             return
-        if target and target.group(1) != name:
-            function.calls.add(target.group(1))
+        callee = (heads or {}).get(int(target.group(1), 16), target.group(2)) if target else None
+        if callee is not None and callee != name:
+            function.calls.add(callee)
 
 
 def _add(frame: int | None, amount: int) -> int | None:

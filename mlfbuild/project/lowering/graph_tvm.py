@@ -1,7 +1,7 @@
 """Graph executor run by TVM's own CRT graph executor (`--runtime tvm`).
 
 Nothing is planned at build time: the graph JSON and the params blob are embedded verbatim as const
-arrays, and the firmware does what TVM's apps/bundle_deploy does (mlf-format.md §10.4). At the first
+arrays, and the firmware does what TVM's apps/bundle_deploy does (`bundle_static.c`). At the first
 run: TVMInitializeRuntime, runtime.SystemLib, TVMGraphExecutor_Create, LoadParams (skipped when the
 weights are linked into the code: the executor then takes them from _lookup_linked_param). Every run:
 SetInput (the executor reads the input in place from the mlf_tensor_t buffer), Run, GetOutput into

@@ -175,17 +175,6 @@ static void handle_frame(uint8_t type, uint32_t length) {
     case 'P': /* ping: echo the payload */
       send_frame('p', frame, length);
       return;
-    case 'D': { /* describe model: input/output counts and sizes */
-      if (length < 1u || frame[0] >= mlf_num_models) break;
-      const mlf_model_t* model = mlf_models[frame[0]];
-      uint32_t n = 0;
-      frame[n++] = (uint8_t)model->num_inputs;
-      frame[n++] = (uint8_t)model->num_outputs;
-      for (uint32_t i = 0; i < model->num_inputs && n + 4u <= MLF_MAX_PAYLOAD; i++, n += 4u) put_u32(frame + n, model->inputs[i].nbytes);
-      for (uint32_t i = 0; i < model->num_outputs && n + 4u <= MLF_MAX_PAYLOAD; i++, n += 4u) put_u32(frame + n, model->outputs[i].nbytes);
-      send_frame('d', frame, n);
-      return;
-    }
     case 'W': { /* write input: model, index, offset, bytes */
       if (length < 6u) break;
       const mlf_tensor_t* tensor = find_tensor(frame, 1);

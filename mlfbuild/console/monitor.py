@@ -1,9 +1,8 @@
 """`mlfbuild monitor`: a serial console that shows the firmware's protocol frames as readable lines.
 
 The firmware's console carries plain text (boot lines, MLPerf Tiny's ASCII dialect, fault reports)
-and binary frames (mlfbuild/run/protocol.py: 0xA5 0x5A, type, u16 length, payload, CRC-16).
-`decode_stream()` splits received bytes into text and frames (a pure function), `describe_frame()`
-renders one frame, `MonitorDecoder` strings them together for a stream, and `run_monitor()` is the
+and binary frames (frames.py). `describe_frame()` renders one frame, `MonitorDecoder` turns a
+stream of bytes into console text with frames as lines of their own, and `run_monitor()` is the
 console: pyserial's miniterm on a terminal (Ctrl-] quits, Ctrl-T menu), a plain read loop otherwise.
 """
 
@@ -13,81 +12,14 @@ import codecs
 import struct
 import sys
 import time
-from dataclasses import dataclass
 from typing import Callable, TextIO
 
 import serial
 
-from ..run.protocol import SYNC, crc16
+from .frames import ERRORS, HELLO_LAYOUT, REQUESTS, RUN_LAYOUT, Frame, Text, decode_stream
 
 MAX_PAYLOAD = 4096   # longer "frames" are taken as text that happens to contain 0xA5 0x5A
 FRAME_TIMEOUT = 1.0  # seconds an incomplete frame may wait for its rest (the firmware's is 1 s too)
-
-
-@dataclass(frozen=True)
-class Text:
-    data: bytes
-
-
-@dataclass(frozen=True)
-class Frame:
-    kind: str
-    payload: bytes
-    seq: int = 0  # the request's sequence number, echoed in its reply
-
-
-def decode_stream(data: bytes, final: bool = False, max_payload: int = MAX_PAYLOAD) -> tuple[list, bytes]:
-    """Split `data` into Text and Frame items. Returns (items, rest): `rest` is an incomplete frame
-    at the end, to be prepended to the next bytes (with `final=True` it is returned as Text). A 0xA5
-    that does not start a well-formed frame with a good CRC is text."""
-    items: list = []
-    text = bytearray()
-    i, n = 0, len(data)
-    rest = b""
-    while i < n:
-        j = data.find(SYNC[:1], i)
-        if j < 0:
-            text += data[i:]
-            break
-        text += data[i:j]
-        avail = n - j
-        if avail >= 2 and data[j + 1] != SYNC[1]:
-            text += data[j:j + 1]
-            i = j + 1
-            continue
-        if avail >= 6:  # sync, type, sequence, length
-            length = struct.unpack_from("<H", data, j + 4)[0]
-            if length > max_payload:
-                text += data[j:j + 1]
-                i = j + 1
-                continue
-            if avail >= 8 + length:
-                header = bytes(data[j + 2:j + 6])
-                payload = bytes(data[j + 6:j + 6 + length])
-                if crc16(header + payload) != struct.unpack_from("<H", data, j + 6 + length)[0]:
-                    text += data[j:j + 1]
-                    i = j + 1
-                    continue
-                if text:
-                    items.append(Text(bytes(text)))
-                    text = bytearray()
-                items.append(Frame(chr(header[0]), payload, header[1]))
-                i = j + 8 + length
-                continue
-        if final:           # an incomplete frame at the very end: it was text after all
-            text += data[j:j + 1]
-            i = j + 1
-            continue
-        rest = bytes(data[j:])
-        break
-    if text:
-        items.append(Text(bytes(text)))
-    return items, rest
-
-
-_ERRORS = {1: "bad checksum", 2: "payload too long", 3: "unknown command", 4: "bad arguments"}
-_REQUESTS = {"H": "hello?", "P": "ping", "D": "describe", "W": "write input", "X": "run", "R": "read output",
-             "Q": "quit"}
 
 
 def _hex(data: bytes, limit: int = 16) -> str:
@@ -101,21 +33,17 @@ def describe_frame(frame: Frame) -> str:
     head = f"[frame {k} #{frame.seq}]" if frame.seq else f"[frame {k}]"  # #n: the request it answers
     try:
         if k == "h":
-            version, models, hz, max_payload = struct.unpack_from("<BBII", p)
-            board = p[10:].decode(errors="replace")
+            version, models, hz, max_payload = struct.unpack_from(HELLO_LAYOUT, p)
+            board = p[struct.calcsize(HELLO_LAYOUT):].decode(errors="replace")
             return (f"{head} hello: protocol {version}, {models} model(s), timer {hz} Hz, "
                     f"max payload {max_payload}, board {board}")
         if k == "x":
-            status, ticks, workspace, stack = struct.unpack_from("<iIII", p)
+            status, ticks, workspace, stack = struct.unpack_from(RUN_LAYOUT, p)
             return f"{head} run: status {status}, {ticks} ticks, workspace peak {workspace} B, stack peak {stack} B"
         if k == "z":
             code = p[0] if p else 0
             message = p[1:].decode(errors="replace")
-            return f"{head} error {code} ({_ERRORS.get(code, 'unknown')}): {message}"
-        if k == "d":
-            n_in, n_out = p[0], p[1]
-            sizes = struct.unpack_from(f"<{n_in + n_out}I", p, 2)
-            return f"{head} model: inputs {list(sizes[:n_in])} B, outputs {list(sizes[n_in:])} B"
+            return f"{head} error {code} ({ERRORS.get(code, 'unknown')}): {message}"
         if k == "k":
             return f"{head} input written"
         if k == "q":
@@ -124,8 +52,8 @@ def describe_frame(frame: Frame) -> str:
             return f"{head} pong, {len(p)} bytes: {_hex(p)}"
         if k == "o":
             return f"{head} output, {len(p)} bytes: {_hex(p)}"
-        if k in _REQUESTS:
-            return f"{head} request {_REQUESTS[k]}, {len(p)} bytes" + (f": {_hex(p)}" if p else "")
+        if k in REQUESTS:
+            return f"{head} request {REQUESTS[k]}, {len(p)} bytes" + (f": {_hex(p)}" if p else "")
     except (struct.error, IndexError):
         return f"{head} malformed {len(p)}-byte payload: {_hex(p)}"
     return f"{head} {len(p)} bytes" + (f": {_hex(p)}" if p else "")
@@ -155,7 +83,7 @@ class MonitorDecoder:
     def feed(self, data: bytes, now: float | None = None) -> str:
         if not self.decode_frames:
             return self._text(data)
-        items, rest = decode_stream(self.pending + data)
+        items, rest = decode_stream(self.pending + data, max_payload=MAX_PAYLOAD)
         if rest and rest != self.pending:
             self.pending_since = time.monotonic() if now is None else now
         self.pending = rest
@@ -163,7 +91,7 @@ class MonitorDecoder:
 
     def flush(self) -> str:
         """Give up on an incomplete frame: its bytes are text after all."""
-        items, _ = decode_stream(self.pending, final=True)
+        items, _ = decode_stream(self.pending, final=True, max_payload=MAX_PAYLOAD)
         self.pending = b""
         return self._render(items) + self._text(b"", final=True)
 

@@ -1,8 +1,10 @@
-"""Host side of the firmware console protocol (docs/protocol.md): length- and CRC-framed binary
-commands, over any byte port with read(n)/write(b) (pyserial objects, sockets, pipes).
+"""Host side of the firmware console protocol (docs/protocol.md): requests and their replies over
+any byte port with read(n)/write(b) (pyserial objects, sockets, pipes), resent when a lossy line
+drops them, with one absolute deadline per request.
 
-The firmware also speaks MLPerf Tiny's ASCII dialect on the same console (see mlperf.py); text it
-prints outside a frame (boot lines, fault reports) is collected in `Client.text`.
+The firmware also speaks MLPerf Tiny's ASCII dialect on the same console for EEMBC's runner (docs/protocol.md);
+text it prints outside a frame (boot lines, fault reports) is kept, as a bounded tail, in
+`Client.text`.
 """
 
 from __future__ import annotations
@@ -10,22 +12,14 @@ from __future__ import annotations
 import random
 import struct
 import time
+from collections import deque
 from dataclasses import dataclass
 from typing import Protocol
 
 from ..errors import RunError
+from .frames import (HELLO_LAYOUT, MIN_PAYLOAD, READ_LAYOUT, REPLIES, REQUESTS, RESEND_ERRORS,
+                     RUN_LAYOUT, SYNC, VERSION, WRITE_LAYOUT, ERRORS, Damaged, Frame, decode_stream, encode_frame)
 
-SYNC = b"\xa5\x5a"
-VERSION = 2
-# What each request is, for messages (the letters are the wire format, not words for a user).
-_REQUESTS = {"H": "hello", "P": "ping", "D": "describe", "W": "input write", "X": "inference", "R": "output read",
-             "Q": "quit"}
-_REPLIES = {"h": "hello", "p": "ping", "d": "describe", "k": "input write", "x": "inference", "o": "output read",
-            "q": "quit", "z": "error"}
-_ERRORS = {1: "bad checksum", 2: "payload too long", 3: "unknown command", 4: "bad arguments",
-           5: "frame timeout"}
-# The firmware dropped our frame (damaged or cut short): sending it again is the remedy.
-_RESEND_ERRORS = {1, 5}
 # How long one copy of a request waits for its reply before it is sent again. A console may lose
 # bytes (QEMU's UART models do under a loaded host, real lines do too); every request can be
 # repeated, and sequence numbers let the client drop replies to earlier copies.
@@ -33,9 +27,8 @@ ATTEMPT_SECONDS = 2.0
 # Console text kept for messages: the tail only, so a firmware that prints without end cannot
 # grow mlfbuild's memory.
 TEXT_TAIL_BYTES = 64 * 1024
-# The smallest max_payload a firmware may announce: a run reply (16 bytes) must fit, and an
-# input write needs room for its 6-byte header and data.
-MIN_PAYLOAD = 16
+# A length this far above the announced max_payload is damage, not a frame to wait for.
+_LENGTH_SLACK = 64
 _READ_CHUNK = 4096
 _LOST = object()  # what _await returns when the request has to be sent again
 
@@ -46,21 +39,7 @@ class Port(Protocol):
 
 
 def _named(kind: str) -> str:
-    return _REQUESTS.get(kind, f"'{kind}'")
-
-
-def crc16(data: bytes, crc: int = 0xFFFF) -> int:
-    """CRC-16/CCITT-FALSE (poly 0x1021, init 0xFFFF), as the firmware computes it."""
-    for byte in data:
-        crc ^= byte << 8
-        for _ in range(8):
-            crc = ((crc << 1) ^ 0x1021) & 0xFFFF if crc & 0x8000 else (crc << 1) & 0xFFFF
-    return crc
-
-
-def encode_frame(kind: str, payload: bytes = b"", seq: int = 0) -> bytes:
-    header = struct.pack("<BBH", ord(kind), seq, len(payload))
-    return SYNC + header + payload + struct.pack("<H", crc16(header + payload))
+    return REQUESTS.get(kind, f"'{kind}'")
 
 
 @dataclass
@@ -95,27 +74,25 @@ class Client:
         self.unexpected: set[str] = set()  # kinds of replies that answered the wrong request
         # Start somewhere random: a board may still send replies from an earlier, interrupted session.
         self._seq = random.randrange(255)
-        self._pending = bytearray()  # bytes read from the port and not yet consumed
+        self._pending = b""  # the start of a frame whose rest has not arrived
+        self._items: deque = deque()  # decoded and not yet consumed
 
     # -- framing ------------------------------------------------------------------------------
-    def _read(self, size: int, deadline: float, what: str) -> bytes | None:
-        """`size` bytes, or None when `deadline` passes first. The deadline is checked on every
-        pass, so a console that never goes quiet cannot hold a request past it."""
-        while len(self._pending) < size:
-            if time.monotonic() > deadline:
-                return None
+    def _read_some(self, deadline: float, what: str) -> bytes | None:
+        """What the port has (at least one byte), or None when `deadline` passes first. The
+        deadline is checked on every pass, so a console that never goes quiet cannot hold a
+        request past it."""
+        while time.monotonic() <= deadline:
             try:
                 chunk = self.port.read(self._chunk_size())
             except OSError as exc:  # pyserial's SerialException is an OSError too
                 raise RunError(f"the console connection dropped while waiting for {what} ({exc})"
                                f"{self._console_tail()}") from None
             if chunk:
-                self._pending += chunk
-            elif not self.is_alive():
+                return chunk
+            if not self.is_alive():
                 raise RunError(f"the firmware stopped while mlfbuild waited for {what}{self._console_tail()}")
-        data = bytes(self._pending[:size])
-        del self._pending[:size]
-        return data
+        return None
 
     def _chunk_size(self) -> int:
         """Read what has arrived in one call (pyserial reports it as in_waiting; a pipe port
@@ -139,58 +116,38 @@ class Client:
         if len(self.text) > 2 * TEXT_TAIL_BYTES:
             del self.text[:-TEXT_TAIL_BYTES]
 
-    def receive_frame(self, deadline: float, what: str) -> tuple[str, int, bytes] | None:
-        """The next intact frame as (kind, seq, payload), or None at `deadline`. Bytes outside
-        frames are console text; a frame that fails its checksum is counted and skipped."""
+    def receive_frame(self, deadline: float, what: str) -> Frame | None:
+        """The next intact frame, or None at `deadline`. Bytes outside frames are console text;
+        frame-shaped bytes that fail their checksum are counted and read as text."""
         while True:
-            text = self._pending.find(SYNC[:1])
-            if text != 0 and self._pending:  # console text up to the next possible frame, in one piece
-                end = len(self._pending) if text < 0 else text
-                chunk = bytes(self._pending[:end])
-                del self._pending[:end]
-                self._text(chunk)
-                continue
-            byte = self._read(1, deadline, what)
-            if byte is None:
+            while self._items:
+                item = self._items.popleft()
+                if isinstance(item, Frame):
+                    return item
+                if isinstance(item, Damaged):
+                    self.damaged += 1
+                self._text(item.data)
+            chunk = self._read_some(deadline, what)
+            if chunk is None:
                 return None
-            if byte != SYNC[:1]:
-                self._text(byte)
-                continue
-            second = self._read(1, deadline, what)
-            while second == SYNC[:1]:
-                second = self._read(1, deadline, what)
-            if second != SYNC[1:]:
-                if second is not None:
-                    self._text(second)
-                continue
-            header = self._read(4, deadline, what)
-            if header is None:
-                return None
-            length = struct.unpack("<H", header[2:])[0]
-            if length > self.max_payload + 64:  # a damaged length: hunt for the next frame instead
-                self.damaged += 1
-                continue
-            body = self._read(length + 2, deadline, what)
-            if body is None:
-                return None
-            payload, crc = body[:-2], struct.unpack("<H", body[-2:])[0]
-            if crc16(header + payload) != crc:
-                self.damaged += 1
-                continue
-            return chr(header[0]), header[1], payload
+            self._decode(chunk)
+
+    def _decode(self, data: bytes) -> None:
+        items, self._pending = decode_stream(self._pending + data, max_payload=self.max_payload + _LENGTH_SLACK)
+        self._items.extend(items)
 
     def receive(self, what: str) -> tuple[str, bytes]:
         """The next intact frame as (kind, payload), waiting up to the client's timeout."""
         frame = self.receive_frame(time.monotonic() + self.timeout, what)
         if frame is None:
             raise self._no_reply(what)
-        return frame[0], frame[2]
+        return frame.kind, frame.payload
 
     def _no_reply(self, what: str) -> RunError:
         lossy = (f" ({self.resends} resend(s); {self.damaged} frame(s) failed their checksum)"
                  if self.resends or self.damaged else "")
         if self.unexpected:
-            kinds = sorted(_REPLIES.get(kind, repr(kind)) for kind in self.unexpected)
+            kinds = sorted(REPLIES.get(kind, repr(kind)) for kind in self.unexpected)
             lossy += f" (replies to other requests came: {', '.join(kinds)})"
         return RunError(f"no reply from the firmware within {self.timeout:g} s while waiting for {what}"
                         f"{lossy}{self._console_tail()}")
@@ -212,13 +169,13 @@ class Client:
             frame = self.receive_frame(deadline, f"the reply to the {_named(kind)} request")
             if frame is None:
                 return None
-            reply_kind, reply_seq, payload = frame
+            reply_kind, reply_seq, payload = frame.kind, frame.seq, frame.payload
             if reply_kind == "z" and reply_seq in (seq, 0):
                 code = payload[0] if payload else 0
-                if code in _RESEND_ERRORS:
+                if code in RESEND_ERRORS:
                     return _LOST  # ours, or a frame cut short that may have been ours
                 if reply_seq == seq:
-                    why = _ERRORS.get(code, f"error {code}")
+                    why = ERRORS.get(code, f"error {code}")
                     raise RunError(f"the firmware refused the {_named(kind)} request: {why}")
                 continue
             if reply_kind == "p" and ping is not None and reply_seq == ping:
@@ -259,52 +216,50 @@ class Client:
         deadline = time.monotonic() + self.timeout
         while marker not in self.text:
             quiet = min(deadline, time.monotonic() + self.attempt_seconds) if self.text.endswith(b"\n") else deadline
-            byte = self._read(1, quiet, "the firmware's start-up banner")
-            if byte is None:
+            chunk = self._read_some(quiet, "the firmware's start-up banner")
+            if chunk is None:
                 if time.monotonic() > deadline:
                     raise self._no_reply("the firmware's start-up banner")
                 return
-            if byte == SYNC[:1]:
+            seen = bytes(self.text[-(len(marker) - 1):]) + chunk
+            found = seen.find(marker)
+            cut = len(chunk) if found < 0 else found + len(marker) - (len(seen) - len(chunk))
+            if SYNC[:1] in chunk[:cut]:
                 raise RunError("the firmware sent a protocol frame before its start-up banner")
-            self._text(byte)
+            self._text(chunk[:cut])
+            self._decode(chunk[cut:])  # what follows the banner is protocol traffic
 
     # -- commands -----------------------------------------------------------------------------
     def hello(self) -> Hello:
         reply = self.request("H", b"", "h")
-        version, models, hz, max_payload = _unpack("<BBII", reply, "hello")
+        version, models, hz, max_payload = _unpack(HELLO_LAYOUT, reply, "hello")
         if version != VERSION:
             raise RunError(f"firmware speaks protocol version {version}, mlfbuild speaks {VERSION}: rebuild it")
         if max_payload < MIN_PAYLOAD:
             raise RunError(f"the firmware announced a largest payload of {max_payload} bytes; "
                            f"the protocol needs at least {MIN_PAYLOAD}")
         self.max_payload = max_payload
-        return Hello(version, models, hz, max_payload, reply[10:].decode(errors="replace"))
+        return Hello(version, models, hz, max_payload, reply[struct.calcsize(HELLO_LAYOUT):].decode(errors="replace"))
 
     def ping(self, payload: bytes) -> bytes:
         return self.request("P", payload, "p")
 
-    def describe(self, model: int) -> tuple[list[int], list[int]]:
-        reply = self.request("D", bytes([model]), "d")
-        n_in, n_out = _unpack("<BB", reply, "describe")
-        sizes = list(_unpack(f"<{n_in + n_out}I", reply[2:], "describe"))
-        return sizes[:n_in], sizes[n_in:]
-
     def write_input(self, model: int, index: int, data: bytes) -> None:
-        chunk = self.max_payload - 6
+        chunk = self.max_payload - struct.calcsize(WRITE_LAYOUT)
         for offset in range(0, max(len(data), 1), chunk):
-            self.request("W", struct.pack("<BBI", model, index, offset) + data[offset:offset + chunk], "k")
+            self.request("W", struct.pack(WRITE_LAYOUT, model, index, offset) + data[offset:offset + chunk], "k")
 
     def run(self, model: int) -> RunReply:
         reply = self.request("X", bytes([model]), "x", long_running=True)
-        status, ticks, workspace, stack = _unpack("<iIII", reply, "inference")
-        return RunReply(status, ticks, workspace, stack, reply[16:].decode("ascii", "replace"))
+        status, ticks, workspace, stack = _unpack(RUN_LAYOUT, reply, "inference")
+        return RunReply(status, ticks, workspace, stack, reply[struct.calcsize(RUN_LAYOUT):].decode("ascii", "replace"))
 
     def read_output(self, model: int, index: int, nbytes: int) -> bytes:
         data = bytearray()
         chunk = self.max_payload
         while len(data) < nbytes:
             count = min(chunk, nbytes - len(data))
-            data += self.request("R", struct.pack("<BBIH", model, index, len(data), count), "o")
+            data += self.request("R", struct.pack(READ_LAYOUT, model, index, len(data), count), "o")
         return bytes(data)
 
     def quit(self, code: int = 0) -> None:
