@@ -38,17 +38,9 @@ DEFAULT_BOARD = "mps2-an386"
 
 KINDS = ("qemu", "host", "hardware")
 FLOAT_ABIS = ("soft", "softfp", "hard")
-# console.uart -> the C macros that select the driver in crt/src/platform_cortexm.c
-UART_KINDS = {
-    "cmsdk": ("MLFRT_UART_CMSDK",),  # Arm CMSDK APB UART (MPS2/MPS3)
-    "pl011": ("MLFRT_UART_PL011",),  # Arm PL011 (Stellaris, Musca)
-    "stm32": ("MLFRT_UART_STM32",),  # STM32 F1/F2/F4 USART (SR/DR layout)
-    "stm32f7": ("MLFRT_UART_STM32F7",),  # STM32 F7/L4/H7 USART (ISR/RDR/TDR layout)
-    "stm32-lpuart": ("MLFRT_UART_STM32F7", "MLFRT_UART_LPUART"),  # same registers, BRR = 256*clk/baud
-    "sercom": ("MLFRT_UART_SERCOM",),  # Microchip SAMD21/SAMD51 SERCOM in USART mode
-    "nrf": ("MLFRT_UART_NRF",),  # Nordic nRF51/nRF52 UART (not UARTE): TXD/RXD registers and events
-    "stdio": (),  # host: stdin/stdout
-}
+# console.uart: the UART peripheral families crt/ has a driver for (project/runtime.py maps each to
+# the macros that select it).
+UARTS = ("cmsdk", "pl011", "stm32", "stm32f7", "stm32-lpuart", "sercom", "nrf", "stdio")
 FLASH_METHODS = ("stm32-uart", "samba", "uf2", "mcuboot-serial", "pyocd", "openocd")
 # How the host puts the chip into its ROM bootloader (see crt/README.md, "Board files"):
 #   dtr-rts: DTR drives BOOT0 (asserted = high), RTS drives NRST (asserted = reset):
@@ -264,29 +256,6 @@ class Board:
         """Firmware exits through semihosting only under QEMU; real boards print `[[exit N]]`."""
         return self.is_emulated
 
-    def c_defines(self) -> list[str]:
-        """The -D flags crt/ needs for this board (see crt/README.md). Values contain no spaces,
-        quotes or braces, so they can go into a Makefile or a shell command unquoted."""
-        if self.is_host:
-            return ["-DMLFRT_HOST=1"]
-        assert self.timer is not None
-        c = self.console
-        out = [f"-D{macro}=1" for macro in UART_KINDS[c.uart]]
-        out += [f"-DMLFRT_UART_BASE=0x{c.base:08X}u", f"-DMLFRT_UART_BAUD={c.baud}u",
-                f"-DMLFRT_UART_CLOCK_HZ={c.clock_hz}u", f"-DMLFRT_SYSTICK_HZ={self.timer.systick_hz}u",
-                f"-DMLFRT_SEMIHOSTING={1 if self.semihosting else 0}"]
-        if c.init:
-            triples = ",".join(f"0x{w.addr:08X}u,0x{w.clear:08X}u,0x{w.set:08X}u" for w in c.init)
-            out.append(f"-DMLFRT_BOARD_INIT_WRITES={triples}")
-        return out
-
-    def crt_sources(self) -> list[str]:
-        """The crt/ C files (relative to the crt folder) a firmware for this board compiles."""
-        common = ["src/backend.c", "src/mlfrt_common.c", "src/func_registry.c"]
-        if self.is_host:
-            return common + ["src/platform_host.c"]
-        return common + ["src/startup_cortexm.c", "src/platform_cortexm.c", "src/newlib_syscalls.c"]
-
     def to_json(self) -> dict:
         out: dict[str, Any] = {"name": self.name, "description": self.description, "kind": self.kind}
         if self.aliases:
@@ -498,7 +467,7 @@ def _parse(path: Path, data: dict) -> Board:
 
     con = top.table("console")
     assert con is not None
-    uart = con.string("uart", choices=tuple(UART_KINDS))
+    uart = con.string("uart", choices=UARTS)
     assert uart is not None
     if host != (uart == "stdio"):
         con.fail(con.key("uart"), "'stdio' is the host console and the host's only one"

@@ -12,6 +12,7 @@ import pytest
 from mlfbuild import boards
 from mlfbuild.boards import DEFAULT_BOARD, Board, MemoryRegion, list_boards, load_board, load_board_file
 from mlfbuild.errors import BoardError, InvalidInputError
+from mlfbuild.project.runtime import UART_DRIVER_MACROS, crt_defines, crt_sources
 from mlfbuild.resources import data_dir
 
 QEMU_BOARDS = {"mps2-an386", "mps2-an385", "mps2-an500", "mps2-an505", "mps3-an547", "netduinoplus2",
@@ -102,19 +103,19 @@ def test_f4_sector_layout():
 
 
 def test_c_defines():
-    an386 = load_board("mps2-an386").c_defines()
+    an386 = crt_defines(load_board("mps2-an386"))
     assert an386 == ["-DMLFRT_UART_CMSDK=1", "-DMLFRT_UART_BASE=0x40004000u", "-DMLFRT_UART_BAUD=115200u",
                      "-DMLFRT_UART_CLOCK_HZ=25000000u", "-DMLFRT_SYSTICK_HZ=25000000u", "-DMLFRT_SEMIHOSTING=1"]
-    assert load_board("host").c_defines() == ["-DMLFRT_HOST=1"]
-    f746 = load_board("nucleo-f746zg").c_defines()
+    assert crt_defines(load_board("host")) == ["-DMLFRT_HOST=1"]
+    f746 = crt_defines(load_board("nucleo-f746zg"))
     assert "-DMLFRT_UART_STM32F7=1" in f746 and "-DMLFRT_SEMIHOSTING=0" in f746
     assert any(d.startswith("-DMLFRT_BOARD_INIT_WRITES=0x40023830u,") for d in f746)
-    assert "-DMLFRT_UART_LPUART=1" in load_board("nucleo-l4r5zi").c_defines()
+    assert "-DMLFRT_UART_LPUART=1" in crt_defines(load_board("nucleo-l4r5zi"))
     for board in list_boards():
-        for define in board.c_defines():
+        for define in crt_defines(board):
             assert not re.search(r"[\s'\"{}]", define), define  # safe unquoted in make and sh
         crt = data_dir("crt")
-        assert all((crt / src).is_file() for src in board.crt_sources())
+        assert all((crt / src).is_file() for src in crt_sources(board))
 
 
 def test_to_json_round_trips_the_data():
@@ -245,7 +246,8 @@ def test_boards_are_frozen():
     with pytest.raises(Exception):
         board.name = "x"  # type: ignore[misc]
     assert isinstance(board, Board)
-    assert boards.UART_KINDS.keys() >= {"cmsdk", "pl011", "stm32", "stm32f7", "stdio"}
+    assert set(boards.UARTS) >= {"cmsdk", "pl011", "stm32", "stm32f7", "stdio"}
+    assert set(UART_DRIVER_MACROS) == set(boards.UARTS)  # every UART a board may name has a driver
 
 
 # ------------------------------------------------------------------------------------------------

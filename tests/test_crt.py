@@ -24,6 +24,7 @@ import jinja2
 import pytest
 
 from mlfbuild.boards import Board, load_board
+from mlfbuild.project.runtime import crt_defines, crt_sources
 from mlfbuild.resources import data_dir
 
 REPO = Path(__file__).resolve().parents[1]
@@ -365,8 +366,8 @@ def build_smoke(board: Board, out: Path, extra_defines: tuple[str, ...] = ()) ->
     exe = out / ("smoke" if board.is_host else "smoke.elf")
     cc = need("gcc") if board.is_host else need("arm-none-eabi-gcc")
     cmd = [cc, *board.cflags, "-std=c11", "-O2", "-g", "-ffunction-sections", "-fdata-sections", *WARNINGS,
-           "-I", str(CRT / "include"), *board.c_defines(), *extra_defines, f'-DSMOKE_BOARD="{board.name}"',
-           *(str(CRT / src) for src in board.crt_sources()), str(SMOKE_SRC)]
+           "-I", str(CRT / "include"), *crt_defines(board), *extra_defines, f'-DSMOKE_BOARD="{board.name}"',
+           *(str(CRT / src) for src in crt_sources(board)), str(SMOKE_SRC)]
     if not board.is_host:
         cmd += ["-T", str(render_linker_script(board, out / "linker.ld")), "-nostartfiles", "--specs=nano.specs",
                 "-Wl,--gc-sections", f"-Wl,-Map={out / 'smoke.map'}"]
@@ -517,8 +518,8 @@ def test_ram_overflow_is_reported_by_the_linker(tmp_path):
     script = tmp_path / "linker.ld"
     script.write_text(env.get_template("linker.ld.j2").render(board=board, stack_bytes=0x10000, heap_bytes=0))
     result = subprocess.run([gcc, *board.cflags, "-std=c11", "-O2", "-ffunction-sections", "-fdata-sections",
-                             "-I", str(CRT / "include"), *board.c_defines(),
-                             *(str(CRT / src) for src in board.crt_sources()), str(SMOKE_SRC), "-T", str(script),
+                             "-I", str(CRT / "include"), *crt_defines(board),
+                             *(str(CRT / src) for src in crt_sources(board)), str(SMOKE_SRC), "-T", str(script),
                              "-nostartfiles", "--specs=nano.specs", "-Wl,--gc-sections", "-o", str(tmp_path / "x.elf")],
                             capture_output=True, text=True)
     assert result.returncode != 0
