@@ -406,6 +406,7 @@ def _flashing_extras(f: _Table, memory: Memory) -> dict:
 
 
 def _parse(path: Path, data: dict) -> Board:
+    """A board file's data, checked section by section; each section is read by one function below."""
     top = _Table(path, "", data)
     name = top.string("name")
     assert name is not None
@@ -417,56 +418,81 @@ def _parse(path: Path, data: dict) -> Board:
     aliases = _aliases(top, name)
     kind = top.string("kind", choices=KINDS)
     assert description is not None and kind is not None
-    host = kind == "host"
 
-    cpu = memory = timer = qemu = flashing = None
-    if host:
+    cpu = memory = timer = None
+    if kind == "host":
         for section in ("cpu", "memory", "timer"):
             top.forbid(section, "for kind = host")
     else:
-        c = top.table("cpu", why=f"for kind = {kind}")
-        assert c is not None
-        core = c.string("core")
-        cflags = c.strings("cflags")
-        float_abi = c.string("float_abi", choices=FLOAT_ABIS)
-        elf_machine = c.string("elf_machine")
-        c.done()
-        assert core and cflags is not None and float_abi and elf_machine
-        if not cflags:
-            c.fail(c.key("cflags"), "must not be empty")
-        for flag in cflags:
-            # Flags land in a Makefile recipe: plain compiler options only, nothing a shell would act on.
-            if not re.fullmatch(r"-[A-Za-z0-9_=.+,:/-]+", flag):
-                c.fail(c.key("cflags"), f"'{flag}' is not a plain compiler option")
-            if flag.startswith("-mfloat-abi=") and flag.split("=", 1)[1] != float_abi:
-                c.fail(c.key("cflags"), f"'{flag}' contradicts float_abi = '{float_abi}'")
-        cpu = Cpu(core, cflags, float_abi, elf_machine)
+        cpu = _cpu(_section(top, "cpu", kind))
+        memory = _memory(_section(top, "memory", kind))
+        timer = _timer(_section(top, "timer", kind))
+    console_table = top.table("console")
+    assert console_table is not None
+    console = _console(console_table, host=kind == "host")
+    qemu = flashing = None
+    if kind == "qemu":
+        qemu = _qemu(_section(top, "qemu", kind))
+    else:
+        top.forbid("qemu", f"for kind = {kind} (only kind = qemu)")
+    if kind == "hardware":
+        assert memory is not None
+        flashing = _flashing(_section(top, "flashing", kind), memory)
+    else:
+        top.forbid("flashing", f"for kind = {kind} (only kind = hardware)")
+    top.done()
+    return Board(name=name, description=description, kind=kind, console=console, cpu=cpu,
+                 memory=memory, timer=timer, qemu=qemu, flashing=flashing, aliases=aliases, source=path)
 
-        m = top.table("memory", why=f"for kind = {kind}")
-        assert m is not None
-        flash = _region(m, "flash")
-        ram = _region(m, "ram")
-        stack_bytes = m.integer("stack_bytes", minimum=256)
-        heap_bytes = m.integer("heap_bytes")
-        m.done()
-        assert stack_bytes is not None and heap_bytes is not None
-        if stack_bytes % 8:
-            m.fail(m.key("stack_bytes"), f"must be a multiple of 8, got {stack_bytes}")
-        if flash.origin < ram.end and ram.origin < flash.end:
-            m.fail(m.key("ram"), "overlaps memory.flash")
-        if stack_bytes + heap_bytes > ram.length:
-            m.fail(m.key("stack_bytes"), "stack_bytes + heap_bytes exceed memory.ram.length")
-        memory = Memory(flash, ram, stack_bytes, heap_bytes)
 
-        t = top.table("timer", why=f"for kind = {kind}")
-        assert t is not None
-        systick_hz = t.integer("systick_hz", minimum=1000)
-        t.done()
-        assert systick_hz is not None
-        timer = Timer(systick_hz)
+def _section(top: _Table, name: str, kind: str) -> _Table:
+    section = top.table(name, why=f"for kind = {kind}")
+    assert section is not None
+    return section
 
-    con = top.table("console")
-    assert con is not None
+
+def _cpu(c: _Table) -> Cpu:
+    core = c.string("core")
+    cflags = c.strings("cflags")
+    float_abi = c.string("float_abi", choices=FLOAT_ABIS)
+    elf_machine = c.string("elf_machine")
+    c.done()
+    assert core and cflags is not None and float_abi and elf_machine
+    if not cflags:
+        c.fail(c.key("cflags"), "must not be empty")
+    for flag in cflags:
+        # Flags land in a Makefile recipe: plain compiler options only, nothing a shell would act on.
+        if not re.fullmatch(r"-[A-Za-z0-9_=.+,:/-]+", flag):
+            c.fail(c.key("cflags"), f"'{flag}' is not a plain compiler option")
+        if flag.startswith("-mfloat-abi=") and flag.split("=", 1)[1] != float_abi:
+            c.fail(c.key("cflags"), f"'{flag}' contradicts float_abi = '{float_abi}'")
+    return Cpu(core, cflags, float_abi, elf_machine)
+
+
+def _memory(m: _Table) -> Memory:
+    flash = _region(m, "flash")
+    ram = _region(m, "ram")
+    stack_bytes = m.integer("stack_bytes", minimum=256)
+    heap_bytes = m.integer("heap_bytes")
+    m.done()
+    assert stack_bytes is not None and heap_bytes is not None
+    if stack_bytes % 8:
+        m.fail(m.key("stack_bytes"), f"must be a multiple of 8, got {stack_bytes}")
+    if flash.origin < ram.end and ram.origin < flash.end:
+        m.fail(m.key("ram"), "overlaps memory.flash")
+    if stack_bytes + heap_bytes > ram.length:
+        m.fail(m.key("stack_bytes"), "stack_bytes + heap_bytes exceed memory.ram.length")
+    return Memory(flash, ram, stack_bytes, heap_bytes)
+
+
+def _timer(t: _Table) -> Timer:
+    systick_hz = t.integer("systick_hz", minimum=1000)
+    t.done()
+    assert systick_hz is not None
+    return Timer(systick_hz)
+
+
+def _console(con: _Table, host: bool) -> Console:
     uart = con.string("uart", choices=UARTS)
     assert uart is not None
     if host != (uart == "stdio"):
@@ -475,71 +501,61 @@ def _parse(path: Path, data: dict) -> Board:
     if host:
         for key in ("base", "baud", "clock_hz", "init"):
             con.forbid(key, "for the stdio console")
-        console = Console(uart)
-    else:
-        base = con.integer("base")
-        baud = con.integer("baud", minimum=300, maximum=20_000_000)
-        clock_hz = con.integer("clock_hz", minimum=1)
-        writes = []
-        for w in con.tables("init"):
-            addr, clear, set_ = w.integer("addr"), w.integer("clear"), w.integer("set")
-            w.done()
-            assert addr is not None and clear is not None and set_ is not None
-            if addr % 4:
-                w.fail(w.key("addr"), f"0x{addr:08X} is not 4-byte aligned")
-            writes.append(RegisterWrite(addr, clear, set_))
-        assert base is not None and baud is not None and clock_hz is not None
-        if base % 4:
-            con.fail(con.key("base"), f"0x{base:08X} is not 4-byte aligned")
-        console = Console(uart, base, baud, clock_hz, tuple(writes))
+        con.done()
+        return Console(uart)
+    base = con.integer("base")
+    baud = con.integer("baud", minimum=300, maximum=20_000_000)
+    clock_hz = con.integer("clock_hz", minimum=1)
+    writes = []
+    for w in con.tables("init"):
+        addr, clear, set_ = w.integer("addr"), w.integer("clear"), w.integer("set")
+        w.done()
+        assert addr is not None and clear is not None and set_ is not None
+        if addr % 4:
+            w.fail(w.key("addr"), f"0x{addr:08X} is not 4-byte aligned")
+        writes.append(RegisterWrite(addr, clear, set_))
+    assert base is not None and baud is not None and clock_hz is not None
+    if base % 4:
+        con.fail(con.key("base"), f"0x{base:08X} is not 4-byte aligned")
     con.done()
+    return Console(uart, base, baud, clock_hz, tuple(writes))
 
-    if kind == "qemu":
-        q = top.table("qemu", why="for kind = qemu")
-        assert q is not None
-        machine = q.string("machine")
-        extra = q.strings("extra_args", required=False) or ()
-        q.done()
-        assert machine
-        qemu = Qemu(machine, extra)
-    else:
-        top.forbid("qemu", f"for kind = {kind} (only kind = qemu)")
 
-    if kind == "hardware":
-        f = top.table("flashing", why="for kind = hardware")
-        assert f is not None and memory is not None
-        method = f.string("method", choices=FLASH_METHODS)
-        address = f.integer("address")
-        reset = f.string("reset", choices=RESET_METHODS)
-        fbaud = f.integer("baud", required=False, minimum=1200, maximum=1_000_000)
-        chip_id = f.integer("chip_id", required=False)
-        notes = f.string("notes", required=False) or ""
-        extras = _flashing_extras(f, memory)
-        if method == "stm32-uart" and not f.has("sectors"):
-            f.get("sectors", why="to know the flash erase layout")  # raises
-        groups = []
-        for s in f.tables("sectors"):
-            count, size = s.integer("count", minimum=1), s.integer("size", minimum=1)
-            s.done()
-            assert count is not None and size is not None
-            groups.append(FlashSectors(count, size))
-        f.done()
-        assert method and reset and address is not None
-        if f.has("sectors") and not groups:
-            f.fail(f.key("sectors"), "must list at least one {count, size} group")
-        if not memory.flash.contains(address):
-            f.fail(f.key("address"), f"0x{address:08X} is outside memory.flash")
-        total = sum(g.count * g.size for g in groups)
-        if groups and address + total != memory.flash.end:
-            f.fail(f.key("sectors"), f"cover 0x{total:X} bytes from 0x{address:08X}, "
-                                     f"but memory.flash ends at 0x{memory.flash.end:08X}")
-        flashing = Flashing(method, address, reset, tuple(groups), fbaud or 115200, chip_id, notes, **extras)
-    else:
-        top.forbid("flashing", f"for kind = {kind} (only kind = hardware)")
+def _qemu(q: _Table) -> Qemu:
+    machine = q.string("machine")
+    extra = q.strings("extra_args", required=False) or ()
+    q.done()
+    assert machine
+    return Qemu(machine, extra)
 
-    top.done()
-    return Board(name=name, description=description, kind=kind, console=console, cpu=cpu,
-                 memory=memory, timer=timer, qemu=qemu, flashing=flashing, aliases=aliases, source=path)
+
+def _flashing(f: _Table, memory: Memory) -> Flashing:
+    method = f.string("method", choices=FLASH_METHODS)
+    address = f.integer("address")
+    reset = f.string("reset", choices=RESET_METHODS)
+    baud = f.integer("baud", required=False, minimum=1200, maximum=1_000_000)
+    chip_id = f.integer("chip_id", required=False)
+    notes = f.string("notes", required=False) or ""
+    extras = _flashing_extras(f, memory)
+    if method == "stm32-uart" and not f.has("sectors"):
+        f.get("sectors", why="to know the flash erase layout")  # raises
+    groups = []
+    for s in f.tables("sectors"):
+        count, size = s.integer("count", minimum=1), s.integer("size", minimum=1)
+        s.done()
+        assert count is not None and size is not None
+        groups.append(FlashSectors(count, size))
+    f.done()
+    assert method and reset and address is not None
+    if f.has("sectors") and not groups:
+        f.fail(f.key("sectors"), "must list at least one {count, size} group")
+    if not memory.flash.contains(address):
+        f.fail(f.key("address"), f"0x{address:08X} is outside memory.flash")
+    total = sum(g.count * g.size for g in groups)
+    if groups and address + total != memory.flash.end:
+        f.fail(f.key("sectors"), f"cover 0x{total:X} bytes from 0x{address:08X}, "
+                                 f"but memory.flash ends at 0x{memory.flash.end:08X}")
+    return Flashing(method, address, reset, tuple(groups), baud or 115200, chip_id, notes, **extras)
 
 
 def _aliases(top: _Table, name: str) -> tuple[str, ...]:
