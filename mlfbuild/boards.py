@@ -1,7 +1,7 @@
 """Boards as data: one TOML file per board in boards/, validated into frozen dataclasses.
 
 This module knows board files and their schema, nothing about models. The schema is
-documented in crt/README.md ("Board files"); in short:
+documented in boards/README.md (and boards/board.schema.json); in short:
 
     name, description, kind                       kind = qemu | host | hardware
     aliases                                       other names of the same board (Zephyr, PlatformIO)
@@ -42,7 +42,7 @@ FLOAT_ABIS = ("soft", "softfp", "hard")
 # the macros that select it).
 UARTS = ("cmsdk", "pl011", "stm32", "stm32f7", "stm32-lpuart", "sercom", "nrf", "stdio")
 FLASH_METHODS = ("stm32-uart", "samba", "uf2", "mcuboot-serial", "pyocd", "openocd")
-# How the host puts the chip into its ROM bootloader (see crt/README.md, "Board files"):
+# How the host puts the chip into its ROM bootloader (see boards/README.md):
 #   dtr-rts: DTR drives BOOT0 (asserted = high), RTS drives NRST (asserted = reset):
 #            DTR on, RTS on, 100 ms, RTS off, 100 ms, DTR off, then 0x7F;
 #            to start the program afterwards: DTR off, RTS on, 100 ms, RTS off.
@@ -585,7 +585,12 @@ def load_board_file(path: Path) -> Board:
         raise BoardError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except tomllib.TOMLDecodeError as exc:
         raise BoardError(f"{path}: invalid TOML: {str(exc).splitlines()[0]}") from None
-    return _parse(path, data)
+    return board_from_data(path, data)
+
+
+def board_from_data(path: Path, data: dict) -> Board:
+    """Validate a board file's parsed TOML (`path` names it in messages and gives the expected name)."""
+    return _parse(Path(path), data)
 
 
 def boards_dir() -> Path:

@@ -36,7 +36,7 @@ def crt_sources(board: Board) -> list[str]:
 
 
 def crt_defines(board: Board) -> list[str]:
-    """The -D flags crt/ needs for `board` (crt/README.md, "Board files"). Values contain no spaces,
+    """The -D flags crt/ needs for `board` (crt/README.md, "Macros per board"). Values contain no spaces,
     quotes or braces, so they can go into a Makefile or a shell command unquoted."""
     if board.is_host:
         return ["-DMLFRT_HOST=1"]
