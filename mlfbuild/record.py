@@ -137,6 +137,17 @@ def measured_peaks(folder: Path) -> dict[str, int] | None:
     return peaks or None
 
 
+def measured_profiles(folder: Path) -> list[dict]:
+    """The per-operator profiles of the last `run --profile` of this build: one
+    {"model", "instructions", "rows"} per model that has one (rows as run.json gives them)."""
+    try:
+        models = json.loads((Path(folder) / RUN_RECORD).read_text())["models"]
+        return [{"model": str(m["name"]), "instructions": m.get("instructions"), "rows": [r for r in m["profile"] if isinstance(r, dict)]}
+                for m in models if m.get("profile")]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return []
+
+
 def forget_previous_build(folder: Path) -> None:
     """Remove the files a previous build left, so that a failed build cannot leave stale ones that
     look current."""

@@ -53,3 +53,30 @@ def test_host_run_says_profile_is_not_available(build_firmware):
     data = json.loads(result.stdout)
     assert "not available on host" in data["profile_note"]
     assert all(m["instructions"] is None and m["profile"] == [] for m in data["models"])
+
+
+@pytest.mark.qemu
+def test_the_size_report_shows_the_last_runs_profile(build_firmware, fixtures_dir, tmp_path):
+    out = build_firmware(fixtures_dir / "tvm-0.13" / "kws_graph_c.tar", "mps2-an386")
+    run = _cli("run", str(out), "--profile", "--json")
+    assert run.returncode == 0, run.stderr
+    rows = json.loads(run.stdout)["models"][0]["profile"]
+    report = tmp_path / "size.html"
+    sized = _cli("size", str(out), "--json", "--html", str(report))
+    assert sized.returncode == 0, sized.stderr
+    assert json.loads(sized.stdout)["profiles"] == [{"model": "default", "instructions": json.loads(run.stdout)[
+        "models"][0]["instructions"], "rows": rows}]
+    page = report.read_text()
+    assert "Per-operator profile: default" in page and rows[0]["function"] in page
+
+
+def test_a_damaged_profile_in_run_json_is_shown_as_far_as_it_goes(tmp_path):
+    from mlfbuild import record
+    from mlfbuild.size.html import _profiles
+    (tmp_path / "run.json").write_text(json.dumps({"models": [
+        {"name": "m", "instructions": "many", "profile": [7, {"function": "<f>", "calls": "x", "share": None}]},
+        {"name": "n", "profile": []}]}))
+    profiles = record.measured_profiles(tmp_path)
+    assert profiles == [{"model": "m", "instructions": "many", "rows": [{"function": "<f>", "calls": "x", "share": None}]}]
+    html = "".join(_profiles(profiles))
+    assert "&lt;f&gt;" in html and "<f>" not in html and "—" in html

@@ -60,10 +60,14 @@ class RunCommand(Command):
                                timeout=args.timeout, seed=args.seed, transport=transport,
                                progress=None if args.json else RepeatProgress())
             board = record.load(build_dir).board
+            profile = finish(result) if finish else None
+            if profile is not None:  # run.json keeps the profile too, for `mlfbuild size`
+                from ..run.profile import with_profile
+                warning = record.write_run(build_dir, with_profile(result.to_json(), profile))
+                result.warnings += [warning] if warning and warning not in result.warnings else []
         result.target = str(args.target if build_dir != args.target and not args.output else build_dir)
-        if finish:
+        if profile is not None:
             from ..run.profile import format_profile, with_profile
-            profile = finish(result)
             print(json.dumps(with_profile(result.to_json(), profile), indent=2, sort_keys=True) if args.json
                   else coloured_verdict(format_run(result)) + "\n" + format_profile(profile))
         else:

@@ -39,7 +39,8 @@ class SizeCommand(Command):
         apply_project_file(args, self.name)
         elf, build = record.load_for_elf(args.target)
         report = size_report(elf, build.data, budget_flash=args.budget_flash, budget_ram=args.budget_ram,
-                             measured=record.measured_peaks(elf.parent))
+                             measured=record.measured_peaks(elf.parent),
+                             profiles=record.measured_profiles(elf.parent))
         if args.html:
             write_file(args.html, report.format_html())
         if args.diff:

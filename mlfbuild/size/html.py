@@ -230,10 +230,33 @@ def format_html(report: SizeReport) -> str:
             out.append(f"<tr><td>{_e(row['label'])}</td><td>{row['measured']:,}</td><td>{_e(_n(row.get('static')))}</td>"
                        f"<td>{_e(str(row['percent']) + ' %' if row.get('percent') is not None else '—')}</td></tr>")
         out.append("</table>")
+    out.extend(_profiles(report.profiles))
     for note in report.notes:
         out.append(f'<p class="note">note: {_e(note)}</p>')
     out.append(f"<script>{_SCRIPT}</script></body></html>")
     return "\n".join(out) + "\n"
+
+
+def _profiles(profiles: list[dict]) -> list[str]:
+    """The last `run --profile`: per model, each operator function in call order."""
+    out = []
+    for profile in profiles:
+        total = profile.get("instructions")
+        head = f"{_count(total)} instructions per inference (QEMU)" if isinstance(total, int) else "last run"
+        out.append(f"<h2>Per-operator profile: {_e(profile['model'])}</h2><p class='note'>{_e(head)}</p>")
+        out.append("<table><tr><th>calls</th><th>instructions</th><th>share</th><th class='l'>function</th></tr>")
+        for row in profile["rows"]:
+            share = row.get("share")
+            out.append(f"<tr><td>{_count(row.get('calls'))}</td><td>{_count(row.get('instructions'))}</td>"
+                       f"<td>{_e(f'{100 * share:.2f} %' if isinstance(share, (int, float)) else '—')}</td>"
+                       f"<td class='l'>{_e(row.get('function'))}</td></tr>")
+        out.append("</table>")
+    return out
+
+
+def _count(value) -> str:
+    """A count read back from run.json: shown when it is one, a dash otherwise."""
+    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else "—"
 
 
 def _n(value) -> str:

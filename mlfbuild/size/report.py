@@ -135,6 +135,7 @@ class SizeReport:
     warnings: list[str]
     notes: list[str]
     stack: dict | None = None  # static bound, reserve and the last run's measured peak (Cortex-M builds)
+    profiles: list[dict] = field(default_factory=list)  # the last `run --profile`, per model (run.json's rows)
 
     # --- views ---
     def categories(self) -> list[dict]:
@@ -192,6 +193,7 @@ class SizeReport:
             "symbols": [i.to_json() for i in sorted(self.items, key=lambda i: (-(i.flash + i.ram), i.key))],
             "measured": self.measured,
             "stack": self.stack,
+            "profiles": self.profiles,
             "warnings": self.warnings,
             "notes": self.notes,
         }
@@ -230,7 +232,7 @@ def board_regions(record: dict) -> dict[str, Region] | None:
 
 
 def size_report(elf: Path, record: dict, *, budget_flash: int | None = None, budget_ram: int | None = None,
-                measured: dict[str, int] | None = None) -> SizeReport:
+                measured: dict[str, int] | None = None, profiles: list[dict] | None = None) -> SizeReport:
     """Attribute every byte of `elf` (flash and RAM) and join it with the model and board in
     `record` (build.json). Never raises for a budget: call `raise_if_over_budget()`."""
     if not isinstance(record, dict):
@@ -239,7 +241,9 @@ def size_report(elf: Path, record: dict, *, budget_flash: int | None = None, bud
     image = load_elf(Path(elf), regions)
     place_unplaced(image.symbols, read_link_map(Path(elf).with_suffix(".map")))
     try:
-        return _report(image, record, regions, budget_flash, budget_ram, measured)
+        report = _report(image, record, regions, budget_flash, budget_ram, measured)
+        report.profiles = list(profiles or [])
+        return report
     except ELFError as exc:  # section contents that the headers promise but the file lacks
         raise InvalidInputError(f"{elf}: not a readable ELF image ({exc})") from None
     finally:
