@@ -12,13 +12,45 @@ from __future__ import annotations
 
 import functools
 import os
+import signal
+import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
 import pytest
 
+REPO = Path(__file__).resolve().parents[1]
 FIXTURES_ENV = "MLFBUILD_FIXTURES"
 THIRD_PARTY_ENV = "MLFBUILD_THIRD_PARTY"
+
+
+def cli(*args: str, cwd: Path = REPO, env: dict | None = None, timeout: float | None = None,
+        stdin=None) -> subprocess.CompletedProcess:
+    """`python -m mlfbuild ARGS` as a user runs it: its own process, output captured as text."""
+    return subprocess.run([sys.executable, "-m", "mlfbuild", *args], capture_output=True, text=True, cwd=cwd,
+                          env=env, timeout=timeout, stdin=stdin)
+
+
+@pytest.fixture(autouse=True)
+def _deadline(request):
+    """A test marked `deadline(seconds)` fails with TimeoutError instead of hanging past it
+    (SIGALRM: for tests that talk to ports and processes that might never answer)."""
+    marker = request.node.get_closest_marker("deadline")
+    if marker is None:
+        yield
+        return
+    seconds = marker.args[0]
+
+    def expire(*_):
+        raise TimeoutError(f"test took longer than {seconds} s")
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def fixtures_path() -> Path:
@@ -90,9 +122,11 @@ def entry_id(item: tuple[str, dict]) -> str:
 
 
 @pytest.fixture(scope="session")
-def build_firmware(tmp_path_factory):
+def build_firmware(tmp_path_factory, _tool_use_log):
     """build_firmware(mlf, board, **ProjectOptions) → build folder; each combination is built once
-    per session (our code with -Werror), so build and run tests share the work."""
+    per session (our code with -Werror), so build and run tests share the work. A test that gets a
+    cross-compiled build counts as using the cross compiler even when another test built it first,
+    so its `cross` mark is checked whatever order the tests run in."""
     from mlfbuild.build import build
     from mlfbuild.project import ProjectOptions
 
@@ -101,6 +135,8 @@ def build_firmware(tmp_path_factory):
 
     def get(mlf: Path, board: str, **options) -> Path:
         key = (str(mlf), board, tuple(sorted(options.items())))
+        if board != "host":
+            _note_tool_use(_tool_use_log, "arm-none-eabi-gcc")
         if key not in cache:
             out = root / f"{len(cache)}-{Path(mlf).name.split('.')[0]}-{board}"
             build(Path(mlf), board, out, options=ProjectOptions(werror=True, **options), jobs=2)
@@ -190,6 +226,12 @@ def _tool_use_log(tmp_path_factory) -> Path | None:
         wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
     os.environ["PATH"] = f"{folder}{os.pathsep}{os.environ.get('PATH', '')}"
     return log
+
+
+def _note_tool_use(log: Path, tool: str) -> None:
+    test = os.environ.get("PYTEST_CURRENT_TEST", "").split(" (")[0]
+    with open(log, "a") as stream:
+        stream.write(f"{test}|{tool}\n")
 
 
 @pytest.fixture(autouse=True)

@@ -27,8 +27,8 @@ from hypothesis import strategies as st
 
 from mlfbuild.errors import ArchiveError, InvalidInputError
 from mlfbuild.mlf.archive import DEFAULT_MAX_TOTAL_BYTES, sha256_of, unpack
+from conftest import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 MTIME = 1767225600
 MiB = 1024 * 1024
 GiB = 1024 * MiB

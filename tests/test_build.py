@@ -12,18 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from conftest import entry_id, fixture_boards
+from conftest import REPO, cli, entry_id, fixture_boards
 from mlfbuild.build import build
-from mlfbuild.errors import BuildError, InvalidInputError, OverBudgetError
+from mlfbuild.errors import InvalidInputError, OverBudgetError
 from mlfbuild.project import ProjectOptions
 
-REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "examples" / "tiny_aot.tar"
 
 
-def _cli(*args: str, cwd: Path = REPO, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "mlfbuild", *args], capture_output=True, text=True, cwd=cwd,
-                          env=env)
 
 
 # The fixtures that must not build (producer defects, Cortex-M objects on the host) have failure tests
@@ -115,7 +111,7 @@ def test_a_rebuild_into_a_used_folder_equals_a_fresh_build(case, fixtures_dir, t
 
     build_into("used", first)
     rebuilt = build_into("used", second)
-    fresh = build_into("fresh", second)
+    build_into("fresh", second)
     assert rebuilt.make.compiled, "the changed input recompiled nothing"
     for name in ("firmware.elf", "firmware.bin", "firmware.hex"):
         if (tmp_path / "fresh" / name).exists() or (tmp_path / "used" / name).exists():
@@ -172,17 +168,17 @@ def test_build_log_and_warning_summary(tmp_path):
     files = TinyModel().files()
     files["codegen/host/src/tiny_lib1.c"] += b"\nint tiny_unused_check(int status) { switch (!status) { case 0: return 1; case -1: return 2; } return 0; }\n"
     mlf = tar_tree(files, tmp_path / "warned.tar")
-    result = _cli("build", str(mlf), "-o", str(tmp_path / "o"))
+    result = cli("build", str(mlf), "-o", str(tmp_path / "o"))
     assert result.returncode == 0, result.stderr
     log = (tmp_path / "o" / "build.log").read_text()
     assert "CC   model/codegen/host/src/tiny_lib1.c" in log and "-Wswitch-bool" in log
     summary = [line for line in result.stderr.splitlines() if "compiler warning(s) in the model's code" in line]
     assert len(summary) == 1 and "1x switch condition has boolean value [-Wswitch-bool]" in summary[0]
     assert "build.log" in summary[0]
-    verbose = _cli("build", str(mlf), "-v", "-o", str(tmp_path / "v"))
+    verbose = cli("build", str(mlf), "-v", "-o", str(tmp_path / "v"))
     assert "warning: switch condition has boolean value" in verbose.stderr
     files["codegen/host/src/tiny_lib1.c"] += b"\nthis is not C;\n"
-    broken = _cli("build", str(tar_tree(files, tmp_path / "broken.tar")), "-o", str(tmp_path / "o"))
+    broken = cli("build", str(tar_tree(files, tmp_path / "broken.tar")), "-o", str(tmp_path / "o"))
     assert broken.returncode == 4 and f"full log: {tmp_path / 'o' / 'build.log'}" in broken.stderr
     assert "this is not C" in (tmp_path / "o" / "build.log").read_text()
     # The failed rebuild left nothing that describes the previous firmware as if it were this one.
@@ -196,6 +192,7 @@ def test_our_code_is_warning_free(tmp_path):
         assert "warning" not in result.make.log.lower(), result.make.log
 
 
+@pytest.mark.cross
 def test_graph_firmware_keeps_weights_in_flash(build_firmware, fixtures_dir):
     from elftools.elf.elffile import ELFFile
 
@@ -220,7 +217,7 @@ def test_graph_firmware_keeps_weights_in_flash(build_firmware, fixtures_dir):
 
 
 def test_v5_defect_fails_before_linking(fixtures_dir, tmp_path):
-    result = _cli("build", str(fixtures_dir / "tvm-0.8" / "mlp_aot_c_unpacked_nolinkparams.tar"), "-o", str(tmp_path / "o"))
+    result = cli("build", str(fixtures_dir / "tvm-0.8" / "mlp_aot_c_unpacked_nolinkparams.tar"), "-o", str(tmp_path / "o"))
     assert result.returncode == 3
     assert "tvmgen_mlp_run_model" in result.stderr and "link-params" in result.stderr
     assert not (tmp_path / "o" / "project" / "build").exists()
@@ -232,14 +229,14 @@ def test_llvm_objects_that_do_not_match_the_board(fixtures_dir, tmp_path):
         build(mlf, "mps2-an385", tmp_path / "m3")  # Cortex-M3: no FPU, no DSP
     with pytest.raises(InvalidInputError, match="cannot run on the host"):
         build(mlf, "host", tmp_path / "host")
-    result = _cli("build", str(mlf), "--board", "mps2-an385", "-o", str(tmp_path / "cli"))
+    result = cli("build", str(mlf), "--board", "mps2-an385", "-o", str(tmp_path / "cli"))
     assert result.returncode == 3 and len(result.stderr.strip().splitlines()) == 1
 
 
 @pytest.mark.parametrize("board", ["host", "mps2-an385"])
 def test_dsp_intrinsics_are_refused_on_cores_without_dsp(board, fixtures_dir, tmp_path):
     """TVM's arm_cpu micro-kernels call ACLE DSP intrinsics: refused before compiling, exit 3."""
-    result = _cli("build", str(fixtures_dir / "tvm-0.18" / "kws_aot_c_cm4_usmp.tar"), "--board", board,
+    result = cli("build", str(fixtures_dir / "tvm-0.18" / "kws_aot_c_cm4_usmp.tar"), "--board", board,
                   "-o", str(tmp_path / "o"))
     assert result.returncode == 3 and len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert "DSP intrinsics" in result.stderr and "cortex-m4" in result.stderr
@@ -247,12 +244,12 @@ def test_dsp_intrinsics_are_refused_on_cores_without_dsp(board, fixtures_dir, tm
 
 
 def test_llvm_micro_kernel_defect_is_explained(fixtures_dir, tmp_path):
-    result = _cli("build", str(fixtures_dir / "tvm-0.13" / "kws_aot_llvm_cm4_packed.tar"), "-o", str(tmp_path / "o"))
+    result = cli("build", str(fixtures_dir / "tvm-0.13" / "kws_aot_llvm_cm4_packed.tar"), "-o", str(tmp_path / "o"))
     assert result.returncode == 3 and "micro-kernels" in result.stderr
 
 
 def test_missing_toolchain_exits_4(tmp_path):
-    result = _cli("build", str(EXAMPLE), "--toolchain-prefix", "no-such-arch-", "-o", str(tmp_path / "o"))
+    result = cli("build", str(EXAMPLE), "--toolchain-prefix", "no-such-arch-", "-o", str(tmp_path / "o"))
     assert result.returncode == 4
     assert "no-such-arch-gcc" in result.stderr and "not found" in result.stderr
 
@@ -264,7 +261,7 @@ def test_compiler_error_is_one_readable_line(tmp_path):
     files = TinyModel().files()
     files["codegen/host/src/tiny_lib1.c"] += b"\nthis is not C;\n"
     mlf = tar_tree(files, tmp_path / "broken.tar")
-    result = _cli("build", str(mlf), "-o", str(tmp_path / "o"))
+    result = cli("build", str(mlf), "-o", str(tmp_path / "o"))
     assert result.returncode == 4
     assert "compilation failed" in result.stderr and "tiny_lib1.c" in result.stderr
     assert "Traceback" not in result.stderr
@@ -275,7 +272,7 @@ def test_model_too_big_for_the_board_exits_5(fixtures_dir, tmp_path):
     mlf = fixtures_dir / "tvm-0.13" / "kws_aot_c_unpacked_usmp.tar"  # ~100 KB workspace, 64 KB RAM board
     with pytest.raises(OverBudgetError):
         build(mlf, "lm3s6965evb", tmp_path / "small")
-    result = _cli("build", str(mlf), "--board", "lm3s6965evb", "-o", str(tmp_path / "cli"))
+    result = cli("build", str(mlf), "--board", "lm3s6965evb", "-o", str(tmp_path / "cli"))
     assert result.returncode == 5
     first = next(line for line in result.stderr.splitlines() if line.startswith("mlfbuild: error:"))
     # One number per region, the size report's (the linker counts its own way): the table's numbers.
@@ -286,11 +283,11 @@ def test_model_too_big_for_the_board_exits_5(fixtures_dir, tmp_path):
 
 
 def test_unknown_board_and_bad_board_file(tmp_path):
-    result = _cli("build", str(EXAMPLE), "--board", "no-such-board", "-o", str(tmp_path / "o"))
+    result = cli("build", str(EXAMPLE), "--board", "no-such-board", "-o", str(tmp_path / "o"))
     assert result.returncode == 3 and "mps2-an386" in result.stderr
     bad = tmp_path / "mine.toml"
     bad.write_text('name = "mine"\nkind = "qemu"\n')
-    result = _cli("build", str(EXAMPLE), "--board", "mine", "--board-file", str(bad), "-o", str(tmp_path / "p"))
+    result = cli("build", str(EXAMPLE), "--board", "mine", "--board-file", str(bad), "-o", str(tmp_path / "p"))
     assert result.returncode == 3 and "mine.toml" in result.stderr
 
 
@@ -298,7 +295,7 @@ def test_unknown_board_and_bad_board_file(tmp_path):
 def test_nothing_written_outside_the_output_folder(tmp_path):
     out = tmp_path / "out"
     before = set(REPO.rglob("*"))
-    assert _cli("build", str(EXAMPLE), "-o", str(out)).returncode == 0
+    assert cli("build", str(EXAMPLE), "-o", str(out)).returncode == 0
     assert {p for p in REPO.rglob("*") if "__pycache__" not in p.parts} <= before | {p for p in before}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
 

@@ -6,14 +6,13 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import THIRD_PARTY_ENV, required_folder
+from conftest import REPO, THIRD_PARTY_ENV, cli, required_folder
 from mlfbuild.boards import load_board
 from mlfbuild.errors import EXIT_BUILD, EXIT_MISMATCH, EXIT_RUN, BuildError, GeneratedCodeError, InvalidInputError
 from mlfbuild.mlf import csource
@@ -23,13 +22,10 @@ from mlfbuild.project.cmsis_nn import core_features, fix_status_checks, needed_s
 from mlfbuild.run import run_build
 from mlfwriter import TinyModel, tar_tree, with_cmsis_nn
 
-REPO = Path(__file__).resolve().parents[1]
 KWS = ("tvm-0.13/kws_aot_cmsisnn", "tvm-0.18/kws_aot_cmsisnn", "tvm-0.18/kws_aot_cmsisnn_m4")
 BOARDS = ("mps2-an385", "mps2-an386", "mps3-an547")  # Cortex-M3, M4F (DSP), M55 (DSP + MVE)
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "mlfbuild", *args], capture_output=True, text=True, cwd=REPO)
 
 
 @pytest.fixture(scope="session")
@@ -115,10 +111,10 @@ def test_assumptions_come_from_the_cmsis_nn_target_else_the_c_target(tmp_path):
 
 
 def test_inspect_shows_the_real_fixtures_assumptions(fixtures_dir):
-    result = _cli("inspect", str(fixtures_dir / "tvm-0.13" / "kws_aot_cmsisnn.tar"))
+    result = cli("inspect", str(fixtures_dir / "tvm-0.13" / "kws_aot_cmsisnn.tar"))
     assert result.returncode == 0, result.stderr
     assert "cmsis-nn core -mcpu=cortex-m55 (c target); no scratch buffers ({NULL,0} in 11 call(s))" in result.stdout
-    result = _cli("inspect", "--json", str(fixtures_dir / "tvm-0.18" / "kws_aot_cmsisnn_m4.tar"))
+    result = cli("inspect", "--json", str(fixtures_dir / "tvm-0.18" / "kws_aot_cmsisnn_m4.tar"))
     assumptions = json.loads(result.stdout)["modules"][0]["cmsis_nn"]
     assert assumptions["mcpu"] == "cortex-m4" and assumptions["target"] == "cmsis-nn"
     assert assumptions["scratch_bytes"] == [0] * 11 and assumptions["generic"]
@@ -177,9 +173,9 @@ def test_only_the_sources_the_calls_reach_are_compiled():
 
 def test_the_library_is_required_and_must_be_a_cmsis_nn_tree(fixtures_dir, tmp_path):
     mlf = fixtures_dir / "tvm-0.13" / "kws_aot_cmsisnn.tar"
-    result = _cli("build", str(mlf), "--board", "mps3-an547", "-o", str(tmp_path / "a"))
+    result = cli("build", str(mlf), "--board", "mps3-an547", "-o", str(tmp_path / "a"))
     assert result.returncode == EXIT_BUILD and "--cmsis-nn" in result.stderr
-    result = _cli("build", str(mlf), "--board", "mps3-an547", "--cmsis-nn", str(tmp_path), "-o", str(tmp_path / "b"))
+    result = cli("build", str(mlf), "--board", "mps3-an547", "--cmsis-nn", str(tmp_path), "-o", str(tmp_path / "b"))
     assert result.returncode == EXIT_BUILD and "not a CMSIS-NN source tree" in result.stderr
 
 
@@ -207,7 +203,7 @@ def test_code_sized_for_features_the_board_lacks_is_refused(tmp_path, cmsis_nn, 
     mlf = _mlf(tmp_path, [f"c -mcpu={mcpu}", f"cmsis-nn -mcpu={mcpu}"], [0, 1152])
     with pytest.raises(BuildError, match=f"sized for .*-mcpu={mcpu}.*{missing}"):
         _render(mlf, board, tmp_path, cmsis_nn("v4.1.0"))
-    result = _cli("build", str(mlf), "--board", board, "--cmsis-nn", str(cmsis_nn("v4.1.0")), "-o", str(tmp_path / "o"))
+    result = cli("build", str(mlf), "--board", board, "--cmsis-nn", str(cmsis_nn("v4.1.0")), "-o", str(tmp_path / "o"))
     assert result.returncode == EXIT_BUILD and len(result.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "o" / "firmware.elf").exists()
 
@@ -226,7 +222,7 @@ def test_mve_code_is_refused_a_tree_whose_fully_connected_kernel_wants_kernel_su
         "                                      const int32_t vector_cols);\n\n#ifdef __cplusplus\n}"))
     with pytest.raises(BuildError, match="arm_vector_sum_s8"):
         _render(mlf, "mps3-an547", tmp_path / "edited", tree)
-    result = _cli("build", str(mlf), "--board", "mps3-an547", "--cmsis-nn", str(tree), "-o", str(tmp_path / "o"))
+    result = cli("build", str(mlf), "--board", "mps3-an547", "--cmsis-nn", str(tree), "-o", str(tmp_path / "o"))
     assert result.returncode == EXIT_BUILD and len(result.stderr.strip().splitlines()) == 1
 
 
@@ -256,7 +252,7 @@ def test_cmsis_core_is_found_beside_the_tree_or_given(tmp_path):
     tree = _tree_needing_cmsis_core(tmp_path / "libs" / "CMSIS-NN")
     with pytest.raises(BuildError, match="cmsis_compiler.h .*pass --cmsis-core DIR"):
         _render(mlf, "mps2-an386", tmp_path / "none", tree)
-    result = _cli("build", str(mlf), "--cmsis-nn", str(tree), "-o", str(tmp_path / "cli"))
+    result = cli("build", str(mlf), "--cmsis-nn", str(tree), "-o", str(tmp_path / "cli"))
     assert result.returncode == EXIT_BUILD and len(result.stderr.strip().splitlines()) == 1
     assert "--cmsis-core" in result.stderr
     with pytest.raises(BuildError, match="--cmsis-core .*no cmsis_compiler.h"):
@@ -328,17 +324,18 @@ def test_a_failing_kernel_now_fails_the_run(fixtures_dir, cmsis_nn, build_firmwa
     out = build_firmware(fixtures_dir / "tvm-0.13" / "kws_aot_cmsisnn.tar", "mps2-an386", cmsis_nn=cmsis_nn("v4.1.0"))
     reference = str(fixtures_dir / "tvm-0.13" / "kws.npz")
     full_flags = _rebuild(shutil.copytree(out, tmp_path / "full"), "CMSIS_NN_FLAGS=")
-    result = _cli("run", str(full_flags), "--reference", reference, "--atol", "1")
+    result = cli("run", str(full_flags), "--reference", reference, "--atol", "1")
     assert result.returncode == EXIT_RUN, result.stdout + result.stderr
     assert "model kws returned status -1" in result.stderr
 
     unfixed = shutil.copytree(out, tmp_path / "unfixed")
     model = unfixed / "project" / "model" / "codegen" / "host" / "src" / "kws_lib2.c"
     model.write_text(model.read_text().replace("switch (status) { default: return -1;", "switch (!status) {"))
-    result = _cli("run", str(_rebuild(unfixed, "CMSIS_NN_FLAGS=")), "--reference", reference, "--atol", "1")
+    result = cli("run", str(_rebuild(unfixed, "CMSIS_NN_FLAGS=")), "--reference", reference, "--atol", "1")
     assert result.returncode == EXIT_MISMATCH, result.stdout + result.stderr  # silently wrong without the fix
 
 
+@pytest.mark.cross
 def test_builds_without_cmsis_nn_record_none(build_firmware):
     out = build_firmware(REPO / "examples" / "tiny_aot.tar", "mps2-an386")
     assert "cmsis_nn" not in json.loads((out / "build.json").read_text())

@@ -7,13 +7,12 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from mlfbuild.commands import COMMANDS, Command
+from conftest import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 EXPECTED = ["inspect", "boards", "build", "run", "size", "flash", "monitor", "matrix", "ports", "example"]
 
 

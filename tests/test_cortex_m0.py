@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,7 +18,6 @@ from mlfbuild.errors import OverBudgetError
 from mlfbuild.project import ProjectOptions
 from mlfbuild.run import run_build
 
-REPO = Path(__file__).resolve().parents[1]
 BOARD = "microbit"
 # What fits in 256 KiB flash + 16 KiB RAM: the small float MLP and the operator exports. If one of
 # these stops fitting (or a bigger one starts to), the table below must change on purpose.

@@ -26,8 +26,8 @@ import pytest
 from mlfbuild.boards import Board, load_board
 from mlfbuild.project.runtime import crt_defines, crt_sources
 from mlfbuild.resources import data_dir
+from conftest import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 CRT = data_dir("crt")
 SMOKE_SRC = REPO / "tests" / "c" / "crt_smoke.c"
 IN_CI = os.environ.get("CI", "").lower() == "true"

@@ -22,9 +22,9 @@ from mlfbuild import cli
 from mlfbuild.outfolder import LOCK_FILE
 from mlfbuild.size.markdown import md_code, md_text
 from mlfbuild.toolchain import _failure
+from conftest import REPO
 from mlfwriter import TinyModel, tar_tree
 
-REPO = Path(__file__).resolve().parents[1]
 
 
 def _mlfbuild(*args: str, limit_file_bytes: int | None = None, **kwargs) -> subprocess.CompletedProcess:

@@ -28,8 +28,8 @@ from mlfbuild.errors import FlashError
 from mlfbuild.flash import FlashOptions, Progress, flash, load_job
 from mlfbuild.flash.reset import enter_bootloader, leave_bootloader
 from mlfbuild.flash.stm32_uart import Timeouts
+from conftest import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 FAKE = Path(__file__).resolve().parent / "fake_stm32_bootloader.py"
 EXAMPLE = REPO / "examples" / "tiny_aot.tar"
 BASE = 0x08000000
@@ -39,16 +39,7 @@ STM32FLASH = shutil.which("stm32flash") or ("/usr/bin/stm32flash" if Path("/usr/
 FAST = Timeouts(answer=0.3, write_block=0.3, erase_min=0.3, sync=0.2, resync=2.0, quiet=0.03)
 
 
-@pytest.fixture(autouse=True)
-def _deadline():
-    """No test here may hang: SIGALRM fails it after 45 s."""
-    def expire(*_):
-        raise TimeoutError("test took longer than 45 s")
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.alarm(45)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, previous)
+pytestmark = pytest.mark.deadline(45)  # no test here may hang
 
 
 def _main(*args: str) -> int:
@@ -157,6 +148,7 @@ def test_stm32flash_sees_an_injected_nack(tmp_path):
 # (b) our flasher writes a real firmware, byte for byte
 
 
+@pytest.mark.cross
 def test_flash_writes_a_built_firmware_byte_for_byte(build_firmware, capsys):
     out = build_firmware(EXAMPLE, "nucleo-f446re")
     firmware = (out / "firmware.bin").read_bytes()

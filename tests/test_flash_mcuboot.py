@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -28,15 +27,7 @@ IMAGE = hashlib.shake_256(b"mcuboot").digest(9001)
 FAST = McubootTimeouts(request=2.0, first_chunk=5.0)
 
 
-@pytest.fixture(autouse=True)
-def _deadline():
-    def expire(*_):
-        raise TimeoutError("test took longer than 60 s")
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.alarm(60)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, previous)
+pytestmark = pytest.mark.deadline(60)  # no test here may hang
 
 
 def make_build(folder: Path, image: bytes = IMAGE) -> Path:

@@ -9,7 +9,6 @@ import json
 import shutil
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,7 @@ from mlfbuild import cli
 from mlfbuild.boards import load_board
 from mlfbuild.errors import BuildError, FlashError, UsageError
 from mlfbuild.flash import FlashOptions, flash, load_job
-from mlfbuild.flash.probe import OpenocdFlasher, PyocdFlasher, tool_error_line
+from mlfbuild.flash.probe import tool_error_line
 
 IMAGE = hashlib.shake_256(b"probe").digest(5000)
 

@@ -13,7 +13,6 @@ import hashlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 from pathlib import Path
 
@@ -25,24 +24,15 @@ from mlfbuild.boards import load_board
 from mlfbuild.errors import FlashError, UsageError
 from mlfbuild.flash import FlashOptions, Progress, flash, load_job
 from mlfbuild.flash.samba_link import SambaTimeouts, crc16
+from conftest import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 BOSSAC = shutil.which("bossac") or ("/usr/bin/bossac" if Path("/usr/bin/bossac").exists() else None)
 FAST = SambaTimeouts(answer=0.2, copy=1.0, nvm=0.5, resync=2.0, quiet=0.02)
 APP = {"samd21": 0x2000, "samd51": 0x4000}
 BOARD = {"samd21": "arduino-zero", "samd51": "metro-m4"}
 
 
-@pytest.fixture(autouse=True)
-def _deadline():
-    """No test here may hang: SIGALRM fails it after 60 s."""
-    def expire(*_):
-        raise TimeoutError("test took longer than 60 s")
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.alarm(60)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, previous)
+pytestmark = pytest.mark.deadline(60)  # no test here may hang
 
 
 def image_of(size: int, seed: int = 1) -> bytes:

@@ -21,8 +21,8 @@ from mlfbuild.boards import load_board
 from mlfbuild.errors import FlashError, UsageError
 from mlfbuild.flash import FlashOptions, flash, load_job
 from mlfbuild.flash.uf2 import Uf2Flasher, Uf2Timeouts, encode, find_drive, mounted_folders
+from conftest import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "examples" / "tiny_aot.tar"
 BOARD = "feather-nrf52840-express"
 SPEC_MAGIC_START0, SPEC_MAGIC_START1, SPEC_MAGIC_END = 0x0A324655, 0x9E5D5157, 0x0AB16F30

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from mlfbuild.console.client import Client
 from mlfbuild.console.frames import encode_frame
 from mlfbuild.run.transports import HostTransport
+from conftest import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "examples" / "tiny_aot.tar"
 SANITIZERS = "-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
 

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from conftest import REPO
 from mlfbuild.boards import load_board_file
 from mlfbuild.errors import BoardError, InvalidInputError, RunError
 from mlfbuild.run import _load_tensors
@@ -19,7 +20,6 @@ from mlfbuild.console.client import Client
 from mlfbuild.console.frames import encode_frame
 from mlfbuild.size import size_report
 
-REPO = Path(__file__).resolve().parents[1]
 BOARD = (REPO / "boards" / "mps2-an386.toml").read_text()
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 

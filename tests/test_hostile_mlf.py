@@ -24,8 +24,8 @@ from mlfbuild.mlf.limits import DEFAULT_MAX_GRAPH_NODES
 from mlfbuild.mlf.reader import describe
 from mlfbuild.project import ProjectOptions, render_project
 from mlfwriter import TinyModel, tar_tree
+from conftest import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 BOARD = (REPO / "boards" / "mps2-an386.toml").read_text()
 MLP_GRAPH = ("tvm-0.13", "mlp_graph_c.tar")
 KWS_NOUSMP = ("tvm-0.13", "kws_aot_c_unpacked_nousmp.tar")

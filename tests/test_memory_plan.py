@@ -4,7 +4,6 @@ replay of every graph fixture's plan against its own graph (independent of the p
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 from hypothesis import example, given, settings

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import os
-import signal
 import struct
 import threading
 import time
@@ -21,15 +20,7 @@ from mlfbuild.console.monitor import MonitorDecoder, describe_frame, monitor_loo
 from mlfbuild.serialport import find_port, list_candidates, open_port
 
 
-@pytest.fixture(autouse=True)
-def _deadline():
-    def expire(*_):
-        raise TimeoutError("test took longer than 20 s")
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.alarm(20)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, previous)
+pytestmark = pytest.mark.deadline(20)  # no test here may hang
 
 
 HELLO = encode_frame("h", struct.pack("<BBII", 1, 2, 16_000_000, 1024) + b"nucleo-f446re")

@@ -24,16 +24,17 @@ from mlfbuild.errors import BoardError, InvalidInputError, RunError
 from mlfbuild.run import ModelRun, RunResult, run_build
 from mlfbuild.console.client import Client
 from mlfbuild.run.report import format_run
+from conftest import REPO, cli as run_mlfbuild
 
-REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "examples" / "tiny_aot.tar"
 EXAMPLE_REFERENCE = REPO / "examples" / "tiny_aot.npz"
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 
 
 def _cli(*args: str, cwd: Path = REPO, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "mlfbuild", *args], capture_output=True, text=True, cwd=cwd,
-                          env=env or ENV, stdin=subprocess.DEVNULL, timeout=600)
+    return run_mlfbuild(*args, cwd=cwd, env=env or ENV, stdin=subprocess.DEVNULL, timeout=600)
+
+
 
 
 @pytest.fixture(scope="module")

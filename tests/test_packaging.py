@@ -12,8 +12,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")

@@ -3,17 +3,12 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from conftest import REPO, cli
 
-REPO = Path(__file__).resolve().parents[1]
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "mlfbuild", *args], capture_output=True, text=True, cwd=REPO)
 
 
 @pytest.mark.qemu
@@ -21,7 +16,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
                                      "tvm-0.8/kws_aot_packed.tar"])
 def test_operator_instructions_add_up_to_the_inference(build_firmware, fixtures_dir, fixture):
     out = build_firmware(fixtures_dir / fixture, "mps2-an386")
-    result = _cli("run", str(out), "--profile", "--json", "--repeat", "2")
+    result = cli("run", str(out), "--profile", "--json", "--repeat", "2")
     assert result.returncode == 0, result.stderr
     models = json.loads(result.stdout)["models"]
     for model in models:
@@ -36,7 +31,7 @@ def test_operator_instructions_add_up_to_the_inference(build_firmware, fixtures_
 @pytest.mark.qemu
 def test_profile_table_in_call_order(build_firmware, fixtures_dir):
     out = build_firmware(fixtures_dir / "tvm-0.13" / "kws_graph_c.tar", "mps2-an386")
-    result = _cli("run", str(out), "--profile")
+    result = cli("run", str(out), "--profile")
     assert result.returncode == 0, result.stderr
     table = result.stdout.split("profile of default:")[1].splitlines()
     functions = [line.split()[-1] for line in table[2:] if line.strip().startswith(tuple("0123456789"))]
@@ -48,7 +43,7 @@ def test_profile_table_in_call_order(build_firmware, fixtures_dir):
 
 def test_host_run_says_profile_is_not_available(build_firmware):
     out = build_firmware(REPO / "examples" / "tiny_aot.tar", "host")
-    result = _cli("run", str(out), "--profile", "--json")
+    result = cli("run", str(out), "--profile", "--json")
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert "not available on host" in data["profile_note"]
@@ -58,11 +53,11 @@ def test_host_run_says_profile_is_not_available(build_firmware):
 @pytest.mark.qemu
 def test_the_size_report_shows_the_last_runs_profile(build_firmware, fixtures_dir, tmp_path):
     out = build_firmware(fixtures_dir / "tvm-0.13" / "kws_graph_c.tar", "mps2-an386")
-    run = _cli("run", str(out), "--profile", "--json")
+    run = cli("run", str(out), "--profile", "--json")
     assert run.returncode == 0, run.stderr
     rows = json.loads(run.stdout)["models"][0]["profile"]
     report = tmp_path / "size.html"
-    sized = _cli("size", str(out), "--json", "--html", str(report))
+    sized = cli("size", str(out), "--json", "--html", str(report))
     assert sized.returncode == 0, sized.stderr
     assert json.loads(sized.stdout)["profiles"] == [{"model": "default", "instructions": json.loads(run.stdout)[
         "models"][0]["instructions"], "rows": rows}]

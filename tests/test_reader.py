@@ -4,24 +4,19 @@ by the project's own MLF writer."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import entry_id, manifest_entries
-from mlfbuild.errors import InvalidInputError, MetadataError
+from conftest import cli, entry_id, manifest_entries
+from mlfbuild.errors import InvalidInputError
 from mlfbuild.mlf.reader import describe, read_mlf
 from mlfwriter import TinyModel, tar_tree
 
-REPO = Path(__file__).resolve().parents[1]
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "mlfbuild", *args], capture_output=True, text=True, cwd=REPO)
 
 
 @pytest.mark.parametrize("item", manifest_entries(), ids=entry_id)
@@ -59,7 +54,7 @@ def test_inspect_agrees_with_manifest(item, fixtures_dir, tmp_path):
 
 def test_inspect_json_is_stable_and_complete(fixtures_dir):
     tar = fixtures_dir / "tvm-0.13" / "multi_kws_ad_aot_c_usmp.tar"
-    first, second = _cli("inspect", "--json", str(tar)), _cli("inspect", "--json", str(tar))
+    first, second = cli("inspect", "--json", str(tar)), cli("inspect", "--json", str(tar))
     assert first.returncode == 0, first.stderr
     assert first.stdout == second.stdout
     data = json.loads(first.stdout)
@@ -79,7 +74,7 @@ def test_inspect_reports_llvm_object_abi(fixtures_dir, tmp_path):
 
 
 def test_inspect_text_warns_about_the_v5_defect(fixtures_dir):
-    result = _cli("inspect", str(fixtures_dir / "tvm-0.8" / "mlp_aot_c_unpacked_nolinkparams.tar"))
+    result = cli("inspect", str(fixtures_dir / "tvm-0.8" / "mlp_aot_c_unpacked_nolinkparams.tar"))
     assert result.returncode == 0
     assert "tvmgen_mlp_run_model" in result.stderr and "link-params" in result.stderr
 
@@ -108,7 +103,7 @@ def test_unsupported_versions_are_refused(tmp_path, version):
     meta = json.loads(files["metadata.json"])
     meta["version"] = version
     files["metadata.json"] = json.dumps(meta).encode()
-    result = _cli("inspect", str(_write(tmp_path, files)))
+    result = cli("inspect", str(_write(tmp_path, files)))
     assert result.returncode == 3
     assert f"unsupported MLF version {version}" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
@@ -130,7 +125,7 @@ def test_broken_metadata_is_one_clear_line(tmp_path, mutate, message):
     meta = json.loads(files["metadata.json"])
     mutate(meta)
     files["metadata.json"] = json.dumps(meta).encode()
-    result = _cli("inspect", str(_write(tmp_path, files)))
+    result = cli("inspect", str(_write(tmp_path, files)))
     assert result.returncode == 3, result.stderr
     assert message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
@@ -139,9 +134,9 @@ def test_broken_metadata_is_one_clear_line(tmp_path, mutate, message):
 def test_missing_metadata_and_bad_json(tmp_path):
     files = TinyModel().files()
     del files["metadata.json"]
-    assert "no metadata.json" in _cli("inspect", str(_write(tmp_path, files, "a.tar"))).stderr
+    assert "no metadata.json" in cli("inspect", str(_write(tmp_path, files, "a.tar"))).stderr
     files["metadata.json"] = b"{not json"
-    result = _cli("inspect", str(_write(tmp_path, files, "b.tar")))
+    result = cli("inspect", str(_write(tmp_path, files, "b.tar")))
     assert result.returncode == 3 and "not valid JSON" in result.stderr
 
 
@@ -162,14 +157,14 @@ def test_hostile_archive_exits_3(tmp_path):
         info = tarfile.TarInfo("../escape.txt")
         info.size = 2
         tar.addfile(info, io.BytesIO(b"hi"))
-    result = _cli("inspect", str(evil))
+    result = cli("inspect", str(evil))
     assert result.returncode == 3 and "../escape.txt" in result.stderr
     assert not (tmp_path.parent / "escape.txt").exists()
 
 
 def test_usage_error_exits_2():
-    assert _cli("inspect").returncode == 2
-    assert _cli("no-such-command").returncode == 2
+    assert cli("inspect").returncode == 2
+    assert cli("no-such-command").returncode == 2
 
 
 # --- fuzzing the metadata parser ---------------------------------------------------------------

@@ -12,16 +12,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import serial
 from xml.etree import ElementTree
 
-from conftest import entry_id, fixture_boards, references_for
+from conftest import REPO, entry_id, fixture_boards, references_for
 from mlfbuild.errors import RunError
 from mlfbuild.run import run_build
 from mlfbuild.run.transports import QemuTransport
 from mlfwriter import TinyModel, tar_tree
 
-REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "examples" / "tiny_aot.tar"
 EXAMPLE_REF = REPO / "examples" / "tiny_aot.npz"
 

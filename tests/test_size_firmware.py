@@ -13,14 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import buildable, entry_id, manifest_entries
+from conftest import REPO, buildable, entry_id, manifest_entries
 from mlfbuild.build import build
 from mlfbuild.errors import OverBudgetError
 from mlfbuild.size import diff, size_report
 
 pytestmark = pytest.mark.cross
 
-REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "examples" / "tiny_aot.tar"
 M4F = "mps2-an386"
 KWS_USMP = ("tvm-0.13", "kws_aot_c_unpacked_usmp.tar")

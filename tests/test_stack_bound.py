@@ -5,17 +5,15 @@ from __future__ import annotations
 
 import json
 import subprocess
-from pathlib import Path
 
 import pytest
 
-from conftest import entry_id, fixture_boards, references_for
+from conftest import REPO, entry_id, fixture_boards, references_for
 from mlfbuild.project import ProjectOptions, linked_stack_bytes
 from mlfbuild.size import size_report
 from mlfbuild.size.stack import (BASIC_FRAME, FPU_FRAME, STACK_MARGIN, Function, _gcc_reports, _read_instruction,
                                  _Walker, stack_reserve)
 
-REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "examples" / "tiny_aot.tar"
 
 
