@@ -27,7 +27,7 @@ from mlfbuild.boards import load_board
 from mlfbuild.errors import FlashError
 from mlfbuild.flash import FlashOptions, Progress, flash, load_job
 from mlfbuild.flash.reset import enter_bootloader, leave_bootloader
-from mlfbuild.flash.stm32_uart import Timeouts
+from mlfbuild.flash.an3155 import Timeouts
 from conftest import REPO
 
 FAKE = Path(__file__).resolve().parent / "fake_stm32_bootloader.py"

@@ -18,6 +18,6 @@ class FlashOptions:
     ignore_chip_id: bool = False
     attempts: int = 5             # per block / per command
     repairs: int = 2              # sector re-erase + rewrite rounds per flash
-    timeouts: Any = None          # method-specific (stm32_uart.Timeouts); None = the method's defaults
+    timeouts: Any = None          # method-specific (an3155.Timeouts); None = the method's defaults
     drive: str | None = None      # uf2: the bootloader's mounted drive (default: the one holding INFO_UF2.TXT)
     probe: str | None = None      # pyocd/openocd: the probe's serial number (default: the one connected)

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .elf import (ElfImage, Section, Symbol, arm_exidx, thumb_movw_movt, thumb_pc_relative, word_references,
-                  x86_rip_relative)
+from .elf import ElfImage, Section, Symbol
+from .references import arm_exidx, thumb_movw_movt, thumb_pc_relative, word_references, x86_rip_relative
 
 CATEGORIES = ("model", "runtime", "board", "app", "libc", "stack", "heap", "padding", "other")
 CATEGORY_LABELS = {

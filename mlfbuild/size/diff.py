@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from ..errors import InvalidInputError
 from ..schemas import SIZE_DIFF
@@ -157,6 +157,17 @@ def _renamer(old: str, new: str):
 def diff(base, current) -> SizeDiff:
     """What changed from `base` to `current` (snapshots as dicts, or SizeReports)."""
     base, current = _snapshot(base), _snapshot(current)
+    caveats, rename, module_map = _comparability(base, current)
+    return SizeDiff(base=base.get("build") or {}, current=current.get("build") or {},
+                    regions=_region_changes(base, current), categories=_category_changes(base, current),
+                    subcategories=_subcategory_changes(base, current),
+                    symbols=_symbol_changes(base, current, rename, module_map),
+                    modules=_module_changes(base, current, module_map), caveats=caveats)
+
+
+def _comparability(base: dict, current: dict) -> tuple[list[str], Callable[[str], str], dict[str, str]]:
+    """Caveats about what differs besides the code, and how the base's names map onto the current
+    ones (a single module renamed — `default` vs `kws` — is compared as the same module)."""
     caveats = []
     bb, cb = base.get("build") or {}, current.get("build") or {}
     if bb.get("board") != cb.get("board"):
@@ -165,23 +176,24 @@ def diff(base, current) -> SizeDiff:
         caveats.append(f"different toolchains: {bb.get('toolchain')} vs {cb.get('toolchain')}")
     if (bb.get("mlf") or {}).get("sha256") != (cb.get("mlf") or {}).get("sha256"):
         caveats.append("different MLFs (sha256 differs)")
-    rename = lambda text: text  # noqa: E731
     base_modules, current_modules = _module_names(base), _module_names(current)
-    module_map = {m: m for m in base_modules}
     if len(base_modules) == 1 and len(current_modules) == 1 and base_modules != current_modules:
         old, new = base_modules[0], current_modules[0]
-        rename = _renamer(old, new)
-        module_map = {old: new}
         caveats.append(f"module '{old}' of the base compared as '{new}'")
+        return caveats, _renamer(old, new), {old: new}
+    return caveats, lambda text: text, {m: m for m in base_modules}
 
+
+def _region_changes(base: dict, current: dict) -> list[dict]:
     regions = []
     for name in ("flash", "ram"):
         b, c = base[name]["used"], current[name]["used"]
         regions.append({"name": name, "base": b, "current": c, "delta": c - b, "budget": current[name].get("budget")})
+    return regions
 
-    def by_category(snapshot):
-        return {c["name"]: c for c in snapshot.get("categories") or []}
-    bc, cc = by_category(base), by_category(current)
+
+def _category_changes(base: dict, current: dict) -> list[dict]:
+    bc, cc = ({c["name"]: c for c in snapshot.get("categories") or []} for snapshot in (base, current))
     categories = []
     for name in CATEGORIES:
         if name not in bc and name not in cc:
@@ -192,16 +204,21 @@ def diff(base, current) -> SizeDiff:
             c = (cc.get(name) or {}).get(region, 0)
             entry[region] = {"base": b, "current": c, "delta": c - b}
         categories.append(entry)
+    return categories
 
-    def by_sub(snapshot):
-        table: dict[tuple[str, str], list[int]] = {}
-        for category in snapshot.get("categories") or []:
-            for sub in category.get("subcategories") or []:
-                slot = table.setdefault((category["name"], sub["name"]), [0, 0])
-                slot[0] += sub["flash"]
-                slot[1] += sub["ram"]
-        return table
-    bs, cs = by_sub(base), by_sub(current)
+
+def _subcategory_totals(snapshot: dict) -> dict[tuple[str, str], list[int]]:
+    table: dict[tuple[str, str], list[int]] = {}
+    for category in snapshot.get("categories") or []:
+        for sub in category.get("subcategories") or []:
+            slot = table.setdefault((category["name"], sub["name"]), [0, 0])
+            slot[0] += sub["flash"]
+            slot[1] += sub["ram"]
+    return table
+
+
+def _subcategory_changes(base: dict, current: dict) -> list[dict]:
+    bs, cs = _subcategory_totals(base), _subcategory_totals(current)
     subcategories = []
     for key in sorted(set(bs) | set(cs)):
         b, c = bs.get(key, [0, 0]), cs.get(key, [0, 0])
@@ -210,19 +227,24 @@ def diff(base, current) -> SizeDiff:
                                   "flash_delta": c[0] - b[0], "ram_base": b[1], "ram_current": c[1],
                                   "ram_delta": c[1] - b[1]})
     subcategories.sort(key=lambda s: (-(abs(s["flash_delta"]) + abs(s["ram_delta"])), s["category"], s["subcategory"]))
+    return subcategories
 
-    def symbol_table(snapshot, renaming, modules):
-        table: dict[tuple, dict] = {}
-        for s in snapshot.get("symbols") or []:
-            module = modules.get(s.get("module"), s.get("module")) if renaming else s.get("module")
-            key = (s["category"], module, renaming(s.get("file") or ""), renaming(s["name"]))
-            entry = table.setdefault(key, {"name": renaming(s["name"]), "category": s["category"],
-                                           "subcategory": s["subcategory"], "module": module, "flash": 0, "ram": 0})
-            entry["flash"] += s.get("flash", 0)
-            entry["ram"] += s.get("ram", 0)
-        return table
-    bsym = symbol_table(base, rename, module_map)
-    csym = symbol_table(current, lambda t: t, {})
+
+def _symbol_totals(snapshot: dict, rename: Callable[[str], str], modules: dict[str, str]) -> dict[tuple, dict]:
+    table: dict[tuple, dict] = {}
+    for s in snapshot.get("symbols") or []:
+        module = modules.get(s.get("module"), s.get("module"))
+        key = (s["category"], module, rename(s.get("file") or ""), rename(s["name"]))
+        entry = table.setdefault(key, {"name": rename(s["name"]), "category": s["category"],
+                                       "subcategory": s["subcategory"], "module": module, "flash": 0, "ram": 0})
+        entry["flash"] += s.get("flash", 0)
+        entry["ram"] += s.get("ram", 0)
+    return table
+
+
+def _symbol_changes(base: dict, current: dict, rename: Callable[[str], str], module_map: dict[str, str]) -> list[dict]:
+    bsym = _symbol_totals(base, rename, module_map)
+    csym = _symbol_totals(current, lambda t: t, {})
     symbols = []
     for key in set(bsym) | set(csym):
         b, c = bsym.get(key), csym.get(key)
@@ -236,7 +258,11 @@ def diff(base, current) -> SizeDiff:
                         "module": ref["module"], "status": status, "flash_base": bf, "flash_current": cf,
                         "flash_delta": cf - bf, "ram_base": br, "ram_current": cr, "ram_delta": cr - br})
     symbols.sort(key=lambda s: (-(abs(s["flash_delta"]) + abs(s["ram_delta"])), s["name"]))
+    return symbols
 
+
+def _module_changes(base: dict, current: dict, module_map: dict[str, str]) -> list[dict]:
+    """The predicted-vs-linked rows that are new or changed."""
     modules = []
     base_rows = {(module_map.get(m["name"], m["name"]), r["kind"], r["device"]): r
                  for m in base.get("modules") or [] for r in m.get("predicted_vs_linked") or []}
@@ -248,5 +274,4 @@ def diff(base, current) -> SizeDiff:
                                 "base_linked": b.get("linked") if b else None, "current_linked": r.get("linked"),
                                 "base_predicted": b.get("predicted") if b else None,
                                 "current_predicted": r.get("predicted"), "explanation": r.get("explanation")})
-    return SizeDiff(base=bb, current=cb, regions=regions, categories=categories, subcategories=subcategories,
-                    symbols=symbols, modules=modules, caveats=caveats)
+    return modules
