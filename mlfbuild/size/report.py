@@ -425,106 +425,120 @@ def _operators(module: dict, functions: dict[str, int]) -> list[OperatorRow]:
     return rows
 
 
-def _memory_rows(module: dict, lowered: dict, linked: dict, pool: int, pool_users: list) -> list[MemoryRow]:
-    memory = (module.get("memory") or {}).get("main") or []
-    executor = module.get("executor") or "operator"
-    usmp = bool(module.get("usmp"))
-    tensors = sum(t.get("size_bytes") or 0 for t in (module.get("inputs") or []) + (module.get("outputs") or []))
+@dataclass
+class _LinkedModule:
+    """What the image holds for one module, beside which TVM's memory summary is explained."""
+    executor: str
+    usmp: bool
+    tensors: int  # bytes of its inputs and outputs
+    usmp_pool: int
+    module_pool: int  # its TVMBackendAllocWorkspace pool (possibly shared)
+    arena: int
+    io: int
+    constants: int
+    weights: int
+    plan: dict
+    pool_users: list
 
+
+def _memory_rows(module: dict, lowered: dict, linked: dict, pool: int, pool_users: list) -> list[MemoryRow]:
     def get(sub: str, index: int) -> int:
         return linked.get(sub, [0, 0])[index]
 
-    usmp_pool = get("USMP workspace pool", 1)
     own_pool = get("workspace pool", 1)
-    arena = get("graph arena", 1)
-    io = get("io buffers", 1)
-    constants = get("constants", 0)
-    weights = get("weights (params file)", 0)
-    module_pool = own_pool if own_pool else (pool if lowered.get("workspace_bytes") else 0)
-    rows: list[MemoryRow] = []
+    facts = _LinkedModule(
+        executor=module.get("executor") or "operator", usmp=bool(module.get("usmp")),
+        tensors=sum(t.get("size_bytes") or 0 for t in (module.get("inputs") or []) + (module.get("outputs") or [])),
+        usmp_pool=get("USMP workspace pool", 1),
+        module_pool=own_pool if own_pool else (pool if lowered.get("workspace_bytes") else 0),
+        arena=get("graph arena", 1), io=get("io buffers", 1), constants=get("constants", 0),
+        weights=get("weights (params file)", 0), plan=lowered.get("memory_plan") or {}, pool_users=pool_users)
+    memory = (module.get("memory") or {}).get("main") or []
     if not memory:  # operator style: no main function, so no summary; still show what is linked
-        if module_pool or io:
-            rows.append(MemoryRow("workspace", 1, None, module_pool,
-                                  "operator export: no memory summary; TVMBackendAllocWorkspace pool sized from the allocation sites"))
-            rows.append(MemoryRow("io", 1, None, io, f"operator export: one static buffer per argument ({tensors:,} B)"))
-        return rows
+        if not (facts.module_pool or facts.io):
+            return []
+        return [MemoryRow("workspace", 1, None, facts.module_pool,
+                          "operator export: no memory summary; TVMBackendAllocWorkspace pool sized from the allocation sites"),
+                MemoryRow("io", 1, None, facts.io, f"operator export: one static buffer per argument ({facts.tensors:,} B)")]
+    rows: list[MemoryRow] = []
     for entry in memory:
         device = int(entry.get("device", 1))
         ws, cs, ios = (int(entry.get(k) or 0) for k in ("workspace_size_bytes", "constants_size_bytes", "io_size_bytes"))
         if device != 1:
-            for kind, value in (("workspace", ws), ("constants", cs), ("io", ios)):
-                rows.append(MemoryRow(kind, device, value, None,
-                                      f"device type {device} is not the CPU: not part of this firmware"))
+            rows += [MemoryRow(kind, device, value, None, f"device type {device} is not the CPU: not part of this firmware")
+                     for kind, value in (("workspace", ws), ("constants", cs), ("io", ios))]
             continue
-        # workspace
-        if executor == "graph":
-            total = arena + module_pool
-            plan = lowered.get("memory_plan") or {}
-            if module_pool:
-                text = (f"graph executor: activations in mlfbuild's planned arena ({arena:,} B, inputs and outputs "
-                        f"inside) + operator scratch in the TVMBackendAllocWorkspace pool ({module_pool:,} B); TVM's "
-                        f"figure is sized for its own graph runtime")
-            else:
-                text = (f"graph executor: one arena planned by mlfbuild ({arena:,} B; floor {plan.get('floor_bytes', 0):,} B) "
-                        f"holds activations, inputs, outputs and each operator's scratch, sharing bytes where "
-                        f"lifetimes do not meet; TVM's figure is sized for its own graph runtime")
-            rows.append(MemoryRow("workspace", device, ws, total, text))
-        elif usmp:
-            diff = usmp_pool - ws
-            if usmp_pool == 0:
-                text = "USMP on but no pool in the image (external pools, or nothing to plan)"
-            elif diff == 0:
-                text = "USMP pool global_workspace, exactly as planned"
-            else:
-                text = f"USMP pool global_workspace {'+' if diff > 0 else ''}{diff:,} B vs the summary (alignment)"
-            total = usmp_pool + module_pool
-            if module_pool:
-                text += f"; plus the TVMBackendAllocWorkspace pool ({module_pool:,} B)"
-            rows.append(MemoryRow("workspace", device, ws, total, text))
-        else:
-            slack = module_pool - ws
-            text = (f"no USMP: TVM sized this for a stack allocator (largest operator workspace + main's "
-                    f"intermediates); the TVMBackendAllocWorkspace pool adds {slack:,} B of alignment slack "
-                    f"(16 B per allocation site)")
-            if len(pool_users) > 1:
-                text += f", shared by {len(pool_users)} modules and sized for the largest"
-            rows.append(MemoryRow("workspace", device, ws, module_pool, text))
-        # constants
-        linked_constants = constants + weights
-        if weights and not constants:
-            text = (f"weights from the params file, linked into flash by mlfbuild as 16-B aligned const arrays"
-                    f"{' (+' + format(weights - cs, ',') + ' B)' if weights != cs else ''}")
-        elif usmp and constants and constants == cs:
-            text = "USMP constant pool global_const_workspace, exactly as predicted"
-        elif cs == 0 and linked_constants:
-            text = (f"TVM reports 0 without a USMP constant pool, although the constants are compiled into the "
-                    f"kernels ({_SECTION_REF})")
-        elif linked_constants == cs:
-            text = "as predicted"
-        elif linked_constants == 0:
-            text = "no constants in the image (params loaded at run time, or none)"
-        else:
-            diff = linked_constants - cs
-            text = (f"{'+' if diff > 0 else ''}{diff:,} B: constant arrays are aligned (16 B each) and the "
-                    f"summary counts main's constants only")
-        rows.append(MemoryRow("constants", device, cs, linked_constants, text))
-        # io
-        if executor == "graph":
-            text = f"graph executor: inputs and outputs live inside the planned arena (tensors {tensors:,} B)"
-            rows.append(MemoryRow("io", device, ios, io, text))
-        else:
-            if ios == tensors:
-                text = "one static buffer per input and output, as predicted"
-            elif ios == 2 * tensors:
-                text = (f"TVM's AOT io_size_bytes counts inputs and outputs twice ({_SECTION_REF}); buffers are "
-                        f"sized from the per-tensor sizes ({tensors:,} B)")
-            else:
-                text = (f"TVM's AOT io_size_bytes is not inputs+outputs ({_SECTION_REF}); buffers are sized from "
-                        f"the per-tensor sizes ({tensors:,} B)")
-            if io and io != tensors:
-                text += f"; {io - tensors:+,} B vs the tensors"
-            rows.append(MemoryRow("io", device, ios, io, text))
+        rows += [_workspace_row(ws, device, facts), _constants_row(cs, device, facts), _io_row(ios, device, facts)]
     return rows
+
+
+def _workspace_row(ws: int, device: int, f: _LinkedModule) -> MemoryRow:
+    if f.executor == "graph":
+        if f.module_pool:
+            text = (f"graph executor: activations in mlfbuild's planned arena ({f.arena:,} B, inputs and outputs "
+                    f"inside) + operator scratch in the TVMBackendAllocWorkspace pool ({f.module_pool:,} B); TVM's "
+                    f"figure is sized for its own graph runtime")
+        else:
+            text = (f"graph executor: one arena planned by mlfbuild ({f.arena:,} B; floor {f.plan.get('floor_bytes', 0):,} B) "
+                    f"holds activations, inputs, outputs and each operator's scratch, sharing bytes where "
+                    f"lifetimes do not meet; TVM's figure is sized for its own graph runtime")
+        return MemoryRow("workspace", device, ws, f.arena + f.module_pool, text)
+    if f.usmp:
+        diff = f.usmp_pool - ws
+        if f.usmp_pool == 0:
+            text = "USMP on but no pool in the image (external pools, or nothing to plan)"
+        elif diff == 0:
+            text = "USMP pool global_workspace, exactly as planned"
+        else:
+            text = f"USMP pool global_workspace {'+' if diff > 0 else ''}{diff:,} B vs the summary (alignment)"
+        if f.module_pool:
+            text += f"; plus the TVMBackendAllocWorkspace pool ({f.module_pool:,} B)"
+        return MemoryRow("workspace", device, ws, f.usmp_pool + f.module_pool, text)
+    slack = f.module_pool - ws
+    text = (f"no USMP: TVM sized this for a stack allocator (largest operator workspace + main's "
+            f"intermediates); the TVMBackendAllocWorkspace pool adds {slack:,} B of alignment slack "
+            f"(16 B per allocation site)")
+    if len(f.pool_users) > 1:
+        text += f", shared by {len(f.pool_users)} modules and sized for the largest"
+    return MemoryRow("workspace", device, ws, f.module_pool, text)
+
+
+def _constants_row(cs: int, device: int, f: _LinkedModule) -> MemoryRow:
+    linked_constants = f.constants + f.weights
+    if f.weights and not f.constants:
+        text = (f"weights from the params file, linked into flash by mlfbuild as 16-B aligned const arrays"
+                f"{' (+' + format(f.weights - cs, ',') + ' B)' if f.weights != cs else ''}")
+    elif f.usmp and f.constants and f.constants == cs:
+        text = "USMP constant pool global_const_workspace, exactly as predicted"
+    elif cs == 0 and linked_constants:
+        text = (f"TVM reports 0 without a USMP constant pool, although the constants are compiled into the "
+                f"kernels ({_SECTION_REF})")
+    elif linked_constants == cs:
+        text = "as predicted"
+    elif linked_constants == 0:
+        text = "no constants in the image (params loaded at run time, or none)"
+    else:
+        diff = linked_constants - cs
+        text = (f"{'+' if diff > 0 else ''}{diff:,} B: constant arrays are aligned (16 B each) and the "
+                f"summary counts main's constants only")
+    return MemoryRow("constants", device, cs, linked_constants, text)
+
+
+def _io_row(ios: int, device: int, f: _LinkedModule) -> MemoryRow:
+    if f.executor == "graph":
+        text = f"graph executor: inputs and outputs live inside the planned arena (tensors {f.tensors:,} B)"
+        return MemoryRow("io", device, ios, f.io, text)
+    if ios == f.tensors:
+        text = "one static buffer per input and output, as predicted"
+    elif ios == 2 * f.tensors:
+        text = (f"TVM's AOT io_size_bytes counts inputs and outputs twice ({_SECTION_REF}); buffers are "
+                f"sized from the per-tensor sizes ({f.tensors:,} B)")
+    else:
+        text = (f"TVM's AOT io_size_bytes is not inputs+outputs ({_SECTION_REF}); buffers are sized from "
+                f"the per-tensor sizes ({f.tensors:,} B)")
+    if f.io and f.io != f.tensors:
+        text += f"; {f.io - f.tensors:+,} B vs the tensors"
+    return MemoryRow("io", device, ios, f.io, text)
 
 
 # --- measured peaks --------------------------------------------------------------------------------
