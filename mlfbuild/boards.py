@@ -31,6 +31,7 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
 from .errors import BoardError
+from .flash_methods import FLASHERS
 from .suggest import did_you_mean
 from .resources import data_dir
 
@@ -41,7 +42,7 @@ FLOAT_ABIS = ("soft", "softfp", "hard")
 # console.uart: the UART peripheral families crt/ has a driver for (project/runtime.py maps each to
 # the macros that select it).
 UARTS = ("cmsdk", "pl011", "stm32", "stm32f7", "stm32-lpuart", "sercom", "nrf", "stdio")
-FLASH_METHODS = ("stm32-uart", "samba", "uf2", "mcuboot-serial", "pyocd", "openocd")
+FLASH_METHODS = tuple(FLASHERS)
 # How the host puts the chip into its ROM bootloader (see boards/README.md):
 #   dtr-rts: DTR drives BOOT0 (asserted = high), RTS drives NRST (asserted = reset):
 #            DTR on, RTS on, 100 ms, RTS off, 100 ms, DTR off, then 0x7F;

@@ -21,11 +21,11 @@ class FlashCommand(Command):
     help = "write a build's firmware to a board: serial bootloader, UF2 drive, MCUboot or debug probe"
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        from ..flash import METHODS
+        from ..flash_methods import FLASHERS
         from ..flash.reset import RESETS
 
         parser.add_argument("target", type=Path, help="build folder (from `mlfbuild build`)")
-        parser.add_argument("--method", "-m", choices=sorted(METHODS),
+        parser.add_argument("--method", "-m", choices=sorted(FLASHERS),
                             help="flashing method (default: the board's flashing.method; others need the board's "
                                  "data for them: uf2_family, pyocd_target, openocd_config, [flashing.mcuboot])")
         parser.add_argument("--drive", help="uf2: the bootloader's mounted drive (default: the one with INFO_UF2.TXT)")

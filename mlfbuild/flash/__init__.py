@@ -12,27 +12,17 @@ from __future__ import annotations
 import importlib
 
 from ..errors import BoardError
+from ..flash_methods import FLASHERS
 from .image import FlashJob, load_job
 from .options import FlashOptions
 from .progress import Progress
 
-# flashing.method -> (module, class). Add a method: write mlfbuild/flash/<module>.py, register it here
-# and add the name to boards.FLASH_METHODS.
-METHODS: dict[str, tuple[str, str]] = {
-    "stm32-uart": ("mlfbuild.flash.stm32_uart", "Stm32UartFlasher"),
-    "samba": ("mlfbuild.flash.samba", "SambaFlasher"),
-    "uf2": ("mlfbuild.flash.uf2", "Uf2Flasher"),
-    "mcuboot-serial": ("mlfbuild.flash.mcuboot", "McubootSerialFlasher"),
-    "pyocd": ("mlfbuild.flash.probe", "PyocdFlasher"),
-    "openocd": ("mlfbuild.flash.probe", "OpenocdFlasher"),
-}
-
 
 def flasher_class(method: str):
     try:
-        module, name = METHODS[method]
+        module, name = FLASHERS[method]
     except KeyError:
-        raise BoardError(f"no flasher for flashing method '{method}' (known: {', '.join(sorted(METHODS))})") from None
+        raise BoardError(f"no flasher for flashing method '{method}' (known: {', '.join(sorted(FLASHERS))})") from None
     return getattr(importlib.import_module(module), name)
 
 
@@ -43,4 +33,4 @@ def flash(job: FlashJob, options: FlashOptions, progress: Progress | None = None
     return flasher_class(method or job.flashing.method)(**flasher_kwargs).flash(job, options, progress)
 
 
-__all__ = ["METHODS", "FlashJob", "FlashOptions", "Progress", "flash", "flasher_class", "load_job"]
+__all__ = ["FlashJob", "FlashOptions", "Progress", "flash", "flasher_class", "load_job"]
