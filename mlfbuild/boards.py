@@ -30,6 +30,7 @@ try:  # Python 3.11+
 except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
+from .checked import describe_value, is_kind
 from .errors import BoardError
 from .flash_methods import FLASHERS
 from .suggest import did_you_mean
@@ -278,7 +279,7 @@ class _Table:
     def __init__(self, path: Path, prefix: str, data: Any):
         self.path, self.prefix = path, prefix
         if not isinstance(data, dict):
-            self.fail(prefix or "(top level)", f"must be a table, got {_describe(data)}")
+            self.fail(prefix or "(top level)", f"must be a table, got {describe_value(data, 'toml')}")
         self.data: dict = data
         self.seen: set[str] = set()
 
@@ -304,7 +305,7 @@ class _Table:
         if value is None:
             return None
         if not isinstance(value, str):
-            self.fail(self.key(name), f"must be a string, got {_describe(value)}")
+            self.fail(self.key(name), f"must be a string, got {describe_value(value, 'toml')}")
         if not value.strip():
             self.fail(self.key(name), "must not be empty")
         if choices is not None and value not in choices:
@@ -315,8 +316,8 @@ class _Table:
         value = self.get(name, required)
         if value is None:
             return None
-        if isinstance(value, bool) or not isinstance(value, int):
-            self.fail(self.key(name), f"must be an integer, got {_describe(value)}")
+        if not is_kind(value, int):
+            self.fail(self.key(name), f"must be an integer, got {describe_value(value, 'toml')}")
         if not minimum <= value <= maximum:
             self.fail(self.key(name), f"must be between {_num(minimum)} and {_num(maximum)}, got {_num(value)}")
         return value
@@ -326,7 +327,7 @@ class _Table:
         if value is None:
             return None
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            self.fail(self.key(name), f"must be a list of strings, got {_describe(value)}")
+            self.fail(self.key(name), f"must be a list of strings, got {describe_value(value, 'toml')}")
         return tuple(value)
 
     def table(self, name: str, required: bool = True, why: str = "") -> "_Table | None":
@@ -340,7 +341,7 @@ class _Table:
         if value is None:
             return []
         if not isinstance(value, list):
-            self.fail(self.key(name), f"must be an array of tables, got {_describe(value)}")
+            self.fail(self.key(name), f"must be an array of tables, got {describe_value(value, 'toml')}")
         return [_Table(self.path, f"{self.key(name)}[{i}]", item) for i, item in enumerate(value)]
 
     def forbid(self, name: str, why: str) -> None:
@@ -351,20 +352,6 @@ class _Table:
         extra = sorted(set(self.data) - self.seen)
         if extra:
             self.fail(self.key(extra[0]), "unknown key" + (f" (also: {', '.join(extra[1:])})" if extra[1:] else ""))
-
-
-def _describe(value: Any) -> str:
-    if isinstance(value, bool):
-        return f"boolean {str(value).lower()}"
-    if isinstance(value, str):
-        return f"string '{value}'"
-    if isinstance(value, dict):
-        return "a table"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, float):
-        return f"float {value}"
-    return f"{type(value).__name__} {value!r}"
 
 
 def _num(value: int) -> str:

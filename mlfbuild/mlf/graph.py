@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from ..checked import describe_value
 from ..errors import GraphError
 from .dtypes import DTYPE_BYTES
 from .limits import (DEFAULT_MAX_GRAPH_NODES, GRAPH_BYTES_PER_NODE, MAX_BYTES, is_c_identifier, name_problem,
@@ -109,22 +110,22 @@ class _Parser:
 
     def list(self, value: Any, where: str) -> list:
         if not isinstance(value, list):
-            raise self.fail(where, f"expected a list, got {_describe(value)}")
+            raise self.fail(where, f"expected a list, got {describe_value(value)}")
         return value
 
     def obj(self, value: Any, where: str) -> dict:
         if not isinstance(value, dict):
-            raise self.fail(where, f"expected an object, got {_describe(value)}")
+            raise self.fail(where, f"expected an object, got {describe_value(value)}")
         return value
 
     def str(self, value: Any, where: str) -> str:
         if not isinstance(value, str):
-            raise self.fail(where, f"expected a string, got {_describe(value)}")
+            raise self.fail(where, f"expected a string, got {describe_value(value)}")
         return value
 
     def int(self, value: Any, where: str, *, low: int = 0, high: int = _INT64_END) -> int:
         if type(value) is not int:
-            raise self.fail(where, f"expected an integer, got {_describe(value)}")
+            raise self.fail(where, f"expected an integer, got {describe_value(value)}")
         if value < low or high is not None and value >= high:
             valid = f"in {low}..{high - 1}" if high > low else "none (nothing to refer to)"
             shown = value if abs(value) < 10**24 else f"about {'-' if value < 0 else ''}10^{len(str(abs(value))) - 1}"
@@ -280,7 +281,7 @@ class _Parser:
             if len(pair) != 2:
                 raise self.fail(where, f"expected [\"{tag}\", [...]], got a list of {len(pair)} item(s)")
             if pair[0] != tag:
-                raise self.fail(f"{where}[0]", f"expected type tag \"{tag}\", got {_describe(pair[0])}")
+                raise self.fail(f"{where}[0]", f"expected type tag \"{tag}\", got {describe_value(pair[0])}")
             values = self.list(pair[1], f"{where}[1]")
             if len(values) != n_entries:
                 raise self.fail(f"{where}[1]", f"has {len(values)} value(s); the graph has {n_entries} entries")
@@ -335,12 +336,3 @@ class _Parser:
 
 def _quote(text: str, limit: int = 60) -> str:
     return repr(text) if len(text) <= limit else repr(text[:limit]) + "..."
-
-
-def _describe(value: Any) -> str:
-    kind = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "an integer",
-            float: "a number", type(None): "null"}.get(type(value), type(value).__name__)
-    if isinstance(value, (dict, list)):
-        return kind
-    shown = repr(value)
-    return f"{kind} {shown[:40]}{'...' if len(shown) > 40 else ''}"

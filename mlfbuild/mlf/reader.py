@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ..checked import describe_value, is_kind, kind_name
 from ..errors import GraphError, MetadataError, ParamsError
 from . import csource, relay
 from .archive import DEFAULT_MAX_TOTAL_BYTES, sha256_of, unpack
@@ -72,7 +73,7 @@ class _Obj:
 
     def __init__(self, value: Any, where: str):
         if not isinstance(value, dict):
-            raise MetadataError(f"{where}: expected an object, got {type(value).__name__}")
+            raise MetadataError(f"{where}: expected an object, got {describe_value(value)}")
         self.value = value
         self.where = where
 
@@ -82,8 +83,8 @@ class _Obj:
                 raise MetadataError(f"{self.where}: missing '{key}'")
             return default
         item = self.value[key]
-        if not isinstance(item, kind) or isinstance(item, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)):
-            raise MetadataError(f"{self.where}.{key}: expected {_kind_name(kind)}, got {type(item).__name__}")
+        if not is_kind(item, kind):
+            raise MetadataError(f"{self.where}.{key}: expected {kind_name(kind)}, got {describe_value(item)}")
         return item
 
     def str(self, key: str, default: Any = ...) -> str:
@@ -104,12 +105,6 @@ class _Obj:
 
     def objects(self, key: str) -> list["_Obj"]:
         return [_Obj(item, f"{self.where}.{key}[{i}]") for i, item in enumerate(self.list(key, []))]
-
-
-def _kind_name(kind: type | tuple[type, ...]) -> str:
-    names = {str: "a string", int: "an integer", list: "a list", dict: "an object"}
-    kinds = kind if isinstance(kind, tuple) else (kind,)
-    return " or ".join(names.get(k, k.__name__) for k in kinds)
 
 
 def _load_metadata(root: Path) -> dict:
