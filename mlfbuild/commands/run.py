@@ -51,28 +51,19 @@ class RunCommand(Command):
             if not is_build_folder_or_mlf(args.target):
                 build_dir = args.output or Path(scratch) / "build"
                 build_from_args(args, args.target, build_dir)
-            transport, finish = None, None
-            if args.profile:
-                from ..run.profile import profiled_transport
-                transport, finish = profiled_transport(build_dir, port=args.port, baud=args.baud)
             result = run_build(build_dir, port=args.port, baud=args.baud, inputs=args.input,
                                references=args.reference, atol=args.atol, rtol=args.rtol, repeat=args.repeat,
-                               timeout=args.timeout, seed=args.seed, transport=transport,
+                               timeout=args.timeout, seed=args.seed, profile=args.profile,
                                progress=None if args.json else RepeatProgress())
             board = record.load(build_dir).board
-            profile = finish(result) if finish else None
-            if profile is not None:  # run.json keeps the profile too, for `mlfbuild size`
-                from ..run.profile import with_profile
-                warning = record.write_run(build_dir, with_profile(result.to_json(), profile))
-                result.warnings += [warning] if warning and warning not in result.warnings else []
         result.target = str(args.target if build_dir != args.target and not args.output else build_dir)
-        if profile is not None:
-            from ..run.profile import format_profile, with_profile
-            print(json.dumps(with_profile(result.to_json(), profile), indent=2, sort_keys=True) if args.json
-                  else coloured_verdict(format_run(result)) + "\n" + format_profile(profile))
+        if args.json:
+            print(json.dumps(result.to_json(), indent=2, sort_keys=True))
         else:
-            text = json.dumps(result.to_json(), indent=2, sort_keys=True) if args.json else format_run(result)
-            print(text if args.json else coloured_verdict(text))
+            print(coloured_verdict(format_run(result)))
+            if result.profile is not None:
+                from ..run.profile import format_profile
+                print(format_profile(result.profile))
         for warning in result.warnings:
             print(f"mlfbuild: warning: {warning}", file=sys.stderr)
         if args.junit:  # after the verdict is shown: a JUnit file that cannot be written loses nothing else

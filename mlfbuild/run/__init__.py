@@ -24,6 +24,7 @@ from ..schemas import RUN as RUN_SCHEMA
 from ..suggest import did_you_mean
 from .compare import Comparison, compare
 from ..project.runtime import fault_exit_code
+from .profile import Profile, profiled_transport, with_profile
 from .transports import HostTransport, QemuTransport, SerialTransport, Transport
 
 
@@ -86,6 +87,7 @@ class RunResult:
     resends: int = 0  # requests sent again because their reply did not come (a lossy console)
     damaged: int = 0  # replies that failed their checksum
     warnings: list[str] = field(default_factory=list)  # said on stderr; not part of the verdict
+    profile: Profile | None = None  # with `profile=True`: per-operator counts, or why there are none
 
     @property
     def unchecked(self) -> list[str]:
@@ -101,10 +103,11 @@ class RunResult:
         return NOT_CHECKED if NOT_CHECKED in statuses or not self.models else PASS
 
     def to_json(self) -> dict:
-        return {"schema": RUN_SCHEMA, "target": self.target, "board": self.board, "exit_code": self.exit_code,
-                "seconds": self.seconds,
-                "status": self.status, "unchecked": self.unchecked, "models": [m.to_json() for m in self.models],
-                "console": {"resends": self.resends, "damaged_frames": self.damaged}}
+        document = {"schema": RUN_SCHEMA, "target": self.target, "board": self.board, "exit_code": self.exit_code,
+                    "seconds": self.seconds, "status": self.status, "unchecked": self.unchecked,
+                    "models": [m.to_json() for m in self.models],
+                    "console": {"resends": self.resends, "damaged_frames": self.damaged}}
+        return with_profile(document, self.profile) if self.profile is not None else document
 
 
 def make_transport(build_dir: Path, record: dict, *, port: str | None = None, baud: int = 115200,
@@ -224,9 +227,11 @@ def _expected_outputs(reference: tuple[str, dict[str, np.ndarray]], model: dict)
 def run_build(build_dir: Path, *, port: str | None = None, baud: int = 115200, inputs: Path | None = None,
               references: list[str] = (), atol: float | None = None, rtol: float | None = None, repeat: int = 1,
               timeout: float = 60.0, seed: int = 0, icount_shift: int = 0,
-              transport: Transport | None = None, progress: Progress | None = None) -> RunResult:
+              transport: Transport | None = None, progress: Progress | None = None,
+              profile: bool = False) -> RunResult:
     """Run every model `repeat` times and compare its outputs; `progress(model, done, total)` is
-    called after each inference."""
+    called after each inference. With `profile`, count instructions per operator (QEMU) into
+    `result.profile` (which says why, where there are none)."""
     record = build_folder.load(build_dir).data
     models = record["models"]
     given = _load_tensors(inputs)
@@ -234,6 +239,9 @@ def run_build(build_dir: Path, *, port: str | None = None, baud: int = 115200, i
     # Every reference is checked against its model before anything starts.
     expected = {m["name"]: _expected_outputs(refs[m["name"]], m) for m in models if m["name"] in refs}
     rng = np.random.default_rng(seed)
+    finish_profile = None
+    if profile:
+        transport, finish_profile = profiled_transport(build_dir, port=port, baud=baud)
     transport = transport or make_transport(build_dir, record, port=port, baud=baud, icount_shift=icount_shift)
     started = time.monotonic()
     transport.start()
@@ -266,6 +274,8 @@ def run_build(build_dir: Path, *, port: str | None = None, baud: int = 115200, i
     result = RunResult(target=str(build_dir), board=record["board"]["name"], models=results,
                        exit_code=ending.exit_code, seconds=time.monotonic() - started,
                        resends=client.resends, damaged=client.damaged)
+    if finish_profile is not None:
+        result.profile = finish_profile(result)
     warning = build_folder.write_run(Path(build_dir), result.to_json())
     if warning:
         result.warnings.append(warning)
