@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-import serial
+from .serial_link import LinkError, SerialLink
 
 ACK = 0x79
 NACK = 0x1F
@@ -75,75 +75,14 @@ class Timeouts:
     quiet: float = 0.05           # silence that ends a drain
 
 
-class LinkError(Exception):
-    """A NACK, a timeout or an unexpected byte: the exchange can be retried after a resync.
-    `data_sent` is True when the failure came after a WRITE data block went out (it may have been
-    programmed)."""
-
-    def __init__(self, what: str, data_sent: bool = False, nacked: bool = False):
-        super().__init__(what)
-        self.data_sent = data_sent
-        self.nacked = nacked
-
-
-class PortGone(Exception):
-    """The serial connection failed (unplugged, closed, I/O error). Never retried."""
-
-
-class Stm32Link:
+class Stm32Link(SerialLink):
     """AN3155 exchanges over an open pyserial port (timeout small, set by the caller)."""
 
     def __init__(self, ser, *, baudrate: int = 115200, timeouts: Timeouts | None = None,
                  clock: Callable[[], float] = time.monotonic):
-        self.ser = ser
         self.timeouts = timeouts or Timeouts()
-        self.byte_time = 11.0 / max(baudrate, 1)   # 8E1: 11 bits a byte; generous for 8N1
-        self.clock = clock
-        self.bytes_sent = 0
-
-    # -- bytes -----------------------------------------------------------------------------------
-    def write(self, data: bytes) -> None:
-        try:
-            self.ser.write(bytes(data))
-            self.bytes_sent += len(data)
-        except serial.SerialTimeoutException:
-            raise LinkError("the port did not accept data (write timeout)") from None
-        except (serial.SerialException, OSError) as exc:
-            raise PortGone(f"serial port failed while sending: {exc}") from None
-
-    def read(self, size: int, timeout: float) -> bytes:
-        """Up to `size` bytes within `timeout` (+ their transfer time); fewer on timeout."""
-        deadline = self.clock() + timeout + size * self.byte_time * 2
-        data = bytearray()
-        while len(data) < size:
-            try:
-                chunk = self.ser.read(size - len(data))
-            except (serial.SerialException, OSError) as exc:
-                raise PortGone(f"serial port failed while receiving: {exc}") from None
-            if chunk:
-                data += chunk
-            elif self.clock() >= deadline:
-                break
-        return bytes(data)
-
-    def read_exact(self, size: int, timeout: float, what: str) -> bytes:
-        data = self.read(size, timeout)
-        if len(data) < size:
-            got = f"only {len(data)} of {size} bytes" if data else "no answer"
-            raise LinkError(f"{got} for {what} within {timeout:g} s")
-        return data
-
-    def drain(self, quiet: float | None = None, limit: float = 2.0) -> bytes:
-        """Read and discard until the line has been silent for `quiet` seconds."""
-        quiet = self.timeouts.quiet if quiet is None else quiet
-        end = self.clock() + limit
-        junk = bytearray()
-        while self.clock() < end:
-            chunk = self.read(256, quiet)
-            if not chunk:
-                break
-            junk += chunk
-        return bytes(junk)
+        # 8E1: 11 bits a byte; generous for 8N1
+        super().__init__(ser, byte_time=11.0 / max(baudrate, 1), clock=clock)
 
     def expect_ack(self, timeout: float, what: str, data_sent: bool = False) -> None:
         reply = self.read(1, timeout)

@@ -34,7 +34,8 @@ from ..errors import FlashError, UsageError
 from .image import FlashJob
 from .options import FlashOptions
 from .progress import Progress
-from .samba_link import LinkError, PortGone, SambaLink, SambaTimeouts, crc16, extensions
+from .samba_link import SambaLink, SambaTimeouts, crc16, extensions
+from .serial_link import LinkError, PortGone
 from .samba_nvm import (AIRCR, AIRCR_SYSRESETREQ, CPUID, DID_PART_MASK, DSU_DID, Family, Nvm, NvmError,
                         family_of, part_name)
 

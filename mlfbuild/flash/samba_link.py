@@ -33,6 +33,8 @@ from typing import Callable
 
 import serial
 
+from .serial_link import LinkError, PortGone, SerialLink
+
 EXTENSIONS_RE = re.compile(r"\[Arduino:([A-Z]*)\]")
 CRC_REPLY_RE = re.compile(rb"Z([0-9A-Fa-f]{8})#\n\r")
 
@@ -59,69 +61,18 @@ class SambaTimeouts:
     settle: float = 0.001         # between a command and its data (see SambaLink.write_memory)
 
 
-class LinkError(Exception):
-    """A timeout, a short or garbled answer: the exchange can be retried after a resync."""
-
-
-class PortGone(Exception):
-    """The serial connection failed (unplugged, board reset). Never retried."""
-
-
-class SambaLink:
+class SambaLink(SerialLink):
     """One SAM-BA monitor exchange per method, over an open pyserial port with a small timeout."""
 
     def __init__(self, ser, *, timeouts: SambaTimeouts | None = None, pending_max: int = 4096,
                  clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep):
-        self.ser = ser
         self.timeouts = timeouts or SambaTimeouts()
+        super().__init__(ser, clock=clock)
         self.pending_max = pending_max      # the largest S data block this link sends
-        self.clock = clock
         self.sleep = sleep
 
-    # -- bytes -----------------------------------------------------------------------------------
-    def send(self, data: bytes) -> None:
-        try:
-            self.ser.write(bytes(data))
-        except serial.SerialTimeoutException:
-            raise LinkError("the port did not accept data (write timeout)") from None
-        except (serial.SerialException, OSError) as exc:
-            raise PortGone(f"serial port failed while sending: {exc}") from None
-
-    def read(self, size: int, timeout: float) -> bytes:
-        """Up to `size` bytes within `timeout`; fewer on timeout."""
-        deadline = self.clock() + timeout
-        data = bytearray()
-        while len(data) < size:
-            try:
-                chunk = self.ser.read(size - len(data))
-            except (serial.SerialException, OSError) as exc:
-                raise PortGone(f"serial port failed while receiving: {exc}") from None
-            if chunk:
-                data += chunk
-            elif self.clock() >= deadline:
-                break
-        return bytes(data)
-
-    def read_exact(self, size: int, timeout: float, what: str) -> bytes:
-        data = self.read(size, timeout)
-        if len(data) < size:
-            got = f"only {len(data)} of {size} bytes" if data else "no answer"
-            raise LinkError(f"{got} to {what} within {timeout:g} s")
-        return data
-
-    def drain(self, limit: float = 2.0) -> bytes:
-        """Read and discard until the line has been quiet for `timeouts.quiet` seconds."""
-        end = self.clock() + limit
-        junk = bytearray()
-        while self.clock() < end:
-            chunk = self.read(4096, self.timeouts.quiet)
-            if not chunk:
-                break
-            junk += chunk
-        return bytes(junk)
-
     def command(self, text: str) -> None:
-        self.send(text.encode("ascii"))
+        self.write(text.encode("ascii"))
 
     def expect(self, reply: bytes, timeout: float, what: str) -> None:
         got = self.read(len(reply), timeout)
@@ -136,7 +87,7 @@ class SambaLink:
         filler = b"\xff" * self.pending_max
         while self.clock() < deadline:
             self.drain()
-            self.send(filler)
+            self.write(filler)
             self.drain()
             try:
                 self.hello()
@@ -194,7 +145,7 @@ class SambaLink:
         self.command(f"S{address:08x},{len(data):08x}#")
         self._flush()
         self.sleep(self.timeouts.settle)
-        self.send(data)
+        self.write(data)
         self._flush()
 
     def set_buffer(self, address: int) -> None:

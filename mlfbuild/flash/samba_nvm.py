@@ -24,7 +24,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from .samba_link import LinkError, SambaLink
+from .samba_link import SambaLink
+from .serial_link import LinkError
 
 CPUID = 0xE000ED00
 DSU_DID = 0x41002018

@@ -22,7 +22,8 @@ from typing import Callable
 
 from ..errors import FlashError, UsageError
 from .an3155 import (BLOCK, COMMAND_NAMES, ERASE, EXTENDED_ERASE, GO, LEGACY_MAX_PAGES, READ_MEMORY, WRITE_MEMORY,
-                     LinkError, PortGone, Stm32Link, Timeouts, chip_name)
+                     Stm32Link, Timeouts, chip_name)
+from .serial_link import LinkError, PortGone
 from ..serialport import parity_applied
 from .image import FlashJob
 from .options import FlashOptions
