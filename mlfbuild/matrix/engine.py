@@ -57,7 +57,9 @@ def dask_client(scheduler: str | None, workers: int) -> Iterator:
 
     if not scheduler:
         with LocalCluster(n_workers=max(workers, 1), threads_per_worker=1, processes=True, host="127.0.0.1",
-                          dashboard_address=None, silence_logs=logging.ERROR) as cluster, \
+                          # CRITICAL: a worker's heartbeat racing the cluster's shutdown logs an ERROR with a
+                          # traceback on a loaded machine; job failures reach us through their futures.
+                          dashboard_address=None, silence_logs=logging.CRITICAL) as cluster, \
                 Client(cluster, set_as_default=False) as client:
             yield client
         return
