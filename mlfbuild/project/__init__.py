@@ -146,7 +146,7 @@ def render_project(lib: ModelLibrary, board: Board, dest: Path, options: Project
     float_abi = float_abi_for(board, [o for m in lib.modules for o in m.objects])
     arch_flags = _arch_flags(board, float_abi)
     cmsis_nn = render_cmsis_nn(lib, board, arch_flags, options.cmsis_nn, options.cmsis_core, writer)
-    model_sources, model_objects, includes, status_fixes = _copy_model(lib, writer)
+    model_sources, model_objects, includes, status_fixes = _copy_model(lib, lowered, writer)
     runtime = _runtime_files(RuntimeChoice(options.runtime, options.crt_dir), lib, board, writer)
     library_includes = list(cmsis_nn.includes) if cmsis_nn else []
 
@@ -176,14 +176,15 @@ def render_project(lib: ModelLibrary, board: Board, dest: Path, options: Project
                    cmsis_nn=cmsis_nn)
 
 
-def _copy_model(lib: ModelLibrary, writer: _Writer) -> tuple[list[str], list[str], list[str], int]:
-    """Copy each module's generated code under model/, keeping TVM's relative layout; CMSIS-NN callers
-    get their status checks fixed (returns how many)."""
+def _copy_model(lib: ModelLibrary, lowered: list[Lowered], writer: _Writer) -> tuple[list[str], list[str], list[str], int]:
+    """Copy each module's generated code under model/, keeping TVM's relative layout, with a re-planned
+    workspace pool's offsets rewritten; CMSIS-NN callers get their status checks fixed (returns how many)."""
     sources, objects = [], []
     status_fixes = 0
-    for module in lib.modules:
+    for module, item in zip(lib.modules, lowered):
+        rewritten = item.pool.sources if item.pool else {}
         for rel in module.sources:
-            code = (lib.root / rel).read_bytes()
+            code = rewritten[rel].encode(errors="surrogateescape") if rel in rewritten else (lib.root / rel).read_bytes()
             if module.cmsis_nn and rel in module.cmsis_nn.sources:
                 code, fixed = fix_status_checks(code)
                 status_fixes += fixed

@@ -7,6 +7,7 @@ import html
 from typing import TYPE_CHECKING
 
 from .attribution import CATEGORIES, CATEGORY_LABELS
+from .render import pool_kind, pool_verdict
 
 if TYPE_CHECKING:  # the report calls these forms; they only read its fields
     from .report import RegionUsage, SizeReport
@@ -207,6 +208,16 @@ def format_html(report: SizeReport) -> str:
             diff = "—" if row.difference is None else f"{row.difference:+,}" if row.difference else "0"
             out.append(f'<tr><td>{_e(row.kind)}</td><td>{row.device}</td><td>{_e(_n(row.predicted))}</td>'
                        f'<td>{_e(_n(row.linked))}</td><td>{diff}</td><td class="l">{_e(row.explanation)}</td></tr>')
+        out.append("</table>")
+    pools = [m for m in report.modules if m.pool]
+    if pools:
+        out.append('<h2>Workspace pools</h2><table><tr><th class="l">model</th><th class="l">pool</th><th>TVM</th>'
+                   '<th>mlfbuild</th><th>floor</th><th class="l">why</th></tr>')
+        for module in pools:
+            pool = module.pool
+            out.append(f'<tr><td class="l">{_e(module.name)}</td><td class="l">{_e(pool_kind(pool))}</td>'
+                       f'<td>{_e(_n(pool.get("tvm_bytes")))}</td><td>{_e(_n(pool.get("bytes")))}</td>'
+                       f'<td>{_e(_n(pool.get("floor_bytes")))}</td><td class="l">{_e(pool_verdict(pool))}</td></tr>')
         out.append("</table>")
     out.append("<h2>Top symbols</h2>")
     out.append('<table><tr><th>flash</th><th>RAM</th><th class="l">category</th><th class="l">symbol</th><th class="l">file</th></tr>')

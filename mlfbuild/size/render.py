@@ -144,6 +144,8 @@ def _module_text(module: ModuleReport) -> list[str]:
         for row in module.memory:
             out.append(f"  {row.kind:<14}{row.device:>4}{_n(row.predicted):>12}{_n(row.linked):>12}"
                        f"{_signed(row.difference):>12}  {row.explanation}")
+    if module.pool:
+        out.append(f"  workspace pool: {pool_figures(module.pool)}")
     if module.operators:
         listed = sum(1 for o in module.operators if o.in_metadata)
         out.append(f"  operators ({listed} in metadata operator_functions)")
@@ -154,6 +156,24 @@ def _module_text(module: ModuleReport) -> list[str]:
             code = _n(op.code_bytes) if op.code_bytes is not None else "not linked"
             out.append(f"  {code:>9}{_n(op.workspace_bytes):>13}  {_short_symbol(op.name, module.name, 80)}{mark}")
     return out
+
+
+def pool_kind(pool: dict) -> str:
+    return "TVMBackendAllocWorkspace" if pool.get("kind") == "allocator" else "USMP global_workspace"
+
+
+def pool_verdict(pool: dict) -> str:
+    if pool.get("kind") == "allocator":
+        return "sized at the peak its allocations reach"
+    if pool.get("replanned"):
+        return "re-planned at the liveness floor" if pool.get("bytes") == pool.get("floor_bytes") else "re-planned"
+    return f"kept as TVM laid it out: {pool.get('reason')}"
+
+
+def pool_figures(pool: dict) -> str:
+    """`TVM 72,000 B · mlfbuild 16,000 B · floor 16,000 B (re-planned ...)` for one module's pool."""
+    return (f"{pool_kind(pool)}: TVM {_n(pool.get('tvm_bytes'))} B · mlfbuild {_n(pool.get('bytes'))} B · "
+            f"floor {_n(pool.get('floor_bytes'))} B ({pool_verdict(pool)})")
 
 
 def budget_table(report: SizeReport, top: int = 8) -> str:
@@ -201,6 +221,15 @@ def format_markdown(report: SizeReport, top: int = 10) -> str:
         for module, row in rows:
             out.append(f"| {md_text(module.name)} | {row.kind} | {_n(row.predicted)} | {_n(row.linked)} | "
                        f"{_signed(row.difference)} | {md_text(row.explanation)} |")
+    pools = [m for m in report.modules if m.pool]
+    if pools:
+        out.append("")
+        out.append("| module | workspace pool | TVM | mlfbuild | floor | |")
+        out.append("|---|---|---:|---:|---:|---|")
+        for module in pools:
+            pool = module.pool
+            out.append(f"| {md_text(module.name)} | {pool_kind(pool)} | {_n(pool.get('tvm_bytes'))} | "
+                       f"{_n(pool.get('bytes'))} | {_n(pool.get('floor_bytes'))} | {md_text(pool_verdict(pool))} |")
     out.append("")
     out.append(f"<details><summary>top {top} symbols</summary>")
     out.append("")

@@ -113,12 +113,20 @@ class ModuleReport:
     by_subcategory: dict[str, dict[str, int]]  # subcategory -> {"flash", "ram"}
     memory: list[MemoryRow]
     operators: list[OperatorRow]
+    pool: dict | None = None  # build.json's workspace_pool: TVM's size, the firmware's, the floor, why kept
 
     def to_json(self) -> dict:
         return {"name": self.name, "executor": self.executor, "usmp": self.usmp, "flash": self.flash,
                 "ram": self.ram, "by_subcategory": self.by_subcategory,
                 "predicted_vs_linked": [r.to_json() for r in self.memory],
+                "workspace_pool": _pool_summary(self.pool),
                 "operators": [o.to_json() for o in self.operators]}
+
+
+def _pool_summary(pool: dict | None) -> dict | None:
+    if not pool:
+        return None
+    return {key: pool.get(key) for key in ("kind", "tvm_bytes", "bytes", "floor_bytes", "replanned", "reason")}
 
 
 @dataclass
@@ -398,7 +406,8 @@ def _modules(record: dict, items: list[Item]) -> list[ModuleReport]:
             name=name, executor=module.get("executor") or "operator", usmp=bool(module.get("usmp")),
             flash=sum(v[0] for v in subs.values()), ram=sum(v[1] for v in subs.values()),
             by_subcategory={s: {"flash": v[0], "ram": v[1]} for s, v in sorted(subs.items())},
-            memory=rows, operators=_operators(module, functions)))
+            memory=rows, operators=_operators(module, functions),
+            pool=lowered.get(name, {}).get("workspace_pool")))
     if "(shared)" in by_module and len(modules) > 1:
         subs = by_module["(shared)"]
         out.append(ModuleReport(name="(shared)", executor="", usmp=False, flash=sum(v[0] for v in subs.values()),
@@ -439,6 +448,7 @@ class _LinkedModule:
     weights: int
     plan: dict
     pool_users: list
+    pool: dict  # build.json's workspace_pool
 
 
 def _memory_rows(module: dict, lowered: dict, linked: dict, pool: int, pool_users: list) -> list[MemoryRow]:
@@ -452,7 +462,8 @@ def _memory_rows(module: dict, lowered: dict, linked: dict, pool: int, pool_user
         usmp_pool=get("USMP workspace pool", 1),
         module_pool=own_pool if own_pool else (pool if lowered.get("workspace_bytes") else 0),
         arena=get("graph arena", 1), io=get("io buffers", 1), constants=get("constants", 0),
-        weights=get("weights (params file)", 0), plan=lowered.get("memory_plan") or {}, pool_users=pool_users)
+        weights=get("weights (params file)", 0), plan=lowered.get("memory_plan") or {}, pool_users=pool_users,
+        pool=lowered.get("workspace_pool") or {})
     memory = (module.get("memory") or {}).get("main") or []
     if not memory:  # operator style: no main function, so no summary; still show what is linked
         if not (facts.module_pool or facts.io):
@@ -487,6 +498,12 @@ def _workspace_row(ws: int, device: int, f: _LinkedModule) -> MemoryRow:
         diff = f.usmp_pool - ws
         if f.usmp_pool == 0:
             text = "USMP on but no pool in the image (external pools, or nothing to plan)"
+        elif f.pool.get("replanned"):
+            text = (f"USMP pool global_workspace re-planned by mlfbuild from TVM's {f.pool['tvm_bytes']:,} B to "
+                    f"{f.pool['bytes']:,} B (floor {f.pool['floor_bytes']:,} B): regions share bytes where "
+                    f"their lifetimes do not meet")
+        elif diff == 0 and f.pool.get("reason"):
+            text = f"USMP pool global_workspace as TVM laid it out (not re-planned: {f.pool['reason']})"
         elif diff == 0:
             text = "USMP pool global_workspace, exactly as planned"
         else:

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from ...errors import InvalidInputError
 from ...mlf.model import Module
-from .base import CTensor, Lowered, Lowering, shape_of, workspace_with_slack
+from ..pool_plan import plan_usmp_pool
+from .base import CTensor, Lowered, Lowering, module_sources, shape_of, workspace_with_slack
 
 
 @dataclass
@@ -39,5 +40,7 @@ class AotCInterface(Lowering):
         inputs, outputs = io_tensors(module, prefix)
         code = self.render(env, m=module, prefix=prefix, symbol=f"mlf_model_{module.name}", inputs=inputs, outputs=outputs)
         workspace = 0 if module.usmp else module.workspace_bytes()
+        pool = plan_usmp_pool(module_sources(module, root), module.name) if module.usmp else None
         return Lowered(module=module, symbol=f"mlf_model_{module.name}", code=code,
-                       workspace_bytes=workspace_with_slack(workspace, module, root))
+                       workspace_bytes=workspace_with_slack(workspace, module, root), pool=pool,
+                       notes=[pool.note(module.name)] if pool else [])

@@ -8,7 +8,8 @@ from ...errors import InvalidInputError
 from ...mlf import csource
 from ...mlf.model import Module
 from .aot_c import io_tensors
-from .base import Lowered, Lowering, workspace_with_slack
+from ..pool_plan import plan_usmp_pool
+from .base import Lowered, Lowering, module_sources, workspace_with_slack
 
 
 def packed_entry(module: Module, root: Path) -> str:
@@ -38,5 +39,7 @@ class AotPacked(Lowering):
         code = self.render(env, description="AOT executor, packed interface.", m=module, prefix=prefix, symbol=f"mlf_model_{module.name}",
                            inputs=inputs, outputs=outputs, entry=packed_entry(module, root))
         workspace = 0 if module.usmp else module.workspace_bytes()
+        pool = plan_usmp_pool(module_sources(module, root), module.name) if module.usmp else None
         return Lowered(module=module, symbol=f"mlf_model_{module.name}", code=code,
-                       workspace_bytes=workspace_with_slack(workspace, module, root))
+                       workspace_bytes=workspace_with_slack(workspace, module, root), pool=pool,
+                       notes=[pool.note(module.name)] if pool else [])

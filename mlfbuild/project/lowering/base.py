@@ -9,6 +9,7 @@ from pathlib import Path
 from jinja2 import Environment
 
 from ...mlf.model import Module, TensorSpec
+from ..pool_plan import PoolPlan
 
 # DLPack type codes (dlpack.h: kDLInt=0, kDLUInt=1, kDLFloat=2); TVM encodes bool as uint1.
 _DTYPE_CODES = {"int": 0, "uint": 1, "float": 2}
@@ -62,6 +63,7 @@ class Lowered:
     buffers: list[tuple[str, int, str]] = field(default_factory=list)  # (what, bytes, "ram"|"flash") it declares
     memory_plan: dict | None = None  # the arena plan, when the lowering made one (MemoryPlan.to_json())
     planned_scratch: bool = False  # operators take their scratch from regions of the planned arena
+    pool: PoolPlan | None = None  # the module's workspace pool: TVM's size, the firmware's, the floor
 
 
 class Lowering:
@@ -75,6 +77,11 @@ class Lowering:
 
     def render(self, env: Environment, **context) -> str:
         return env.get_template(f"lowering/{self.template}").render(**context)
+
+
+def module_sources(module: Module, root: Path) -> dict[str, str]:
+    """The module's generated C files, by their path inside the MLF."""
+    return {rel: (root / rel).read_text(errors="surrogateescape") for rel in module.sources}
 
 
 _ALLOC_CALL = re.compile(r"TVMBackendAllocWorkspace\(\s*\d+\s*,\s*[^,]+,\s*\(uint64_t\)\s*(\d+)")

@@ -1,0 +1,114 @@
+"""TVM's USMP workspace pool re-planned at the liveness floor.
+
+TVM's default USMP algorithm (greedy by size) can place tensors end to end that are never live
+together: kws's nine 8,000-byte activations take 72,000 B where at most two are live at any call.
+Here the regions read from the generated C (mlf/usmp.py) go through the planner the graph lowering
+uses (memory_plan.py), each live from the first call that uses it to the last; the offsets in the
+copied sources are rewritten and the pool is declared at the new size. TVM's layout is kept, and
+the reason given, when any region's size or lifetime is not certain, when TVM's own layout overlaps
+two regions this reading finds live together (then the reading is not TVM's understanding), or when
+the re-plan would not be smaller.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..mlf.usmp import Region, UsmpPool, read_usmp_pool
+from .memory_plan import Buffer, MemoryPlan, floor_bytes, plan_memory
+
+ALIGNMENT = 16  # TVM's USMP aligns the pool and every region to 16 bytes
+
+
+@dataclass
+class PoolPlan:
+    """The module's workspace pool as TVM sized it and as the firmware holds it."""
+
+    kind: str  # "usmp" (TVM's static pool) | "allocator" (TVMBackendAllocWorkspace)
+    tvm_bytes: int
+    bytes: int  # what the firmware holds
+    floor_bytes: int | None  # the most bytes live at once (None: not known with certainty)
+    replanned: bool
+    reason: str = ""  # why TVM's layout was kept (empty when re-planned)
+    sources: dict[str, str] = field(default_factory=dict)  # rewritten sources: path -> text
+    plan: MemoryPlan | None = None
+
+    def note(self, module: str) -> str:
+        if self.kind == "allocator":
+            return (f"{module}: TVMBackendAllocWorkspace pool {self.bytes:,} B, the peak its allocations reach "
+                    f"(TVM's figure {self.tvm_bytes:,} B)")
+        if self.replanned:
+            return (f"{module}: USMP workspace pool re-planned: {self.tvm_bytes:,} B -> {self.bytes:,} B "
+                    f"(floor {self.floor_bytes:,} B, {len(self.plan.buffers)} regions)")
+        return f"{module}: USMP workspace pool kept as TVM laid it out ({self.tvm_bytes:,} B): {self.reason}"
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "tvm_bytes": self.tvm_bytes, "bytes": self.bytes,
+                "floor_bytes": self.floor_bytes, "replanned": self.replanned, "reason": self.reason or None,
+                "regions": ([{"name": b.name, "size": b.size, "first": b.first, "last": b.last,
+                              "offset": self.plan.offsets[b.name]} for b in self.plan.buffers]
+                            if self.plan else [])}
+
+
+def plan_usmp_pool(sources: dict[str, str], module_name: str) -> PoolPlan | None:
+    """The re-planned pool of one AOT module (None: the code declares no USMP pool)."""
+    pool = read_usmp_pool(sources, module_name)
+    if pool is None:
+        return None
+    kept = _reason_to_keep(pool)
+    if kept:
+        return PoolPlan("usmp", pool.tvm_bytes, pool.tvm_bytes, None, False, kept)
+    buffers = [Buffer(r.name, r.size or 0, r.first, r.last) for r in pool.regions]
+    floor = floor_bytes(buffers, ALIGNMENT)
+    overlap = _overlap_in_tvm_layout(pool.regions)
+    if overlap:
+        return PoolPlan("usmp", pool.tvm_bytes, pool.tvm_bytes, floor, False,
+                        f"TVM's layout overlaps {overlap[0]} and {overlap[1]}, which this reading finds live at "
+                        "the same call")
+    plan = plan_memory(buffers, ALIGNMENT)
+    if plan.arena_bytes >= pool.tvm_bytes:
+        return PoolPlan("usmp", pool.tvm_bytes, pool.tvm_bytes, floor, False,
+                        f"TVM's layout is already as small as the re-plan ({plan.arena_bytes:,} B)", plan=None)
+    return PoolPlan("usmp", pool.tvm_bytes, plan.arena_bytes, floor, True, "",
+                    _rewrite(sources, pool, plan), plan)
+
+
+def _reason_to_keep(pool: UsmpPool) -> str:
+    if pool.problem:
+        return pool.problem
+    unknown = [r for r in pool.regions if r.size is None]
+    if unknown:
+        more = f" (and {len(unknown) - 1} more regions)" if len(unknown) > 1 else ""
+        return f"the size of {unknown[0].name} is not stated: {unknown[0].unknown}{more}"
+    beyond = [r for r in pool.regions if r.offset + (r.size or 0) > pool.tvm_bytes]
+    if beyond:
+        return f"{beyond[0].name} reaches beyond TVM's pool as read"
+    if not pool.regions:
+        return "no regions of the pool are used"
+    return ""
+
+
+def _overlap_in_tvm_layout(regions: list[Region]) -> tuple[str, str] | None:
+    """Two regions live at one call whose bytes TVM overlapped (TVM knows something not read here)."""
+    for index, a in enumerate(regions):
+        for b in regions[index + 1:]:
+            live = a.first <= b.last and b.first <= a.last
+            if live and a.size and b.size and a.offset < b.offset + b.size and b.offset < a.offset + a.size:
+                return a.name, b.name
+    return None
+
+
+def _rewrite(sources: dict[str, str], pool: UsmpPool, plan: MemoryPlan) -> dict[str, str]:
+    edits: dict[str, list[tuple[int, int, str]]] = {}
+    declaration = pool.declaration
+    edits.setdefault(declaration.path, []).append((declaration.start, declaration.end, str(plan.arena_bytes)))
+    for region in pool.regions:
+        for site in region.sites:
+            edits.setdefault(site.path, []).append((site.start, site.end, str(plan.offsets[region.name])))
+    rewritten = {}
+    for path, changes in edits.items():
+        text = sources[path]
+        for start, end, value in sorted(changes, reverse=True):
+            text = text[:start] + value + text[end:]
+        rewritten[path] = text
+    return rewritten

@@ -1,0 +1,138 @@
+"""TVM's USMP workspace pool re-planned at the liveness floor: regions read from the generated C of
+every shared AOT USMP fixture, the rewritten code replayed call by call (independently of the
+planner), TVM's layout kept with a reason wherever a size or lifetime is not certain."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from conftest import THIRD_PARTY_ENV, entry_id, manifest_entries, required_folder
+from mlfbuild.mlf.reader import read_mlf
+from mlfbuild.mlf.usmp import read_usmp_pool
+from mlfbuild.project.lowering.base import module_sources
+from mlfbuild.project.pool_plan import plan_usmp_pool
+from mlfbuild.size import format_html, format_markdown, format_text, size_report
+
+USMP_AOT = [item for item in manifest_entries() if item[1].get("executor") == "aot" and item[1].get("usmp")]
+KWS_CMSIS_NN = ("tvm-0.13/kws_aot_cmsisnn", "tvm-0.18/kws_aot_cmsisnn", "tvm-0.18/kws_aot_cmsisnn_m4")
+CARVE = re.compile(r"void\*\s*(\w+)\s*=\s*\(&\(global_workspace_\d+_var\[(\d+)\]\)\);")
+
+
+def _module_sources(fixtures_dir, tmp_path, name: str, module: str | None = None):
+    lib = read_mlf(fixtures_dir / f"{name}.tar", tmp_path / "mlf")
+    chosen = lib.modules[0] if module is None else lib.module(module)
+    return chosen.name, module_sources(chosen, lib.root)
+
+
+def _replay(sources: dict[str, str], module: str, sizes: dict[str, int]) -> tuple[int, list[str]]:
+    """The pool's declared length, and every pair of the main's regions that share bytes while both
+    are live, found from the rewritten main alone: a region is live from the first call line that
+    names it to the last."""
+    text = "\n".join(sources.values())
+    length = int(re.search(r"static uint8_t global_workspace\[(\d+)\];", text).group(1))
+    main = re.search(rf"int32_t tvmgen_{module}___tvm_main__\([^)]*\) \{{(.*?)\n\}}", text, re.S).group(1)
+    offsets = {name: int(offset) for name, offset in CARVE.findall(main)}
+    calls = [line for line in main.split("\n") if line.strip().startswith("if (tvmgen_")]
+    live = {name: [i for i, line in enumerate(calls) if re.search(rf"\b{name}\b", line)] for name in offsets}
+    clashes = []
+    for a in offsets:
+        for b in offsets:
+            together = a < b and set(range(live[a][0], live[a][-1] + 1)) & set(range(live[b][0], live[b][-1] + 1))
+            if together and offsets[a] < offsets[b] + sizes[b] and offsets[b] < offsets[a] + sizes[a]:
+                clashes.append(f"{a}/{b}")
+    assert all(offsets[name] + sizes[name] <= length for name in offsets)
+    return length, clashes
+
+
+@pytest.mark.parametrize("name", KWS_CMSIS_NN)
+def test_kws_cmsis_nn_pool_is_replanned_at_the_floor(fixtures_dir, tmp_path, name):
+    module, sources = _module_sources(fixtures_dir, tmp_path, name)
+    pool = plan_usmp_pool(sources, module)
+    # TVM placed the nine 8,000-byte activations end to end; at most two are live at any call.
+    assert (pool.tvm_bytes, pool.bytes, pool.floor_bytes, pool.replanned) == (72_000, 16_000, 16_000, True)
+    sizes = {r.name: r.size for r in read_usmp_pool(sources, module).regions}
+    assert sorted(sizes.values()) == [12, 64] + [8_000] * 9  # cmsis_nn_dims of each call's output
+    length, clashes = _replay({**sources, **pool.sources}, module, sizes)
+    assert length == 16_000 and clashes == []
+    # Only offsets and the pool's length change: the code is otherwise TVM's, byte for byte.
+    for path, text in pool.sources.items():
+        assert re.sub(r"\d+", "N", text) == re.sub(r"\d+", "N", sources[path])
+
+
+@pytest.mark.parametrize("item", USMP_AOT, ids=entry_id)
+def test_every_usmp_fixture_is_replanned_or_says_why_and_never_grows(fixtures_dir, tmp_path, item):
+    fixture_set, entry = item
+    lib = read_mlf(fixtures_dir / fixture_set / entry["file"], tmp_path / "mlf")
+    for module in lib.modules:
+        pool = plan_usmp_pool(module_sources(module, lib.root), module.name)
+        assert pool is not None and pool.bytes <= pool.tvm_bytes
+        if pool.replanned:
+            assert pool.floor_bytes <= pool.bytes < pool.tvm_bytes and not pool.reason
+            assert pool.plan.conflicts() == []
+        else:
+            assert pool.reason and pool.bytes == pool.tvm_bytes and not pool.sources
+        json.dumps(pool.to_json())
+
+
+def test_vww_keeps_its_one_scratch_buffer_at_the_size_tvm_stated(fixtures_dir, tmp_path):
+    module, sources = _module_sources(fixtures_dir, tmp_path, "tvm-0.18/vww_aot_cmsisnn_m4")
+    regions = {r.name: r for r in read_usmp_pool(sources, module).regions}
+    scratch = regions["tvmgen_vww_cmsis_nn_main_0:context_buffer_0_let"]
+    assert (scratch.size, scratch.first, scratch.last) == (108, 0, 0)
+    pool = plan_usmp_pool(sources, module)
+    assert pool.replanned and pool.bytes < pool.tvm_bytes == 64_512
+    _, clashes = _replay({**sources, **pool.sources}, module, {r.name: r.size for r in regions.values()})
+    assert clashes == []
+
+
+def test_a_region_without_a_stated_size_keeps_tvms_layout(fixtures_dir, tmp_path):
+    module, sources = _module_sources(fixtures_dir, tmp_path, "tvm-0.18/kws_aot_cmsisnn_m4")
+    path = next(p for p, text in sources.items() if "tvmgen_kws_cmsis_nn_main_0(int8_t* input_" in text and "{" in text)
+    edited = {**sources, path: sources[path].replace("cmsis_nn_dims output_dims = {1,25,5,64};", "", 1)}
+    pool = plan_usmp_pool(edited, module)
+    assert not pool.replanned and pool.bytes == 72_000 and pool.sources == {}
+    assert "sid_7_let" in pool.reason and "tvmgen_kws_cmsis_nn_main_0" in pool.reason
+
+
+def test_plain_c_operators_keep_tvms_layout_and_say_why(fixtures_dir, tmp_path):
+    module, sources = _module_sources(fixtures_dir, tmp_path, "tvm-0.18/kws_aot_c_unpacked_usmp")
+    pool = plan_usmp_pool(sources, module)
+    assert not pool.replanned and pool.bytes == pool.tvm_bytes == 104_192
+    assert "plain C" in pool.reason
+
+
+def test_a_tvm_layout_that_disagrees_with_the_reading_is_kept(fixtures_dir, tmp_path):
+    """sid_7 and sid_14 are both live at the second call; if TVM had placed them on the same bytes
+    it would know something this reading does not, so nothing is re-planned."""
+    module, sources = _module_sources(fixtures_dir, tmp_path, "tvm-0.18/kws_aot_cmsisnn_m4")
+    path = next(p for p, text in sources.items() if "sid_14_let = (&(global_workspace_1_var[56000]))" in text)
+    edited = {**sources, path: sources[path].replace("sid_14_let = (&(global_workspace_1_var[56000]))",
+                                                     "sid_14_let = (&(global_workspace_1_var[64000]))")}
+    pool = plan_usmp_pool(edited, module)
+    assert not pool.replanned and "overlaps" in pool.reason and "sid_14_let" in pool.reason
+
+
+def test_the_packed_interface_keeps_tvms_layout_and_says_why(fixtures_dir, tmp_path):
+    module, sources = _module_sources(fixtures_dir, tmp_path, "tvm-0.13/cnn_aot_packed_usmp")
+    pool = plan_usmp_pool(sources, module)
+    assert not pool.replanned and pool.bytes == 31_360 and "as a plain pointer" in pool.reason
+
+
+@pytest.mark.cross
+def test_kws_on_cmsis_nn_fits_in_20000_bytes_of_ram_and_the_report_shows_the_pool(fixtures_dir, third_party_dir,
+                                                                                 build_firmware):
+    tree = required_folder(third_party_dir / "cmsis-nn-v6.0.0", "CMSIS-NN v6.0.0", THIRD_PARTY_ENV)
+    out = build_firmware(fixtures_dir / "tvm-0.18" / "kws_aot_cmsisnn_m4.tar", "mps2-an386", cmsis_nn=tree)
+    record = json.loads((out / "build.json").read_text())
+    report = size_report(out / "firmware.elf", record)
+    assert report.ram.used <= 20_000  # 74,448 B with TVM's pool
+    pool = report.to_json()["modules"][0]["workspace_pool"]
+    assert pool == {"kind": "usmp", "tvm_bytes": 72_000, "bytes": 16_000, "floor_bytes": 16_000, "replanned": True,
+                    "reason": None}
+    assert "TVM 72,000 B · mlfbuild 16,000 B · floor 16,000 B" in format_text(report)
+    assert "| kws | USMP global_workspace | 72,000 | 16,000 | 16,000 |" in format_markdown(report)
+    assert "<h2>Workspace pools</h2>" in format_html(report)
+    assert any("re-planned: 72,000 B -> 16,000 B" in note for note in record["notes"])
