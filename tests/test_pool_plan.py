@@ -136,3 +136,39 @@ def test_kws_on_cmsis_nn_fits_in_20000_bytes_of_ram_and_the_report_shows_the_poo
     assert "| kws | USMP global_workspace | 72,000 | 16,000 | 16,000 |" in format_markdown(report)
     assert "<h2>Workspace pools</h2>" in format_html(report)
     assert any("re-planned: 72,000 B -> 16,000 B" in note for note in record["notes"])
+
+
+# --- TVMBackendAllocWorkspace without USMP: a stack-like pool at the peak the code reaches ---------
+
+def test_a_callee_peak_counts_on_top_of_what_is_held_where_it_is_called():
+    from mlfbuild.project.lowering import base
+
+    body = ("  void* a = TVMBackendAllocWorkspace(1, dev_id, (uint64_t)10, 0, 8);\n  g(a);\n"
+            "  TVMBackendFreeWorkspace(1, dev_id, a);\n  h();\n")
+    assert base._replay_allocations(body, {"g": 48, "h": 100}) == max(16 + 48, 100)
+
+
+@pytest.mark.parametrize("name, tvm, peak", [("tvm-0.18/kws_aot_cmsisnn_nousmp", 16_080, 16_080),
+                                             ("tvm-0.13/kws_aot_c_unpacked_nousmp", 105_360, 105_360),
+                                             ("tvm-0.13/mlp_aot_c_unpacked_nousmp", 464, 384)])
+def test_the_allocator_pool_is_the_peak_of_the_code(fixtures_dir, tmp_path, name, tvm, peak):
+    from mlfbuild.project import template_environment
+    from mlfbuild.project.lowering import lowering_for
+
+    lib = read_mlf(fixtures_dir / f"{name}.tar", tmp_path / "mlf")
+    module = lib.modules[0]
+    lowered = lowering_for(module).lower(module, lib.root, template_environment())
+    assert lowered.workspace_bytes == peak  # was TVM's figure + 16 B per allocation site
+    assert lowered.pool.to_json() == {"kind": "allocator", "tvm_bytes": tvm, "bytes": peak, "floor_bytes": peak,
+                                      "replanned": False, "reason": None, "regions": []}
+
+
+@pytest.mark.qemu
+def test_kws_without_usmp_runs_at_its_floor(fixtures_dir, third_party_dir, build_firmware):
+    tree = required_folder(third_party_dir / "cmsis-nn-v6.0.0", "CMSIS-NN v6.0.0", THIRD_PARTY_ENV)
+    out = build_firmware(fixtures_dir / "tvm-0.18" / "kws_aot_cmsisnn_nousmp.tar", "mps2-an386", cmsis_nn=tree)
+    from mlfbuild.run import run_build
+
+    result = run_build(out, references=[str(fixtures_dir / "tvm-0.18" / "kws.npz")], atol=1, timeout=60)
+    assert result.status == "pass"
+    assert result.models[0].workspace_peak == 16_080 == json.loads((out / "build.json").read_text())["workspace_bytes"]

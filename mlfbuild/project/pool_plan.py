@@ -34,6 +34,8 @@ class PoolPlan:
     plan: MemoryPlan | None = None
 
     def note(self, module: str) -> str:
+        if self.kind == "allocator" and self.floor_bytes is None:
+            return f"{module}: TVMBackendAllocWorkspace pool {self.bytes:,} B: {self.reason}"
         if self.kind == "allocator":
             return (f"{module}: TVMBackendAllocWorkspace pool {self.bytes:,} B, the peak its allocations reach "
                     f"(TVM's figure {self.tvm_bytes:,} B)")

@@ -18,10 +18,11 @@ so every TVM function the model calls comes from TVM's CRT.
 
 Memory behind TVMPlatformMemoryAllocate (and so TVMBackendAllocWorkspace, crt_backend_api.c):
   * AOT: TVM's stack allocator, as TVM's own AOT demos use it (Zephyr aot_standalone_demo and
-    mlperftiny). The pool is mlfbuild's workspace pool, sized by the AOT lowering from the metadata:
-    workspace_size_bytes + 16 B per TVMBackendAllocWorkspace call site, which covers the stack
-    allocator's rounding of every allocation to TVM_RUNTIME_ALLOC_ALIGNMENT_BYTES (16; the LIFO
-    check and its 4-byte tags are off, as in TVM's template).
+    mlperftiny). The pool is mlfbuild's workspace pool, sized by the AOT lowering at the peak the
+    code's allocations reach, each rounded to 16 B as the stack allocator rounds it to
+    TVM_RUNTIME_ALLOC_ALIGNMENT_BYTES (the LIFO check and its 4-byte tags are off, as in TVM's
+    template); where sizes are not literals, from the metadata's workspace_size_bytes + 16 B per
+    TVMBackendAllocWorkspace call site.
   * Graph executor: TVM's page allocator (its frees are not LIFO), 256-byte pages as in TVM's
     platform.c.template, over a pool the graph lowering sizes (see graph_tvm.py).
 """

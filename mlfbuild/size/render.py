@@ -164,7 +164,9 @@ def pool_kind(pool: dict) -> str:
 
 def pool_verdict(pool: dict) -> str:
     if pool.get("kind") == "allocator":
-        return "sized at the peak its allocations reach"
+        if pool.get("floor_bytes") is None:
+            return f"not sized at its peak: {pool.get('reason')}"
+        return "sized at the peak its allocations reach (a stack allocator's floor)"
     if pool.get("replanned"):
         return "re-planned at the liveness floor" if pool.get("bytes") == pool.get("floor_bytes") else "re-planned"
     return f"kept as TVM laid it out: {pool.get('reason')}"

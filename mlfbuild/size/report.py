@@ -512,9 +512,13 @@ def _workspace_row(ws: int, device: int, f: _LinkedModule) -> MemoryRow:
             text += f"; plus the TVMBackendAllocWorkspace pool ({f.module_pool:,} B)"
         return MemoryRow("workspace", device, ws, f.usmp_pool + f.module_pool, text)
     slack = f.module_pool - ws
-    text = (f"no USMP: TVM sized this for a stack allocator (largest operator workspace + main's "
-            f"intermediates); the TVMBackendAllocWorkspace pool adds {slack:,} B of alignment slack "
-            f"(16 B per allocation site)")
+    if f.pool.get("floor_bytes") is not None:
+        text = (f"no USMP: TVM sized this for a stack allocator; the TVMBackendAllocWorkspace pool holds the "
+                f"peak the code's allocations reach, replayed call by call ({f.pool['floor_bytes']:,} B)")
+    else:
+        text = (f"no USMP: TVM sized this for a stack allocator (largest operator workspace + main's "
+                f"intermediates); the TVMBackendAllocWorkspace pool adds {slack:,} B of alignment slack "
+                f"(16 B per allocation site)")
     if len(f.pool_users) > 1:
         text += f", shared by {len(f.pool_users)} modules and sized for the largest"
     return MemoryRow("workspace", device, ws, f.module_pool, text)

@@ -8,7 +8,7 @@ from pathlib import Path
 from ...errors import InvalidInputError
 from ...mlf.model import Module
 from ..pool_plan import plan_usmp_pool
-from .base import CTensor, Lowered, Lowering, module_sources, shape_of, workspace_with_slack
+from .base import CTensor, Lowered, Lowering, allocator_pool, module_sources, shape_of
 
 
 @dataclass
@@ -39,8 +39,10 @@ class AotCInterface(Lowering):
         prefix = f"mlf_{module.name}"
         inputs, outputs = io_tensors(module, prefix)
         code = self.render(env, m=module, prefix=prefix, symbol=f"mlf_model_{module.name}", inputs=inputs, outputs=outputs)
-        workspace = 0 if module.usmp else module.workspace_bytes()
-        pool = plan_usmp_pool(module_sources(module, root), module.name) if module.usmp else None
-        return Lowered(module=module, symbol=f"mlf_model_{module.name}", code=code,
-                       workspace_bytes=workspace_with_slack(workspace, module, root), pool=pool,
-                       notes=[pool.note(module.name)] if pool else [])
+        if module.usmp:  # operators inside may still allocate: those get a pool of their own
+            workspace, _ = allocator_pool(module, root)
+            pool = plan_usmp_pool(module_sources(module, root), module.name)
+        else:
+            workspace, pool = allocator_pool(module, root)
+        return Lowered(module=module, symbol=f"mlf_model_{module.name}", code=code, workspace_bytes=workspace,
+                       pool=pool, notes=[pool.note(module.name)] if pool else [])

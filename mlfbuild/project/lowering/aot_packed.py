@@ -9,7 +9,7 @@ from ...mlf import csource
 from ...mlf.model import Module
 from .aot_c import io_tensors
 from ..pool_plan import plan_usmp_pool
-from .base import Lowered, Lowering, module_sources, workspace_with_slack
+from .base import Lowered, Lowering, allocator_pool, module_sources
 
 
 def packed_entry(module: Module, root: Path) -> str:
@@ -38,8 +38,10 @@ class AotPacked(Lowering):
         inputs, outputs = io_tensors(module, prefix)
         code = self.render(env, description="AOT executor, packed interface.", m=module, prefix=prefix, symbol=f"mlf_model_{module.name}",
                            inputs=inputs, outputs=outputs, entry=packed_entry(module, root))
-        workspace = 0 if module.usmp else module.workspace_bytes()
-        pool = plan_usmp_pool(module_sources(module, root), module.name) if module.usmp else None
-        return Lowered(module=module, symbol=f"mlf_model_{module.name}", code=code,
-                       workspace_bytes=workspace_with_slack(workspace, module, root), pool=pool,
-                       notes=[pool.note(module.name)] if pool else [])
+        if module.usmp:  # operators inside may still allocate: those get a pool of their own
+            workspace, _ = allocator_pool(module, root)
+            pool = plan_usmp_pool(module_sources(module, root), module.name)
+        else:
+            workspace, pool = allocator_pool(module, root)
+        return Lowered(module=module, symbol=f"mlf_model_{module.name}", code=code, workspace_bytes=workspace,
+                       pool=pool, notes=[pool.note(module.name)] if pool else [])

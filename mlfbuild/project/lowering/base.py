@@ -110,6 +110,22 @@ def workspace_with_slack(bytes_needed: int, module: Module, root: Path) -> int:
     return _align(needed + WORKSPACE_ALIGNMENT * len(sites))
 
 
+def allocator_pool(module: Module, root: Path) -> tuple[int, PoolPlan | None]:
+    """The TVMBackendAllocWorkspace pool of a module (bytes, and what the reports show of it): the
+    exact peak its allocations reach where the C code states every size (a stack allocator needs no
+    more), else TVM's figure plus slack. With USMP, TVM's figure is its static pool, not this one."""
+    if not allocation_sites(module, root):
+        return 0, None
+    tvm_bytes = 0 if module.usmp else module.workspace_bytes()
+    peak = allocation_peak(module, root)
+    if peak is not None:
+        return peak, PoolPlan("allocator", tvm_bytes, peak, peak, False)
+    pool = workspace_with_slack(tvm_bytes, module, root)
+    return pool, PoolPlan("allocator", tvm_bytes, pool, None, False,
+                          "not every allocation size is a literal of the C code (or the code is an object file): "
+                          "TVM's figure plus 16 B per allocation site")
+
+
 def _align(value: int, to: int = WORKSPACE_ALIGNMENT) -> int:
     return (value + to - 1) // to * to
 
@@ -123,31 +139,31 @@ _FREE = re.compile(r"TVMBackendFreeWorkspace\(\s*\d+\s*,\s*[^,]+,\s*(\w+)\s*\)")
 
 def operator_scratch(module: Module, root: Path) -> dict[str, int] | None:
     """{function: most bytes it holds from TVMBackendAllocWorkspace at once}, read from the generated C:
-    its allocations replayed in source order as crt/src/backend.c serves them (each rounded to the
-    alignment, frees rewinding LIFO), plus what the functions it calls hold. None when that cannot be
-    known: object code, an allocation whose size is not a literal, or recursion."""
+    its allocations, frees and calls replayed in source order as crt/src/backend.c serves them (each
+    allocation rounded to the alignment, frees rewinding LIFO, a callee's own peak added on top of
+    what is held where it is called). None when that cannot be known: object code, an allocation
+    whose size is not a literal, or recursion."""
     if any("TVMBackendAllocWorkspace" in o.undefined for o in module.objects):
         return None
     bodies: dict[str, str] = {}
     for rel in module.sources:
         bodies.update(_function_bodies((root / rel).read_text(errors="replace")))
-    own: dict[str, int] = {}
-    for name, body in bodies.items():
-        held = _replay_allocations(body)
-        if held is None:
-            return None
-        own[name] = held
     totals: dict[str, int] = {}
 
     def total(name: str, path: tuple[str, ...]) -> int | None:
         if name in path:
             return None
         if name not in totals:
-            callees = [other for other in bodies if other != name and re.search(rf"\b{other}\b", bodies[name])]
-            parts = [total(callee, path + (name,)) for callee in callees]
-            if any(part is None for part in parts):
+            callees = {}
+            for other in bodies:
+                if other != name and re.search(rf"\b{other}\b", bodies[name]):
+                    callees[other] = total(other, path + (name,))
+                    if callees[other] is None:
+                        return None
+            held = _replay_allocations(bodies[name], callees)
+            if held is None:
                 return None
-            totals[name] = own[name] + sum(parts)
+            totals[name] = held
         return totals[name]
 
     result = {}
@@ -157,6 +173,13 @@ def operator_scratch(module: Module, root: Path) -> dict[str, int] | None:
             return None
         result[name] = value
     return result
+
+
+def allocation_peak(module: Module, root: Path) -> int | None:
+    """The most bytes TVMBackendAllocWorkspace holds at once in any run of the module: the peak of its
+    outermost function, replayed exactly (None when operator_scratch cannot know it)."""
+    scratch = operator_scratch(module, root)
+    return max(scratch.values(), default=0) if scratch is not None else None
 
 
 def _function_bodies(code: str) -> dict[str, str]:
@@ -169,17 +192,23 @@ def _function_bodies(code: str) -> dict[str, str]:
     return bodies
 
 
-def _replay_allocations(body: str) -> int | None:
+def _replay_allocations(body: str, callees: dict[str, int] | None = None) -> int | None:
+    """Peak bytes held while `body` runs; `callees`: the peak of each function it names, counted on
+    top of what is held wherever the name appears."""
     if len(_ALLOC.findall(body)) != len(_LITERAL_ALLOC.findall(body)):
         return None
     events = sorted([(m.start(), "alloc", m.group(1), int(m.group(2))) for m in _LITERAL_ALLOC.finditer(body)]
-                    + [(m.start(), "free", m.group(1), 0) for m in _FREE.finditer(body)])
+                    + [(m.start(), "free", m.group(1), 0) for m in _FREE.finditer(body)]
+                    + [(m.start(), "call", name, peak) for name, peak in (callees or {}).items() if peak
+                       for m in re.finditer(rf"\b{name}\b", body)])
     stack: list[tuple[str, int]] = []
     peak = 0
     for _, kind, var, nbytes in events:
         if kind == "alloc":
             stack.append((var, _align(max(nbytes, 1))))
             peak = max(peak, sum(size for _, size in stack))
+        elif kind == "call":
+            peak = max(peak, sum(size for _, size in stack) + nbytes)
         elif any(name == var for name, _ in stack):
             while stack and stack.pop()[0] != var:
                 pass
