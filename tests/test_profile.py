@@ -75,3 +75,37 @@ def test_a_damaged_profile_in_run_json_is_shown_as_far_as_it_goes(tmp_path):
     assert profiles == [{"model": "m", "instructions": "many", "rows": [{"function": "<f>", "calls": "x", "share": None}]}]
     html = "".join(_profiles(profiles))
     assert "&lt;f&gt;" in html and "<f>" not in html and "—" in html
+
+
+def test_thumb_branches_are_decoded_both_ways():
+    from mlfbuild.run.profile import thumb_branch_target
+
+    # From kws_aot_cmsisnn_m4 at -Os: `b.w 11c8` at 0x1300 (backwards), and forward/16-bit forms.
+    assert thumb_branch_target(bytes.fromhex("fff762bf"), 0x1300) == 0x11C8
+    assert thumb_branch_target(bytes.fromhex("00f000b8"), 0x1000) == 0x1004
+    assert thumb_branch_target(bytes.fromhex("fee7"), 0x2000) == 0x2000  # b . (T2)
+    assert thumb_branch_target(bytes.fromhex("00bf"), 0x2000) is None  # nop
+    assert thumb_branch_target(bytes.fromhex("fff762ff"), 0x1300) is None  # bl: a call, not a fold
+
+
+@pytest.mark.qemu
+def test_functions_folded_by_the_compiler_are_named_as_folded_into_their_twin(build_firmware, fixtures_dir,
+                                                                              third_party_dir, tmp_path):
+    """gcc -Os folds kws's identical CMSIS-NN operators (-fipa-icf): main_3..main_8 become one branch
+    to main_1 or main_2, which do their work; they are not shown as nearly free."""
+    from conftest import THIRD_PARTY_ENV, required_folder
+
+    tree = required_folder(third_party_dir / "cmsis-nn-v6.0.0", "CMSIS-NN v6.0.0", THIRD_PARTY_ENV)
+    out = build_firmware(fixtures_dir / "tvm-0.18" / "kws_aot_cmsisnn_m4.tar", "mps2-an386", cmsis_nn=tree)
+    result = cli("run", str(out), "--profile", "--json")
+    assert result.returncode == 0, result.stderr
+    rows = {row["function"]: row for row in json.loads(result.stdout)["models"][0]["profile"]}
+    prefix = "tvmgen_kws_cmsis_nn_main_"
+    for index in range(3, 9):
+        assert rows[f"{prefix}{index}"]["folded_into"] == f"{prefix}{1 if index % 2 else 2}"
+    assert rows[f"{prefix}1"]["folded"] == [f"{prefix}3", f"{prefix}5", f"{prefix}7"]
+    assert rows[f"{prefix}1"]["calls"] == 4 and rows[f"{prefix}0"]["folded_into"] is None
+    table = cli("run", str(out), "--profile").stdout
+    assert f"{prefix}8: folded into {prefix}2 by the compiler" in table
+    sized = cli("size", str(out), "--html", str(tmp_path / "size.html"))
+    assert sized.returncode == 0 and f"{prefix}5: folded into {prefix}1" in (tmp_path / "size.html").read_text()

@@ -12,6 +12,7 @@ On a flashed board or the host there are no instruction counts: the profile says
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shutil
 import subprocess
@@ -32,10 +33,12 @@ class ProfileRow:
     calls: int  # per inference
     instructions: int  # per inference, including what the function calls outside the model's code
     share: float  # of the inference's instructions
+    folded_into: str | None = None  # the twin the compiler folded this function into (its work is counted there)
+    folded: list[str] = field(default_factory=list)  # functions folded into this one (their work is counted here)
 
     def to_json(self) -> dict:
         return {"function": self.function, "calls": self.calls, "instructions": self.instructions,
-                "share": round(self.share, 6)}
+                "share": round(self.share, 6), "folded_into": self.folded_into, "folded": self.folded}
 
 
 @dataclass
@@ -63,6 +66,8 @@ class _Range:
     kind: str  # E executor, O operator, I application
     model: int
     name: str
+    folded_into: str = ""  # a branch-only body: the compiler folded this function into that twin
+    aliases: tuple[str, ...] = ()  # other names of the same code (folded onto the same address)
 
 
 def unavailable(board: str, why: str) -> Profile:
@@ -144,21 +149,63 @@ def function_ranges(build_dir: Path, record: dict) -> list[_Range]:
         for pattern in (rf"mlf_{re.escape(name)}_run", rf"tvmgen_{re.escape(name)}_run(_model)?",
                         rf"tvmgen_{re.escape(name)}___tvm_main__"):
             executors[pattern] = index
-    ranges = []
+    found: dict[int, _Range] = {}
+    aliases: dict[int, list[str]] = {}
     with open(build_dir / "firmware.elf", "rb") as stream:
-        symtab = ELFFile(stream).get_section_by_name(".symtab")
-        seen = set()
+        elf = ELFFile(stream)
+        symtab = elf.get_section_by_name(".symtab")
         for symbol in symtab.iter_symbols() if symtab else ():
             if symbol["st_info"]["type"] != "STT_FUNC" or not symbol["st_size"]:
                 continue
             low = symbol["st_value"] & ~1
-            if low in seen:
-                continue
             kind, model = _role(symbol.name, executors, model_code, app)
-            if kind:
-                seen.add(low)
-                ranges.append(_Range(low, low + symbol["st_size"], kind, model, symbol.name))
-    return sorted(ranges, key=lambda r: r.low)
+            if not kind:
+                continue
+            if low in found:  # identical code folded onto one address: one range, several names
+                aliases.setdefault(low, []).append(symbol.name)
+                continue
+            found[low] = _Range(low, low + symbol["st_size"], kind, model, symbol.name)
+        starts = {r.low: r.name for r in found.values() if r.kind == "O"}
+        ranges = []
+        for low, r in sorted(found.items()):
+            twin = starts.get(_branch_target(elf, low, r.high - low)) if r.kind == "O" else None
+            ranges.append(dataclasses.replace(r, folded_into=twin or "", aliases=tuple(sorted(aliases.get(low, ())))))
+    return ranges
+
+
+def _branch_target(elf: ELFFile, address: int, size: int) -> int | None:
+    """Where a function whose whole body is one Thumb branch (B, or B.W) jumps — gcc's identical code
+    folding (-fipa-icf) leaves such a body where it cannot make the twin an alias. ARMv7-M ARM A7.7.12:
+    T2 `11100 imm11` jumps to PC+4+imm11*2; T4 `11110 S imm10`, `10 J1 1 J2 imm11` to
+    PC+4+SignExtend(S:I1:I2:imm10:imm11:0) with I1 = NOT(J1 XOR S), I2 = NOT(J2 XOR S)."""
+    code = _read(elf, address, size) if size in (2, 4) else None
+    return thumb_branch_target(code, address) if code else None
+
+
+def thumb_branch_target(code: bytes, address: int) -> int | None:
+    """The target of the one Thumb B / B.W instruction `code` holds at `address` (None: not one)."""
+    size = len(code)
+    first = int.from_bytes(code[:2], "little")
+    if size == 2 and first >> 11 == 0b11100:
+        offset = (first & 0x7FF) << 1
+        return address + 4 + (offset - (1 << 12) if offset & (1 << 11) else offset)
+    if size == 4 and first >> 11 == 0b11110:
+        second = int.from_bytes(code[2:], "little")
+        if second & 0xD000 != 0x9000:
+            return None
+        s_bit, j1, j2 = (first >> 10) & 1, (second >> 13) & 1, (second >> 11) & 1
+        i1, i2 = 1 - (j1 ^ s_bit), 1 - (j2 ^ s_bit)
+        offset = (s_bit << 24) | (i1 << 23) | (i2 << 22) | ((first & 0x3FF) << 12) | ((second & 0x7FF) << 1)
+        return address + 4 + (offset - (1 << 25) if s_bit else offset)
+    return None
+
+
+def _read(elf: ELFFile, address: int, size: int) -> bytes | None:
+    for section in elf.iter_sections():
+        start = section["sh_addr"]
+        if section["sh_type"] == "SHT_PROGBITS" and start <= address and address + size <= start + section["sh_size"]:
+            return section.data()[address - start:address - start + size]
+    return None
 
 
 def _role(name: str, executors: dict[str, int], model_code: set[str], app: set[str]) -> tuple[str, int]:
@@ -202,9 +249,19 @@ def read_counts(path: Path, ranges: list[_Range], record: dict, runs: dict[str, 
             if ranges[i].kind == "E":
                 result.executor_instructions += insns // n
                 continue
-            result.rows.append(ProfileRow(ranges[i].name, calls // n, insns // n, (insns / n) / total if total else 0.0))
+            result.rows.append(ProfileRow(ranges[i].name, calls // n, insns // n, (insns / n) / total if total else 0.0,
+                                          folded_into=ranges[i].folded_into or None, folded=list(ranges[i].aliases)))
+        _name_twins(result.rows)
         profile.models.append(result)
     return profile
+
+
+def _name_twins(rows: list[ProfileRow]) -> None:
+    """Each function that others were folded into names them: its calls and instructions include theirs."""
+    by_name = {row.function: row for row in rows}
+    for row in rows:
+        if row.folded_into in by_name:
+            by_name[row.folded_into].folded.append(row.function)
 
 
 def _model_functions(ranges: list[_Range], counts: dict, model: int) -> list[int]:
@@ -230,6 +287,14 @@ def _owner(name: str, ranges: list[_Range], default: int) -> int:
     return default
 
 
+def _row_line(row: ProfileRow) -> str:
+    if row.folded_into:
+        return (f"  {row.calls:>6} {'—':>14} {'':>7}  {row.function}: folded into {row.folded_into} by the "
+                "compiler (identical code; its work is counted there)")
+    twins = f"  (with {', '.join(row.folded)}: identical code folded into this one)" if row.folded else ""
+    return f"  {row.calls:>6} {row.instructions:>14,} {100 * row.share:>6.2f}%  {row.function}{twins}"
+
+
 def format_profile(profile: Profile) -> str:
     if not profile.available:
         return profile.reason
@@ -238,7 +303,7 @@ def format_profile(profile: Profile) -> str:
         lines.append(f"profile of {model.name}: {model.instructions:,} instructions per inference (QEMU)")
         lines.append(f"  {'calls':>6} {'instructions':>14} {'share':>7}  function")
         for row in model.rows:
-            lines.append(f"  {row.calls:>6} {row.instructions:>14,} {100 * row.share:>6.2f}%  {row.function}")
+            lines.append(_row_line(row))
         covered = sum(r.instructions for r in model.rows)
         if model.instructions:
             lines.append(f"  {'':>6} {model.executor_instructions:>14,} "

@@ -260,9 +260,19 @@ def _profiles(profiles: list[dict]) -> list[str]:
             share = row.get("share")
             out.append(f"<tr><td>{_count(row.get('calls'))}</td><td>{_count(row.get('instructions'))}</td>"
                        f"<td>{_e(f'{100 * share:.2f} %' if isinstance(share, (int, float)) else '—')}</td>"
-                       f"<td class='l'>{_e(row.get('function'))}</td></tr>")
+                       f"<td class='l'>{_e(_profiled_function(row))}</td></tr>")
         out.append("</table>")
     return out
+
+
+def _profiled_function(row: dict) -> str:
+    """The function's name, and where the compiler folded it into an identical twin."""
+    name = str(row.get("function"))
+    if row.get("folded_into"):
+        return f"{name}: folded into {row['folded_into']} by the compiler (identical code; counted there)"
+    if isinstance(row.get("folded"), list) and row["folded"]:
+        return f"{name} (with {', '.join(map(str, row['folded']))}: identical code folded into this one)"
+    return name
 
 
 def _count(value) -> str:
