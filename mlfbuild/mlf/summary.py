@@ -49,12 +49,19 @@ def _cmsis_nn_lines(c: CmsisNnAssumptions) -> list[str]:
     origin = f"{c.target_kind} target" if c.target_kind else "no target"
     calls = len(c.scratch_bytes)
     if c.generic:
-        buffers = f"no scratch buffers ({{NULL,0}} in {calls} call(s)): generated for a core without DSP or MVE"
+        buffers = f"no scratch buffers ({{NULL,0}} in {calls} call(s))"
     else:
         sizes = ", ".join(str(size) for size in c.scratch_bytes)
-        buffers = f"scratch buffers of {sizes} B: generated for the DSP/MVE paths of {c.mcpu or 'its core'}"
+        buffers = f"scratch buffers of {sizes} B (sized by TVM for {c.mcpu or 'its core'})"
+    if c.calls_readable:
+        paths = ("the board's own (DSP, MVE where it has them): mlfbuild gives each call the buffer the library's "
+                 "get_buffer_size asks for on that core")
+    else:
+        paths = ("those the code's buffers were sized for (generic C without buffers): its calls are not all in the "
+                 "shape TVM writes, so mlfbuild cannot supply their buffers")
     return [f"    cmsis-nn calls {', '.join(c.functions)}",
-            f"    cmsis-nn core {core} ({origin}); {buffers}"]
+            f"    cmsis-nn core {core} ({origin}); {buffers}",
+            f"    cmsis-nn paths {paths}"]
 
 
 def format_summary(lib: ModelLibrary, source: str) -> str:

@@ -19,7 +19,7 @@ from ..errors import BuildError, InvalidInputError, UsageError
 from ..mlf.model import ModelLibrary
 from ..resources import data_dir
 from .abi import check_c_code, float_abi_for
-from .cmsis_nn import CmsisNnLibrary, fix_status_checks, render_cmsis_nn
+from .cmsis_nn import CmsisNnLibrary, describe_features, fix_status_checks, render_cmsis_nn
 from .ctext import c_comment_text, c_string_body
 from .lowering import Lowered, lowering_for
 from .runtime import RuntimeChoice, RuntimeFiles, builtin_runtime_files
@@ -146,7 +146,8 @@ def render_project(lib: ModelLibrary, board: Board, dest: Path, options: Project
     float_abi = float_abi_for(board, [o for m in lib.modules for o in m.objects])
     arch_flags = _arch_flags(board, float_abi)
     cmsis_nn = render_cmsis_nn(lib, board, arch_flags, options.cmsis_nn, options.cmsis_core, writer)
-    model_sources, model_objects, includes, status_fixes = _copy_model(lib, lowered, writer)
+    model_sources, model_objects, includes, status_fixes = _copy_model(lib, lowered, writer, cmsis_nn)
+    scratch_sources = _render_cmsis_nn_scratch(cmsis_nn, env, writer)
     runtime = _runtime_files(RuntimeChoice(options.runtime, options.crt_dir), lib, board, writer)
     library_includes = list(cmsis_nn.includes) if cmsis_nn else []
 
@@ -160,7 +161,8 @@ def render_project(lib: ModelLibrary, board: Board, dest: Path, options: Project
         board=board, toolchain=toolchain, arch_flags=arch_flags, opt_flags=[options.optimize, "-g"],
         werror=options.werror, defines=defines, includes=["src", *runtime.includes, *includes, *library_includes],
         ld_flags=_ld_flags(board), ld_libs=["-lm"], linker_script=linker_script,
-        our_sources=["src/main.c", "src/models.c", *[f"src/model_{i.module.name}.c" for i in lowered], *runtime.sources],
+        our_sources=["src/main.c", "src/models.c", *[f"src/model_{i.module.name}.c" for i in lowered],
+                     *scratch_sources, *runtime.sources],
         model_sources=model_sources, model_objects=model_objects, library_sources=runtime.library_sources,
         library_flags=runtime.library_flags, libraries_note="TVM CRT" if runtime.library_sources else "",
         cmsis_nn_sources=cmsis_nn.sources if cmsis_nn else [], cmsis_nn_flags=cmsis_nn.flags if cmsis_nn else [])
@@ -171,14 +173,19 @@ def render_project(lib: ModelLibrary, board: Board, dest: Path, options: Project
     if status_fixes:
         notes.append(f"patched TVM's inverted CMSIS-NN status check (switch (!status)) in {status_fixes} places, "
                      "so that a failing CMSIS-NN kernel fails its operator")
+    if cmsis_nn:
+        notes.append(f"CMSIS-NN paths: {describe_features(cmsis_nn.features)} ({cmsis_nn.reason})"
+                     + (f"; {cmsis_nn.scratch.summary()}" if cmsis_nn.scratch else ""))
     return Project(path=dest, board=board, lowered=lowered, cflags=arch_flags + [options.optimize], float_abi=float_abi,
                    workspace_bytes=workspace, runtime=options.runtime, template_hash=templates_hash(), notes=notes,
                    cmsis_nn=cmsis_nn)
 
 
-def _copy_model(lib: ModelLibrary, lowered: list[Lowered], writer: _Writer) -> tuple[list[str], list[str], list[str], int]:
+def _copy_model(lib: ModelLibrary, lowered: list[Lowered], writer: _Writer,
+                cmsis_nn: CmsisNnLibrary | None) -> tuple[list[str], list[str], list[str], int]:
     """Copy each module's generated code under model/, keeping TVM's relative layout, with a re-planned
-    workspace pool's offsets rewritten; CMSIS-NN callers get their status checks fixed (returns how many)."""
+    workspace pool's offsets rewritten; CMSIS-NN callers get their status checks fixed (returns how many)
+    and their scratch buffers and kernel sums."""
     sources, objects = [], []
     status_fixes = 0
     for module, item in zip(lib.modules, lowered):
@@ -188,6 +195,9 @@ def _copy_model(lib: ModelLibrary, lowered: list[Lowered], writer: _Writer) -> t
             if module.cmsis_nn and rel in module.cmsis_nn.sources:
                 code, fixed = fix_status_checks(code)
                 status_fixes += fixed
+                if cmsis_nn and cmsis_nn.scratch:
+                    code = cmsis_nn.scratch.rewrite(rel, code.decode("utf-8", errors="surrogateescape")).encode(
+                        "utf-8", errors="surrogateescape")
             writer.write(f"model/{rel}", code)
             sources.append(f"model/{rel}")
         for obj in module.objects:
@@ -197,6 +207,16 @@ def _copy_model(lib: ModelLibrary, lowered: list[Lowered], writer: _Writer) -> t
             writer.copy(lib.root / module.header, f"model/{module.header}")
     includes = ["model/codegen/host/include"] if any(m.header for m in lib.modules) else []
     return sources, objects, includes, status_fixes
+
+
+def _render_cmsis_nn_scratch(cmsis_nn: CmsisNnLibrary | None, env: Environment, writer: _Writer) -> list[str]:
+    """src/mlf_cmsis_nn_scratch.[ch]: the region the CMSIS-NN calls share, when mlfbuild supplies buffers."""
+    if not cmsis_nn or not cmsis_nn.scratch:
+        return []
+    for name in ("mlf_cmsis_nn_scratch.h", "mlf_cmsis_nn_scratch.c"):
+        writer.write(f"src/{name}", env.get_template(f"project/src/{name}.j2").render(
+            region_bytes=cmsis_nn.scratch.region_bytes))
+    return ["src/mlf_cmsis_nn_scratch.c"]
 
 
 def _check_link_collisions(lib: ModelLibrary) -> None:

@@ -1,11 +1,11 @@
-"""CMSIS-NN: the user's library tree, compiled for the core the model's CMSIS-NN code was generated for.
+"""CMSIS-NN: the user's library tree, compiled with the board's CPU flags and its fastest paths.
 
-TVM sizes every CMSIS-NN scratch buffer for the library paths of one core, and the library chooses
-its paths from the ACLE feature macros (`__ARM_FEATURE_DSP`, `__ARM_FEATURE_MVE` in
-`Include/arm_nn_math_types.h` and `Include/Internal/arm_nn_compiler.h`). So the library keeps the
-board's CPU flags, which keeps it link-compatible with the board's float ABI, and loses the feature
-macros of the paths the generated code did not size buffers for. Every refusal comes before anything
-is compiled.
+The library chooses its paths from the ACLE feature macros (`__ARM_FEATURE_DSP`, `__ARM_FEATURE_MVE`
+in `Include/arm_nn_math_types.h` and `Include/Internal/arm_nn_compiler.h`). When every CMSIS-NN call
+of the model is in the shape TVM writes, mlfbuild gives each call the scratch buffer and kernel sums
+the library asks for on the board's core (cmsis_nn_scratch.py), and the library keeps all the board's
+features. Otherwise TVM sized the buffers for the paths of one core, and the library loses the
+feature macros of the other paths. Every refusal comes before anything is compiled.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 from ..boards import Board
 from ..errors import BuildError
 from ..mlf.model import ModelLibrary, Module
+from .cmsis_nn_scratch import KERNEL_SUMS, ScratchPlan, call_sites, plan_scratch
 
 if TYPE_CHECKING:
     from . import _Writer
@@ -60,12 +61,16 @@ class CmsisNnLibrary:
     includes: tuple[str, ...]  # project-relative include folders
     core_include: Path | None  # the CMSIS-Core headers the tree needed, if any
     core_sha256: str | None
+    reason: str  # why these paths
+    scratch: ScratchPlan | None  # the buffers mlfbuild supplies (None: the code's own are used as written)
 
     def to_json(self) -> dict[str, Any]:
         record: dict[str, Any] = {
             "path": str(self.tree), "sha256": self.sha256, "features": sorted(self.features),
-            "paths": describe_features(self.features), "flags": list(self.flags),
+            "paths": describe_features(self.features), "reason": self.reason, "flags": list(self.flags),
             "sources": [path.removeprefix("lib/cmsis-nn/") for path in self.sources]}
+        if self.scratch:
+            record["scratch"] = self.scratch.to_json()
         if self.core_include:
             record["cmsis_core"] = {"path": str(self.core_include), "sha256": self.core_sha256}
         return record
@@ -125,20 +130,44 @@ def render_cmsis_nn(lib: ModelLibrary, board: Board, arch_flags: list[str], tree
     if not users:
         return None
     tree = _checked_tree(tree, users)
-    features = _code_features(users)
-    _check_board(users, features, board, arch_flags)
-    _check_kernel_sums(users, features, tree)
     core_include = _cmsis_core(tree, core)
+    headers = {path.relative_to(tree).as_posix(): _text(path) for path in sorted((tree / "Include").rglob("*.h"))
+               if path.is_file()}
+    texts = _source_texts(tree)
+    called = {name for m in users for name in m.cmsis_nn.functions}
+    sites = call_sites({rel: _text(lib.root / rel) for m in users for rel in m.cmsis_nn.sources})
+    scratch = None
+    if sites is None:
+        features = _code_features(users)
+        _check_board(users, features, board, arch_flags)
+        _check_kernel_sums(users, features, tree)
+        reason = ("the CMSIS-NN calls are not all in the shape TVM writes, so mlfbuild cannot supply their buffers: "
+                  f"the paths the code's buffers were sized for ({describe_features(features)})")
+    else:
+        available = flags_features(board, arch_flags)
+        features = available or frozenset()
+        core_name = board.cpu.core if board.cpu else board.name
+        reason = (f"the board's {core_name} has {describe_features(features)}; every call's scratch buffer is sized "
+                  "by the library's own get_buffer_size for them" if features else
+                  f"the board's {core_name} has neither DSP nor MVE; every call's scratch buffer is sized by the "
+                  "library's own get_buffer_size")
+        if available is None:
+            reason = f"mlfbuild does not know the DSP/MVE features of {board.name}'s {core_name}: generic C"
+        scratch = plan_scratch(sites, tree, headers, features, writer.root / "build" / "cmsis-nn-probe", core_include,
+                               lambda names: needed_sources(texts, headers, names))
+        called |= {c.size_function for c in scratch.calls if c.size_function}
+        if scratch.kernel_sums:
+            called.add(KERNEL_SUMS)
 
     includes = [_copy(writer, tree / "Include", "lib/cmsis-nn/Include", ".h")[0]]
-    called = {name for m in users for name in m.cmsis_nn.functions}
-    sources = _copy_sources(writer, tree, called)
+    sources = _copy_sources(writer, tree, texts, headers, called)
     if core_include:
         includes.append(_copy(writer, core_include, "lib/cmsis-core/Include", ".h")[0])
     flags = tuple(f"-U{macro}" for feature, macro in FEATURE_MACROS.items() if feature not in features)
     return CmsisNnLibrary(tree=tree.resolve(), sha256=_tree_sha256(tree, ("Include", "Source")), features=features,
                           flags=flags, sources=tuple(sources), includes=tuple(includes), core_include=core_include,
-                          core_sha256=_tree_sha256(core_include, (".",)) if core_include else None)
+                          core_sha256=_tree_sha256(core_include, (".",)) if core_include else None, reason=reason,
+                          scratch=scratch)
 
 
 def _checked_tree(tree: Path | None, users: list[Module]) -> Path:
@@ -222,12 +251,16 @@ def _cmsis_core(tree: Path, given: Path | None) -> Path | None:
                      "pass --cmsis-core DIR (the CMSIS/Core/Include folder of ARM-software/CMSIS_5 or CMSIS_6)")
 
 
-def _copy_sources(writer: "_Writer", tree: Path, called: set[str]) -> list[str]:
+def _source_texts(tree: Path) -> dict[str, str]:
+    source = tree / "Source"
+    return {path.relative_to(source).as_posix(): _text(path) for path in sorted(source.rglob("*.c")) if path.is_file()}
+
+
+def _copy_sources(writer: "_Writer", tree: Path, texts: dict[str, str], headers: dict[str, str],
+                  called: set[str]) -> list[str]:
     """Copy the library's .c files the model needs under lib/cmsis-nn/Source (compiling all of them
     takes several times longer and the linker drops the rest anyway)."""
     source = tree / "Source"
-    texts = {path.relative_to(source).as_posix(): _text(path) for path in sorted(source.rglob("*.c")) if path.is_file()}
-    headers = {path.name: _text(path) for path in sorted((tree / "Include").rglob("*.h")) if path.is_file()}
     copied = []
     for relative in needed_sources(texts, headers, called):
         writer.copy(source / relative, f"lib/cmsis-nn/Source/{relative}")

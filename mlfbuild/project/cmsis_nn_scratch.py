@@ -1,0 +1,289 @@
+"""Scratch buffers and kernel sums for CMSIS-NN calls: what TVM's generated code leaves out.
+
+Every call that takes a `cmsis_nn_context` gets a buffer of the size the library's own
+`<kernel>_get_buffer_size` returns for that call's parameters on the board's core. The sizes come from
+running those functions: a small probe program built with the host compiler against the user's tree
+calls their host variants (`_dsp`, `_mve`, which the library declares "intended for compilation on
+Host"; the plain one is the generic answer there). Before each call the firmware asks the same
+library, compiled for the real core, again and fails the operator, naming it, when the region is
+smaller. MVE fully-connected layers of CMSIS-NN 6 and 7 also get their kernel sums computed into that
+buffer (`arm_vector_sum_s8`), with the contract of the tree's own declaration.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from ..errors import BuildError
+from ..mlf import csource
+from ..mlf.csource import CmsisNnCall
+
+REGION = "mlf_cmsis_nn_scratch"  # the firmware's scratch region (src/mlf_cmsis_nn_scratch.h)
+REGION_BYTES = "MLF_CMSIS_NN_SCRATCH_BYTES"
+REGION_HEADER = "mlf_cmsis_nn_scratch.h"
+
+# How each kernel's size function is called, where its parameters are not the kernel's own by name:
+# arm_avgpool_s8 calls arm_avgpool_s8_get_buffer_size(output_dims->w, input_dims->c) itself
+# (Source/PoolingFunctions/arm_avgpool_s8.c, CMSIS-NN v4.1.0 and v6.0.0; s16 likewise).
+_SIZE_ARGUMENTS = {
+    "arm_avgpool_s8": {"dim_dst_width": ("output_dims", "->w"), "ch_src": ("input_dims", "->c")},
+    "arm_avgpool_s16": {"dim_dst_width": ("output_dims", "->w"), "ch_src": ("input_dims", "->c")},
+}
+# Host variants of the size functions per compiled feature set (arm_nnfunctions.h, v4.1.0 and v6.0.0).
+_HOST_VARIANT = {"mve": "_mve", "dsp": "_dsp"}
+
+KERNEL_SUMS = "arm_vector_sum_s8"
+_KERNEL_SUM_USERS = ("arm_fully_connected_s8",)
+# The kernel sums arm_fully_connected_s8 reads from its buffer on MVE, by the parameter names of the
+# tree's arm_vector_sum_s8 declaration (Include/arm_nnfunctions.h):
+#   v6.0.0 (buf, cols, rows, data, lhs_offset, bias_data): the plain row sums; the kernel multiplies them
+#     by the input offset and adds the bias itself (its unit test passes `1, NULL`);
+#   v7.0.0 (buf, cols, rows, data, lhs_offset, rhs_offset, bias_data): bias + input offset x (row sum +
+#     cols x filter offset), all folded in (its unit test passes input_offset, filter_offset, bias).
+_KERNEL_SUM_CONTRACTS = {
+    ("vector_sum_buf", "vector_cols", "vector_rows", "vector_data", "lhs_offset", "bias_data"):
+        ("v6", ("{buf}", "{filter_dims}->n", "{output_dims}->c", "{filter_data}", "1", "NULL")),
+    ("vector_sum_buf", "vector_cols", "vector_rows", "vector_data", "lhs_offset", "rhs_offset", "bias_data"):
+        ("v7", ("{buf}", "{filter_dims}->n", "{output_dims}->c", "{filter_data}", "{fc_params}->input_offset",
+                "{fc_params}->filter_offset", "{bias_data}")),
+}
+KERNEL_SUM_VERSIONS = "CMSIS-NN v6.0.0 and v7.0.0 (and trees without arm_vector_sum_s8, such as v4.1.0, need none)"
+
+
+@dataclass(frozen=True)
+class ScratchCall:
+    """One call's buffer: the library's size for it and where it comes from."""
+
+    call: CmsisNnCall
+    source: str  # the generated file
+    size_function: str | None  # the library's size function (None: the kernel has none, needs no buffer)
+    size_arguments: tuple[str, ...]
+    library_bytes: int  # what the library's size function returned for the board's paths
+    kernel_sums: tuple[str, ...] | None  # arm_vector_sum_s8's arguments, when the call needs them
+
+    @property
+    def keeps_tvm_buffer(self) -> bool:
+        return self.call.scratch_bytes > 0 and self.call.scratch_bytes >= self.library_bytes
+
+    @property
+    def supplied(self) -> bool:
+        return self.library_bytes > 0 and not self.keeps_tvm_buffer
+
+    def to_json(self) -> dict[str, Any]:
+        return {"function": self.call.function, "kernel": self.call.kernel, "size_function": self.size_function,
+                "library_bytes": self.library_bytes, "tvm_bytes": self.call.scratch_bytes,
+                "buffer": "tvm" if self.keeps_tvm_buffer else "mlfbuild" if self.supplied else "none",
+                "kernel_sums": self.kernel_sums is not None}
+
+
+@dataclass(frozen=True)
+class ScratchPlan:
+    calls: tuple[ScratchCall, ...]
+    kernel_sums: str | None  # the arm_vector_sum_s8 contract in use (v6, v7), when any call needs sums
+
+    @property
+    def region_bytes(self) -> int:
+        """One region serves every supplied call: the calls run one after another."""
+        return max((c.library_bytes for c in self.calls if c.supplied), default=0)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"region_bytes": self.region_bytes, "kernel_sums": self.kernel_sums,
+                "calls": [c.to_json() for c in self.calls]}
+
+    def summary(self) -> str:
+        supplied = sum(c.supplied for c in self.calls)
+        kept = sum(c.keeps_tvm_buffer for c in self.calls)
+        text = (f"{supplied} of {len(self.calls)} call(s) get a scratch buffer from mlfbuild "
+                f"({self.region_bytes} B region, sized by the library's own get_buffer_size)")
+        if kept:
+            text += f", {kept} keep TVM's"
+        if self.kernel_sums:
+            text += f"; kernel sums by arm_vector_sum_s8 ({self.kernel_sums} contract)"
+        return text
+
+    def rewrite(self, source: str, code: str) -> str:
+        """`code` (the generated file `source`) with every call given its buffer, check and kernel sums."""
+        calls = [c for c in self.calls if c.source == source]
+        if not calls:
+            return code
+        for item in calls:
+            code = _rewrite_call(code, item)
+        return f'#include "{REGION_HEADER}"\n' + code
+
+
+def call_sites(sources: dict[str, str]) -> list[tuple[str, CmsisNnCall]] | None:
+    """Every context-taking CMSIS-NN call of the module's files, or None when one is not in TVM's shape."""
+    found = []
+    for rel, text in sources.items():
+        calls = csource.cmsis_nn_call_sites(text)
+        if calls is None:
+            return None
+        found += [(rel, call) for call in calls]
+    return found
+
+
+def plan_scratch(sites: list[tuple[str, CmsisNnCall]], tree: Path, headers: dict[str, str],
+                 features: frozenset[str], probe_dir: Path, core_include: Path | None,
+                 library_sources: Callable[[set[str]], list[str]]) -> ScratchPlan:
+    """Each call's size from the library's own functions, run on the host for `features`."""
+    sums_contract = kernel_sum_contract(headers) if "mve" in features else None
+    variant = next((_HOST_VARIANT[f] for f in ("mve", "dsp") if f in features), "")
+    pending = []
+    for rel, call in sites:
+        size_function, arguments = _size_call(call, headers)
+        sums = None
+        if sums_contract and call.kernel in _KERNEL_SUM_USERS:
+            sums = _kernel_sum_arguments(call, headers, sums_contract[1])
+        pending.append((rel, call, size_function, arguments, sums))
+    probed = [(f"{fn}{variant}", args, call) for _, call, fn, args, _ in pending if fn]
+    sizes = iter(_probe(probed, tree, headers, probe_dir, core_include, library_sources))
+    calls = tuple(ScratchCall(call=call, source=rel, size_function=fn, size_arguments=args,
+                              library_bytes=next(sizes) if fn else 0, kernel_sums=sums)
+                  for rel, call, fn, args, sums in pending)
+    needs_sums = any(c.kernel_sums for c in calls)
+    return ScratchPlan(calls=calls, kernel_sums=sums_contract[0] if sums_contract and needs_sums else None)
+
+
+def kernel_sum_contract(headers: dict[str, str]) -> tuple[str, tuple[str, ...]] | None:
+    """The tree's arm_vector_sum_s8 contract (None: the tree has none, its kernels need no sums)."""
+    parameters = prototype(headers, KERNEL_SUMS)
+    if parameters is None:
+        return None
+    contract = _KERNEL_SUM_CONTRACTS.get(tuple(parameters))
+    if contract is None:
+        raise BuildError(f"the CMSIS-NN tree declares {KERNEL_SUMS}({', '.join(parameters)}), a contract mlfbuild "
+                         "does not know, and its MVE fully-connected kernel needs those kernel sums; use "
+                         f"{KERNEL_SUM_VERSIONS}")
+    return contract
+
+
+def prototype(headers: dict[str, str], function: str) -> list[str] | None:
+    """Parameter names of `function` as the tree's headers declare it (None: not declared)."""
+    pattern = re.compile(r"^[ \t]*[A-Za-z_][A-Za-z0-9_ \t*]*?\b" + re.escape(function) + r"[ \t]*\(([^;{}]*)\)[ \t]*;",
+                         re.M)
+    for text in headers.values():
+        match = pattern.search(text)
+        if match:
+            parameters = [p.strip() for p in re.sub(r"/\*.*?\*/", "", match.group(1), flags=re.S).split(",")]
+            return [re.findall(r"[A-Za-z_][A-Za-z0-9_]*", p)[-1] if p and p != "void" else "" for p in parameters
+                    if p != "void"]
+    return None
+
+
+def _size_call(call: CmsisNnCall, headers: dict[str, str]) -> tuple[str | None, tuple[str, ...]]:
+    """The kernel's size function and its arguments in the call's own expressions."""
+    function = f"{call.kernel}_get_buffer_size"
+    wanted = prototype(headers, function)
+    if wanted is None:
+        return None, ()  # the library offers no size: the kernel needs no buffer
+    kernel = _kernel_arguments(call, headers)
+    explicit = _SIZE_ARGUMENTS.get(call.kernel, {})
+    arguments = []
+    for name in wanted:
+        if name in explicit:
+            source, member = explicit[name]
+            arguments.append(f"({kernel[source]}){member}")
+        elif name in kernel:
+            arguments.append(kernel[name])
+        else:
+            raise BuildError(f"{call.function}: CMSIS-NN's {function} takes {name}, which {call.kernel} does not; "
+                             "mlfbuild cannot size this call's scratch buffer")
+    return function, tuple(arguments)
+
+
+def _kernel_arguments(call: CmsisNnCall, headers: dict[str, str]) -> dict[str, str]:
+    names = prototype(headers, call.kernel)
+    if names is None or len(names) != len(call.arguments):
+        raise BuildError(f"{call.function}: the CMSIS-NN tree declares {call.kernel} with "
+                         f"{'no' if names is None else len(names)} parameter(s), the generated code passes "
+                         f"{len(call.arguments)}")
+    return dict(zip(names, call.arguments))
+
+
+def _kernel_sum_arguments(call: CmsisNnCall, headers: dict[str, str], shape: tuple[str, ...]) -> tuple[str, ...]:
+    kernel = _kernel_arguments(call, headers)
+    values = {name: f"({value})" for name, value in kernel.items()}
+    values["buf"] = "(int32_t*)context.buf"
+    try:
+        return tuple(item.format(**values) for item in shape)
+    except KeyError as missing:
+        raise BuildError(f"{call.function}: {call.kernel} in the CMSIS-NN tree has no parameter {missing}, which "
+                         f"its kernel sums need") from None
+
+
+def _probe(calls: list[tuple[str, tuple[str, ...], CmsisNnCall]], tree: Path, headers: dict[str, str],
+           work: Path, core_include: Path | None, library_sources: Callable[[set[str]], list[str]]) -> list[int]:
+    """Run the library's size functions on the host: one line per call."""
+    if not calls:
+        return []
+    for function, _, call in calls:
+        if prototype(headers, function) is None:
+            raise BuildError(f"{call.function}: the CMSIS-NN tree declares no {function}, so mlfbuild cannot size "
+                             f"{call.kernel}'s scratch buffer for this board's paths")
+    compiler = shutil.which("gcc") or shutil.which("cc")
+    if compiler is None:
+        raise BuildError("CMSIS-NN scratch buffers are sized by running the library's get_buffer_size functions "
+                         "on this machine, and no host C compiler (gcc or cc) is on PATH")
+    blocks = []
+    for function, arguments, call in calls:
+        blocks.append("  {\n" + "".join(f"    {line}\n" for line in call.constants)
+                      + f"    printf(\"%ld\\n\", (long){function}({', '.join(arguments)}));\n  }}\n")
+    program = ("#include <stdio.h>\n#include \"arm_nnfunctions.h\"\n\nint main(void)\n{\n" + "".join(blocks)
+               + "  return 0;\n}\n")
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "probe.c").write_text(program)
+    sources = [str(tree / "Source" / rel) for rel in library_sources({function for function, _, _ in calls})]
+    includes = [f"-I{tree / 'Include'}"] + ([f"-I{core_include}"] if core_include else [])
+    # -include stdint.h: v4.1.0's Internal/arm_nn_compiler.h uses uint32_t before any header defines it.
+    command = [compiler, "-std=gnu11", "-O0", "-w", "-include", "stdint.h", *includes, str(work / "probe.c"),
+               *sources, "-o", str(work / "probe"), "-lm"]
+    built = subprocess.run(command, capture_output=True, text=True)
+    if built.returncode != 0:
+        first = next((line for line in built.stderr.splitlines() if "error" in line), built.stderr.strip()[:200])
+        raise BuildError(f"could not build the CMSIS-NN buffer-size probe with {compiler}: {first}")
+    ran = subprocess.run([str(work / "probe")], capture_output=True, text=True, timeout=60)
+    values = ran.stdout.split()
+    if ran.returncode != 0 or len(values) != len(calls):
+        raise BuildError(f"the CMSIS-NN buffer-size probe failed (exit {ran.returncode})")
+    sizes = [int(v) for v in values]
+    for size, (function, _, call) in zip(sizes, calls):
+        if size < 0:
+            raise BuildError(f"{call.function}: CMSIS-NN's {function} returned {size}")
+    return sizes
+
+
+def _rewrite_call(code: str, item: ScratchCall) -> str:
+    """Give the call its buffer, check the buffer against the library before the call, add kernel sums."""
+    call = item.call
+    start = re.search(r"\b" + re.escape(call.function) + r"\([^;{}()]*\)[ \t]*\{", code)
+    if start is None:
+        raise BuildError(f"{item.source}: {call.function} not found again while rewriting it")
+    head, body = code[:start.end()], code[start.end():]
+    if call.context not in body or call.call not in body:
+        raise BuildError(f"{item.source}: the CMSIS-NN call in {call.function} changed before mlfbuild could give it "
+                         "its scratch buffer")
+    if item.supplied:
+        body = body.replace(call.context, f"cmsis_nn_context context= {{{REGION},{REGION_BYTES}}}", 1)
+    message = (f"{call.function}: the scratch buffer of {call.kernel} is smaller than CMSIS-NN's "
+               f"{item.size_function} asks for")
+    inserted = []
+    if item.size_function:
+        inserted += [f"  if (context.size < {item.size_function}({', '.join(item.size_arguments)})) {{",
+                     f"    TVMAPISetLastError(\"{message}\");",
+                     "    return -1;",
+                     "  }"]
+    if item.kernel_sums:
+        inserted += [f"  if ({KERNEL_SUMS}({', '.join(item.kernel_sums)}) != ARM_CMSIS_NN_SUCCESS) {{",
+                     f"    TVMAPISetLastError(\"{call.function}: {KERNEL_SUMS} failed\");",
+                     "    return -1;",
+                     "  }"]
+    if inserted:
+        index = body.index(call.call)
+        index = body.rindex("\n", 0, index) + 1
+        body = body[:index] + "\n".join(inserted) + "\n" + body[index:]
+    return head + body
