@@ -4,6 +4,7 @@ size report's stack section, and measured <= bound on every fixture run in QEMU.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 
 import pytest
@@ -18,21 +19,23 @@ EXAMPLE = REPO / "examples" / "tiny_aot.tar"
 
 
 def test_prologue_instructions_give_the_frame():
+    heads = {0x1234: "memcpy", 0x1240: "memset", 0x1244: "g", 0x1240 - 0x30: "f"}
     f = Function(frame=0)
-    _read_instruction(f, "f", "push", "{r4, r5, r6, r7, lr}")
-    _read_instruction(f, "f", "vpush", "{d8-d10}")
-    _read_instruction(f, "f", "sub", "sp, #60\t@ 0x3c")
-    _read_instruction(f, "f", "sub.w", "sp, sp, #1024\t@ 0x400")
-    _read_instruction(f, "f", "str.w", "lr, [sp, #-4]!")
+    for mnemonic, operands in [("push", "{r4, r5, r6, r7, lr}"), ("vpush", "{d8-d10}"), ("sub", "sp, #60\t@ 0x3c"),
+                               ("sub.w", "sp, sp, #1024\t@ 0x400"), ("str.w", "lr, [sp, #-4]!")]:
+        _read_instruction(f, "f", mnemonic, operands, heads)
     assert f.frame == 20 + 24 + 60 + 1024 + 4
-    _read_instruction(f, "f", "bl", "1234 <memcpy>")
-    _read_instruction(f, "f", "b.w", "1240 <memset>")
-    _read_instruction(f, "f", "bne.n", "1250 <f+0x10>")
-    _read_instruction(f, "f", "bx", "lr")
+    _read_instruction(f, "f", "bl", "1234 <memcpy>", heads)
+    _read_instruction(f, "f", "b.w", "1240 <memset>", heads)  # a tail call
+    _read_instruction(f, "f", "bne.n", "1250 <f+0x10>", heads)
+    _read_instruction(f, "f", "b.n", "1210 <f>", heads)  # back to its own start: a loop
+    _read_instruction(f, "f", "bx", "lr", heads)
     assert f.calls == {"memcpy", "memset"} and not f.indirect
-    _read_instruction(f, "f", "blx", "r3")
+    _read_instruction(f, "f", "cbz", "r3, 1244 <g>", heads)  # a conditional tail call
+    assert "g" in f.calls
+    _read_instruction(f, "f", "blx", "r3", heads)
     assert f.indirect
-    _read_instruction(f, "f", "sub", "sp, r3")
+    _read_instruction(f, "f", "sub", "sp, r3", heads)
     assert f.frame is None  # moved by a run-time amount
 
 
@@ -52,10 +55,13 @@ def test_walker_names_recursion_and_unresolved_pointers():
 
 
 def test_branch_targets_are_resolved_by_address_not_by_objdumps_label():
-    # With flash at 0 (lm3s6965evb), objdump may label a function's address with an absolute
-    # linker-script symbol of the same value.
+    # With flash at 0, objdump may label a code address with an absolute linker-script symbol of the
+    # same value: a function's start, or a jump inside a function.
     f = Function(frame=0)
     _read_instruction(f, "main", "bl", "378 <__stack_size>", {0x378: "mlf_run"})
+    assert f.calls == {"mlf_run"}
+    _read_instruction(f, "main", "b.n", "2000 <__stack_size>", {0x378: "mlf_run", 0x1f80: "main"})
+    _read_instruction(f, "main.cold", "b.w", "1f90 <main+0x10>", {0x1f80: "main"})  # back into its parent
     assert f.calls == {"mlf_run"}
 
 
@@ -144,3 +150,134 @@ def test_a_model_that_fits_only_with_the_computed_stack(fixtures_dir, tmp_path):
     result = build(fixtures_dir / "tvm-0.13" / "kws_graph_c.tar", "an386-90k", tmp_path / "o",
                    board_files=(board_file,), options=ProjectOptions(werror=True))
     assert result.record["stack"]["reserve"] < 8192 and result.size.ram.used <= 0x16800
+
+
+# -- code that once made the walker give up on real models ---------------------------------------
+
+def _function_addresses(elf) -> dict[str, int]:
+    from elftools.elf.elffile import ELFFile
+
+    with open(elf, "rb") as stream:
+        symtab = ELFFile(stream).get_section_by_name(".symtab")
+        return {s.name: s["st_value"] for s in symtab.iter_symbols() if s["st_info"]["type"] == "STT_FUNC"}
+
+
+def _disassemble(elf) -> str:
+    return subprocess.run(["arm-none-eabi-objdump", "-d", "--no-show-raw-insn", str(elf)], check=True,
+                          capture_output=True, text=True).stdout
+
+
+@pytest.mark.cross
+def test_weights_that_equal_code_addresses_are_data(build_firmware, tmp_path):
+    # Weights and biases sit in flash beside the code; with flash at 0 an int32 bias can equal a
+    # function's address. Such a word is data: taken for a function pointer the model table's
+    # caller might follow, it made `main -> run_model -> main` look recursive.
+    from mlfbuild.build import build
+    from mlfwriter import TinyModel, tar_tree
+
+    plain = build_firmware(EXAMPLE, "mps2-an386")
+    before = json.loads((plain / "build.json").read_text())["stack"]
+    addresses = _function_addresses(plain / "firmware.elf")
+    model = TinyModel()
+    model.b1[:2] = [addresses["main"], addresses["run_model"]]  # Thumb addresses, as a pointer holds them
+    result = build(tar_tree(model.files(), tmp_path / "tiny.tar"), "mps2-an386", tmp_path / "o",
+                   options=ProjectOptions(werror=True))
+    assert _function_addresses(result.elf)["run_model"] == addresses["run_model"]  # the same layout
+    after = result.record["stack"]
+    assert after["unbounded"] == [] and after["bound"] == before["bound"]
+
+
+@pytest.mark.cross
+def test_a_linker_symbol_at_a_jump_target_is_not_a_call(build_firmware, tmp_path):
+    # `__stack_size` is an absolute symbol. When its value equals the address of a jump inside a
+    # global function, objdump labels the jump `<__stack_size>` — in an image without relocations;
+    # the build keeps them (and objdump then prefers main+0x..), but the walker must not depend on it.
+    import shutil
+
+    from mlfbuild.size.stack import compute_stack_bound
+
+    plain = build_firmware(EXAMPLE, "mps2-an386")
+    before = json.loads((plain / "build.json").read_text())["stack"]
+    jumps = re.findall(r"\tb(?:ne|eq|cs|cc|ge|lt|gt|le|hi|ls)?(?:\.[nw])?\t([0-9a-f]+) <(\w+)\+0x[0-9a-f]+>$",
+                       _disassemble(plain / "firmware.elf"), re.M)
+    target = next(int(address, 16) for address, function in jumps
+                  if function == "main" and int(address, 16) % 8 == 0 and int(address, 16) >= 512)
+    out = build_firmware(EXAMPLE, "mps2-an386", stack_bytes=target)
+    stack = json.loads((out / "build.json").read_text())["stack"]
+    assert stack["unbounded"] == [] and stack["bound"] == before["bound"] and stack["reserve"] == target
+
+    project = shutil.copytree(out / "project", tmp_path / "project")
+    makefile = project / "Makefile"
+    makefile.write_text(makefile.read_text().replace(" -Wl,--emit-relocs", ""))
+    (project / "build" / "firmware.elf").unlink()
+    subprocess.run(["make", "-s", "-C", str(project), "build/firmware.elf"], check=True, capture_output=True)
+    elf = project / "build" / "firmware.elf"
+    assert f"{target:x} <__stack_size>" in _disassemble(elf)
+    bound = compute_stack_bound(elf, project / "build", "arm-none-eabi-objdump", fpu=True)
+    assert not any("__stack_size" in why for why in bound.unbounded), bound.unbounded
+    assert bound.bound is None and all("keeps no relocations" in why for why in bound.unbounded), bound.unbounded
+
+
+# Two identical functions (gcc's identical-code folding, -fipa-icf at -Os and -O2, keeps one body,
+# which objdump shows under one of the names) that reach the deepest frame through a tail call (`b`:
+# the caller's frame is gone). The deepest path goes through the caller of the folded twin.
+FOLDED_AND_TAIL_CALLS = """
+__attribute__((noinline)) int32_t tiny_deep(const int8_t* p, int32_t n) {
+  volatile int32_t scratch[400];
+  int32_t sum = 0;
+  for (int32_t i = 0; i < n; ++i) { scratch[i % 400] = p[i & 15]; sum += scratch[(i * 7) % 400]; }
+  return sum;
+}
+__attribute__((noinline)) int32_t tiny_tail(const int8_t* p, int32_t n) { return tiny_deep(p, n + 1); }
+__attribute__((noinline)) static int32_t tiny_twin_a(const int8_t* p, int32_t n) {
+  volatile int32_t scratch[200];
+  for (int32_t i = 0; i < 200; ++i) scratch[i] = p[i & 15];
+  return scratch[n % 200] + tiny_tail(p, n);
+}
+__attribute__((noinline)) static int32_t tiny_twin_b(const int8_t* p, int32_t n) {
+  volatile int32_t scratch[200];
+  for (int32_t i = 0; i < 200; ++i) scratch[i] = p[i & 15];
+  return scratch[n % 200] + tiny_tail(p, n);
+}
+__attribute__((noinline)) int32_t tiny_probe_a(const int8_t* p) { return tiny_twin_a(p, 300) + 1; }
+__attribute__((noinline)) int32_t tiny_probe_b(const int8_t* p) {
+  volatile int32_t pad[16];
+  pad[0] = p[0];
+  return tiny_twin_b(p, 500) + pad[0];
+}
+"""
+
+
+def _folded_model(tmp_path):
+    from mlfwriter import TinyModel, tar_tree
+
+    model = TinyModel()
+    model.behaviour = ("  { volatile int32_t sink = tiny_probe_a(input_buffer_var) + tiny_probe_b(input_buffer_var);"
+                       " (void)sink; }\n")
+    files = model.files()
+    lib1 = f"codegen/host/src/{model.name}_lib1.c"
+    files[lib1] = files[lib1].replace(b"#include <stdbool.h>\n", b"#include <stdbool.h>\n" + FOLDED_AND_TAIL_CALLS.encode())
+    return tar_tree(files, tmp_path / "folded.tar")
+
+
+@pytest.mark.qemu
+def test_folded_functions_and_tail_calls_keep_their_frames(build_firmware, tmp_path):
+    from mlfbuild.run import run_build
+
+    mlf = _folded_model(tmp_path)
+    for opt in ("-Os", "-O2"):
+        out = build_firmware(mlf, "mps2-an386", optimize=opt)
+        addresses = _function_addresses(out / "firmware.elf")
+        text = _disassemble(out / "firmware.elf")
+        # What the compiler did is what this test is about: one twin body, and `b` into tiny_deep.
+        assert addresses.get("tiny_twin_a", -1) == addresses.get("tiny_twin_b", -2), opt
+        assert re.search(r"\tb(?:\.w)?\t[0-9a-f]+ <tiny_deep>", text), opt
+        stack = json.loads((out / "build.json").read_text())["stack"]
+        assert stack["unbounded"] == [] and stack["bound"] is not None, opt
+        path = stack["path"]
+        assert path[path.index("tiny_probe_b") + 1] in ("tiny_twin_a", "tiny_twin_b"), path
+        assert path[path.index("tiny_tail") + 1] == "tiny_deep", path
+        assert stack["bound"] > 1600 + 800, stack
+    result = run_build(out, references=[f"tiny={EXAMPLE.with_suffix('.npz')}"], timeout=60)
+    assert result.status == "pass"
+    assert 1600 + 800 < result.models[0].stack_peak <= stack["bound"], (result.models[0].stack_peak, stack["bound"])

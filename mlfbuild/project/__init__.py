@@ -248,7 +248,9 @@ def _runtime_files(choice: RuntimeChoice, lib: ModelLibrary, board: Board, write
 def _ld_flags(board: Board) -> list[str]:
     if board.is_host:
         return []
-    return ["-nostartfiles", "--specs=nano.specs"]
+    # --emit-relocs keeps the link's relocations in the ELF (not in the image): they tell the stack
+    # bound which stored words are function addresses and which are data that merely look like one.
+    return ["-nostartfiles", "--specs=nano.specs", "-Wl,--emit-relocs"]
 
 
 def linker_script_text(board: Board, stack_bytes: int | None = None) -> str:

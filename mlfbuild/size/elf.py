@@ -300,7 +300,9 @@ def _attach_dwarf(elf: ELFFile, symbols: list[Symbol]) -> list[str]:
     The model's generated units (model/…, thousands of operators in a big model) are only walked
     when a symbol is still unplaced after that: functions are placed by address range and statics
     by STT_FILE, which is all those units define in practice."""
-    dwarf = elf.get_dwarf_info()
+    # A linked image's debug sections hold final values; the relocations a build keeps beside them
+    # (--emit-relocs, for the stack bound) must not be applied a second time.
+    dwarf = elf.get_dwarf_info(relocate_dwarf_sections=False)
     by_key: dict[tuple[str, int], str] = {}
     cu_paths: list[str] = []
     cu_offsets: dict[int, str] = {}

@@ -6,12 +6,21 @@ Frames and calls come from gcc itself for every file the project compiles (`-fst
 the linked image's disassembly (`objdump -d`): the prologue's pushes and `sub sp` give the frame,
 branches to other functions give the calls.
 
-Indirect calls (gcc's `__indirect_call`, `blx rN`) may reach any function whose address is stored in
-the image as data or in a literal pool (the model table's run functions, constructors): the bound
-takes the deepest of them. A data word that merely equals a function's address adds a candidate,
-which can only raise the bound; exception handlers are never candidates (the core enters them). An exception stacks a frame on top of the deepest thread path (8 words,
-26 with the FPU's lazy state, plus 4 B of alignment) and runs the deepest interrupt handler; a
-handler that moves MSP (the fault reporter) starts from the top of a fresh stack instead.
+Indirect calls (gcc's `__indirect_call`, `blx rN`) may reach any function whose address the image
+stores: a word a relocation sets (the link keeps them, `--emit-relocs`) that holds a function's
+address — the model table's run functions, constructors, literal pools — or a relocation of another
+kind that names a function. The bound takes the deepest of them. A word that merely equals an address
+(a weight, a bias) is data, not a candidate: taken for one, it made callers of pointers look
+recursive. Exception handlers are never candidates (the core enters them). An exception stacks a
+frame on top of the deepest thread path (8 words, 26 with the FPU's lazy state, plus 4 B of
+alignment) and runs the deepest interrupt handler; a handler that moves MSP (the fault reporter)
+starts from the top of a fresh stack instead.
+
+Branches are read by address, never by objdump's label: a target that starts a function is a call (a
+tail call `b` counts as one, which can only raise the bound); any other target is a jump inside a
+function (or a cold part's way back into its parent), whatever symbol happens to share its value —
+an absolute linker symbol such as `__stack_size` can. Functions gcc folded into another
+(identical-code folding at -Os/-O2) are known by the name the image shows at their address.
 
 Where no bound exists — recursion, a stack pointer moved by a run-time amount, an indirect call with
 no candidate — the result names the functions and has no bound.
@@ -39,7 +48,9 @@ _CI_NODE = re.compile(r'node: \{ title: "(?P<title>[^"]+)" label: "[^"]*"')
 _CI_EDGE = re.compile(r'edge: \{ sourcename: "(?P<src>[^"]+)" targetname: "(?P<dst>[^"]+)"')
 _FUNCTION_HEAD = re.compile(r"^([0-9a-f]+) <([^>]+)>:$")
 _INSTRUCTION = re.compile(r"^\s+[0-9a-f]+:\s+(\S+)\s*(.*)$")
-_BRANCH_TARGET = re.compile(r"^([0-9a-f]+) <([^+>]+)>")
+_BRANCH_TARGET = re.compile(r"(?:^|,\s*)([0-9a-f]+)(?: <[^>]*>)?$")
+_CONDITIONS = "eq|ne|cs|hs|cc|lo|mi|pl|vs|vc|hi|ls|ge|lt|gt|le|al"
+_BRANCH = re.compile(rf"(bl?x?|cbn?z)({_CONDITIONS})?")
 _REGISTER_LIST = re.compile(r"\{([^}]*)\}")
 
 
@@ -81,7 +92,7 @@ def compute_stack_bound(elf_path: Path, build_dir: Path, objdump: str, fpu: bool
             functions[name].source = "gcc"
     vectors, address_taken = _vectors_and_address_taken(elf_path, functions)
     frame = FPU_FRAME if fpu else BASIC_FRAME
-    walker = _Walker(functions, sorted(address_taken))
+    walker = _Walker(functions, None if address_taken is None else sorted(address_taken))
     thread, thread_path = walker.depth("Reset_Handler") if "Reset_Handler" in functions else (None, ())
     handler_depths = []
     for handler in sorted(set(vectors) - {"Reset_Handler"}):
@@ -108,7 +119,7 @@ def stack_reserve(bound: int | None, fallback: int, margin: int = STACK_MARGIN) 
 
 
 class _Walker:
-    def __init__(self, functions: dict[str, Function], address_taken: list[str]):
+    def __init__(self, functions: dict[str, Function], address_taken: list[str] | None):
         self.functions = functions
         self.address_taken = address_taken
         self.memo: dict[str, tuple[int | None, tuple[str, ...]]] = {}
@@ -131,6 +142,11 @@ class _Walker:
             return self.memo[name]
         callees = set(function.calls)
         if function.indirect:
+            if self.address_taken is None:
+                self.unbounded.add(f"{name}: calls through a pointer, and the image keeps no relocations to "
+                                   "tell which addresses it stores (link with -Wl,--emit-relocs)")
+                self.memo[name] = (None, ())
+                return self.memo[name]
             if not self.address_taken:
                 self.unbounded.add(f"{name}: calls through a pointer that no stored address resolves")
                 self.memo[name] = (None, ())
@@ -185,8 +201,6 @@ def _disassembly(elf_path: Path, objdump: str) -> dict[str, Function]:
     except (OSError, subprocess.CalledProcessError) as exc:
         raise RuntimeError(f"{objdump} could not disassemble {elf_path}: {exc}") from None
     functions: dict[str, Function] = {}
-    # Branch targets by address: objdump may label a code address with any symbol of that value
-    # (an absolute one such as the linker script's __stack_size when flash starts at 0).
     heads = {int(m.group(1), 16): m.group(2) for m in map(_FUNCTION_HEAD.match, text.splitlines()) if m}
     current: Function | None = None
     name = ""
@@ -203,8 +217,8 @@ def _disassembly(elf_path: Path, objdump: str) -> dict[str, Function]:
     return functions
 
 
-def _read_instruction(function: Function, name: str, mnemonic: str, operands: str,
-                      heads: dict[int, str] | None = None) -> None:
+def _read_instruction(function: Function, name: str, mnemonic: str, operands: str, heads: dict[int, str]) -> None:
+    """One disassembled instruction of `function`; `heads` names the functions by start address."""
     base = mnemonic.split(".")[0]
     if base in ("push", "stmdb", "stmfd") and (base == "push" or operands.startswith("sp!")):
         function.frame = _add(function.frame, 4 * _count_registers(operands))
@@ -218,12 +232,14 @@ def _read_instruction(function: Function, name: str, mnemonic: str, operands: st
         function.fresh_stack = True
     elif re.search(r"\[sp, #-(\d+)\]!", operands):  # pre-indexed store: str lr, [sp, #-4]!
         function.frame = _add(function.frame, int(re.search(r"\[sp, #-(\d+)\]!", operands).group(1)))
-    elif re.fullmatch(r"bl?x?(eq|ne|cs|hs|cc|lo|mi|pl|vs|vc|hi|ls|ge|lt|gt|le|al)?", base):
-        target = _BRANCH_TARGET.match(operands)
-        if (base.startswith("bx") or base.startswith("blx")) and not target:
-            function.indirect |= operands.strip() != "lr"
+    elif _BRANCH.fullmatch(base):
+        target = _BRANCH_TARGET.search(operands)
+        if target is None:
+            if base.startswith(("bx", "blx")):
+                function.indirect |= operands.strip() != "lr"
             return
-        callee = (heads or {}).get(int(target.group(1), 16), target.group(2)) if target else None
+        # Only a function's first instruction is a call target; objdump's label is not trusted.
+        callee = heads.get(int(target.group(1), 16))
         if callee is not None and callee != name:
             function.calls.add(callee)
 
@@ -247,30 +263,54 @@ def _count_registers(operands: str) -> int:
     return count
 
 
-def _vectors_and_address_taken(elf_path: Path, functions: dict[str, Function]) -> tuple[list[str], set[str]]:
-    """The vector table's handlers, and the functions whose address is stored elsewhere in the image."""
+# Relocations that make a branch or an unwinding entry, not a stored address (ELF for the Arm
+# Architecture, "Relocation codes"): R_ARM_NONE 0, PC24 1, THM_CALL 10, CALL 28, JUMP24 29,
+# THM_JUMP24 30, V4BX 40, PREL31 42, THM_JUMP19 51, THM_JUMP6 52, THM_JUMP11 102, THM_JUMP8 103.
+_BRANCH_RELOCATIONS = {0, 1, 10, 28, 29, 30, 40, 42, 51, 52, 102, 103}
+# Relocations whose word in the image is the absolute address itself: R_ARM_ABS32, R_ARM_TARGET1.
+_ABSOLUTE_WORD = {2, 38}
+
+
+def _vectors_and_address_taken(elf_path: Path, functions: dict[str, Function]) -> tuple[list[str], set[str] | None]:
+    """The vector table's handlers, and the functions whose address the image stores (None when the
+    image keeps no relocations to tell)."""
     with open(elf_path, "rb") as stream:
         elf = ELFFile(stream)
         symtab = elf.get_section_by_name(".symtab")
+        symbols = list(symtab.iter_symbols()) if symtab else []
         by_address: dict[int, str] = {}
-        for symbol in symtab.iter_symbols() if symtab else ():
+        for symbol in symbols:
             if symbol["st_info"]["type"] == "STT_FUNC" and symbol.name in functions:
                 by_address.setdefault(symbol["st_value"] & ~1, symbol.name)
-        vectors: list[str] = []
-        taken: set[str] = set()
-        for section in elf.iter_sections():
-            if not section["sh_flags"] & 0x2 or section["sh_type"] == "SHT_NOBITS" or not section.data_size:
+        vector_section = elf.get_section_by_name(".isr_vector")
+        vectors = {by_address[word & ~1] for word in _words(vector_section.data())[1:]
+                   if word & 1 and word & ~1 in by_address} if vector_section else set()
+        taken: set[str] | None = None
+        for relocations in elf.iter_sections():
+            if relocations["sh_type"] != "SHT_REL":
                 continue
-            data = section.data()
-            words = [int.from_bytes(data[i:i + 4], "little") for i in range(0, len(data) - 3, 4)]
-            target = vectors if section.name == ".isr_vector" else None
-            for index, word in enumerate(words):
-                name = by_address.get(word & ~1) if word & 1 else None
-                if name is None:
+            target = elf.get_section(relocations["sh_info"])
+            if not target["sh_flags"] & 0x2:  # debug information: no code reads it
+                continue
+            taken = taken or set()
+            data = target.data() if target["sh_type"] != "SHT_NOBITS" else b""
+            for relocation in relocations.iter_relocations():
+                kind = relocation["r_info_type"]
+                if kind in _BRANCH_RELOCATIONS:
                     continue
-                if target is not None and index > 0:
-                    target.append(name)
-                elif target is None:
-                    taken.add(name)
+                if kind in _ABSOLUTE_WORD:
+                    offset = relocation["r_offset"] - target["sh_addr"]
+                    address = int.from_bytes(data[offset:offset + 4], "little") & ~1
+                else:
+                    symbol = symbols[relocation["r_info_sym"]] if relocation["r_info_sym"] < len(symbols) else None
+                    if symbol is None or symbol["st_info"]["type"] != "STT_FUNC":
+                        continue
+                    address = symbol["st_value"] & ~1
+                if address in by_address:
+                    taken.add(by_address[address])
     # Handlers are entered by the core, not called; a stored word that equals one is taken as data.
-    return sorted(set(vectors)), taken - set(vectors)
+    return sorted(vectors), None if taken is None else taken - vectors
+
+
+def _words(data: bytes) -> list[int]:
+    return [int.from_bytes(data[i:i + 4], "little") for i in range(0, len(data) - 3, 4)]
