@@ -72,6 +72,11 @@ class TinyModel:
         "flood": "  { extern void mlfrt_putc(uint8_t c); for (int32_t i = 0; i < (1 << 20); ++i) mlfrt_putc('.'); }\n",
         # leaves early with its own exit status
         "exit7": "  { extern void mlfrt_exit(int code); mlfrt_exit(7); }\n",
+        # Cortex-M only: points the vector table at zeros, then faults; the core cannot take the
+        # HardFault and locks up (QEMU aborts with "Lockup: can't escalate ... to HardFault")
+        "lockup": ("  { static uint32_t zeros[64] __attribute__((aligned(256)));\n"
+                   "    *(volatile uint32_t*)0xE000ED08u = (uint32_t)(uintptr_t)zeros;  /* SCB->VTOR */\n"
+                   "    __asm__ volatile (\"udf #0\"); }\n"),
         # host only: starts a child of its own, and both spin
         "fork_hang": "  { extern int fork(void); (void)fork(); for (volatile int32_t spin = 0; ; ++spin) { } }\n",
         # the assembler rejects an instruction (gcc itself is content)

@@ -26,6 +26,19 @@ def test_the_end_of_a_run_says_what_happened():
     assert "killed by SIGABRT" in str(aborted) and "emulator itself" in str(aborted)
     early = _explain_end(waited, qemu, Ending(7, ""), b"")
     assert "exited with status 7" in str(early) and "before the run was over" in str(early)
+    fatal = "qemu: fatal: Lockup: can't escalate 3 to HardFault (current priority -1)"
+    locked = _explain_end(waited, qemu, Ending(-6, f"{fatal}\nR00=00000000 R01=00000000\nFPSCR: 00000000"), b"")
+    assert "firmware locked up" in str(locked) and fatal in str(locked) and "emulator itself" not in str(locked)
+
+
+@pytest.mark.qemu
+def test_a_firmware_lockup_is_the_firmwares_fault(tmp_path, build_firmware):
+    out = _firmware("lockup", "mps2-an386", tmp_path, build_firmware)
+    result = subprocess.run(_cli(out, "--timeout", "10"), capture_output=True, text=True, timeout=90)
+    assert result.returncode == 6, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "firmware locked up" in result.stderr and "Lockup: can't escalate" in result.stderr, result.stderr
+    assert "emulator itself" not in result.stderr
 
 
 # -- real firmware ---------------------------------------------------------------------------

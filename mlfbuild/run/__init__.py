@@ -289,6 +289,11 @@ def _stale_firmware_hint(record: dict) -> str:
     return " (this firmware was built by another version of mlfbuild's templates: rebuild it with mlfbuild build)"
 
 
+# QEMU's fatal errors that the guest causes: a fault the core cannot escalate to HardFault (ARMv7-M
+# ARM B1.5.15: the core locks up; QEMU aborts instead), code fetched from where no memory is.
+_FIRMWARE_FATAL = ("Lockup:", "Trying to execute code outside RAM or ROM")
+
+
 def _explain_end(error: RunError, transport: Transport, ending, console: bytes) -> RunError:
     """Say what happened to a run that stopped: a firmware fault, the emulator dying by a signal,
     the firmware exiting early, or (still running) the protocol error itself."""
@@ -298,7 +303,12 @@ def _explain_end(error: RunError, transport: Transport, ending, console: bytes) 
                       if "FAULT" in line), "fault")
         return RunError(f"the firmware crashed on {transport.describe()}: {fault.strip()}")
     said = [line.strip() for line in ending.console.splitlines() if line.strip()]
-    last = f"; its last words: {said[-1][:200]}" if said else ""
+    # QEMU's cpu_abort() prints "qemu: fatal: <why>" and then the registers: the why is the story.
+    fatal = next((line for line in said if line.startswith("qemu: fatal:")), None)
+    if fatal and any(cause in fatal for cause in _FIRMWARE_FATAL):
+        return RunError(f"the firmware locked up on {transport.describe()} (a fault it could not take, the "
+                        f"emulator stopped it): {fatal[:200]}")
+    last = f"; its last words: {(fatal or said[-1])[:200]}" if said else ""
     if code is not None and code < 0:
         try:
             name = signal.Signals(-code).name
