@@ -14,7 +14,7 @@ from typing import Callable
 
 from . import __version__, outfolder, record as build_folder
 from .boards import Board, load_board
-from .errors import BuildError
+from .errors import BuildError, UsageError
 from .record import BUILD_LOG, ELF, OUTPUTS
 from .mlf.archive import DEFAULT_MAX_TOTAL_BYTES
 from .mlf.limits import DEFAULT_MAX_GRAPH_NODES
@@ -55,11 +55,22 @@ def build(mlf: Path, board_name: str, outdir: Path, *, options: ProjectOptions =
     inspected) when it does not fit the board or the tighter budgets. The output folder is locked
     for the build: a second build into it at the same time is refused (UsageError)."""
     board = load_board(board_name, list(board_files))
+    _check_stack_bytes(options.stack_bytes, board)
     outdir = outfolder.prepare(Path(outdir))
     with outfolder.locked(outdir):
         return _build(Path(mlf), board, outdir, options=options, jobs=jobs, progress=progress,
                       max_mlf_bytes=max_mlf_bytes, budget_flash=budget_flash, budget_ram=budget_ram,
                       verbose=verbose, max_graph_nodes=max_graph_nodes, build_timeout=build_timeout)
+
+
+def _check_stack_bytes(stack_bytes: int | None, board: Board) -> None:
+    """--stack-bytes: a reserve the board's RAM can hold, in the 8-byte units of the AAPCS stack."""
+    if stack_bytes is None or board.is_host:
+        return
+    ram = board.memory.ram.length
+    if stack_bytes % 8 or not 8 <= stack_bytes <= ram:
+        raise UsageError(f"--stack-bytes {stack_bytes}: the .stack reserve on {board.name} must be a multiple of 8 "
+                         f"from 8 to {ram:,} B (its RAM)")
 
 
 def _build(mlf: Path, board: Board, outdir: Path, *, options: ProjectOptions, jobs: int,
@@ -116,7 +127,7 @@ def _build(mlf: Path, board: Board, outdir: Path, *, options: ProjectOptions, jo
 def _fits_with_computed_stack(project: Project, board: Board, options: ProjectOptions, log: Path) -> bool:
     """The first link overflowed with the script's stack reserve: link into roomier regions, compute the
     bound there and write its reserve into the script. True when that reserve is smaller (worth a retry)."""
-    if board.is_host or options.stack_bytes:
+    if board.is_host or options.stack_bytes is not None:
         return False
     render_oversize_linker_script(board, project.path)
     try:
@@ -144,7 +155,7 @@ def _reserve_stack(project: Project, board: Board, options: ProjectOptions, log:
                                     fpu=project.float_abi in ("hard", "softfp"))
     except RuntimeError as exc:
         raise BuildError(str(exc)) from None
-    if options.stack_bytes:
+    if options.stack_bytes is not None:
         reserve, source = options.stack_bytes, "--stack-bytes"
     elif bound.bound is None:
         reserve, source = board.memory.stack_bytes, f"board {board.name} (no static bound)"

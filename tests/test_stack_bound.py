@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import sys
 
 import pytest
 
@@ -117,6 +118,27 @@ def test_size_report_shows_bound_reserve_and_peak(build_firmware):
     text = "\n".join(stack_lines({"bound": None, "unbounded": ["f: recursion (f -> f)"], "reserve": 8192,
                                   "reserve_source": "board x (no static bound)", "measured_peak": None}))
     assert "f: recursion" in text and "no run yet" in text
+
+
+@pytest.mark.parametrize("value", ["0", "12", str(2 ** 64), "8M"])
+def test_stack_bytes_the_board_cannot_hold_is_refused_before_anything_is_written(value, tmp_path, capsys):
+    from mlfbuild.cli import main
+
+    out = tmp_path / "out"
+    assert main(["build", str(EXAMPLE), "-b", "mps2-an386", "-o", str(out), "--stack-bytes", value]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"--stack-bytes {int(value.removesuffix('M')) << (20 if 'M' in value else 0)}" \
+        in err and "multiple of 8 from 8 to 4,194,304 B" in err, err
+    assert not out.exists()
+
+
+@pytest.mark.qemu
+def test_a_run_that_fills_the_stack_reserve_warns(build_firmware):
+    out = build_firmware(EXAMPLE, "mps2-an386", stack_bytes=8)
+    result = subprocess.run([sys.executable, "-m", "mlfbuild", "run", str(out), "--timeout", "20"],
+                            capture_output=True, text=True, timeout=120)
+    assert "stack peak 8 B" in result.stdout, result.stdout + result.stderr
+    assert "warning: model tiny: the stack peak reached the whole .stack reserve (8 B)" in result.stderr, result.stderr
 
 
 RUNS = fixture_boards(("mps2-an386",))

@@ -50,7 +50,8 @@ def add_build_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--build-timeout", type=float, default=None, metavar="S",
                         help="stop make and the compiler after this many seconds (exit 4; default 1800)")
     parser.add_argument("--stack-bytes", type=parse_size, metavar="N",
-                        help="fixed .stack reserve (default: the static stack bound + 256 B, else the board's)")
+                        help="fixed .stack reserve, a multiple of 8 up to the board's RAM (default: the static "
+                             "stack bound + 256 B, else the board's)")
 
 
 def build_from_args(args: argparse.Namespace, mlf: Path, outdir: Path):

@@ -276,10 +276,21 @@ def run_build(build_dir: Path, *, port: str | None = None, baud: int = 115200, i
                        resends=client.resends, damaged=client.damaged)
     if finish_profile is not None:
         result.profile = finish_profile(result)
+    result.warnings += _stack_overflow_warnings(results, (record.get("stack") or {}).get("reserve"))
     warning = build_folder.write_run(Path(build_dir), result.to_json())
     if warning:
         result.warnings.append(warning)
     return result
+
+
+def _stack_overflow_warnings(models: list[ModelRun], reserve: int | None) -> list[str]:
+    """The painted stack measures at most its reserve: a peak that reaches it means the stack went
+    further, over whatever RAM lies below it."""
+    if not reserve:
+        return []
+    return [f"model {m.name}: the stack peak reached the whole .stack reserve ({reserve:,} B): the stack may have "
+            "overflowed into other RAM, and this run's results cannot be trusted (rebuild with a larger "
+            "--stack-bytes, or without it)" for m in models if m.stack_peak is not None and m.stack_peak >= reserve]
 
 
 def _stale_firmware_hint(record: dict) -> str:
