@@ -41,6 +41,30 @@ def test_profile_table_in_call_order(build_firmware, fixtures_dir):
     assert conv.split()[0] == "4"
 
 
+@pytest.mark.cross
+@pytest.mark.parametrize("broken", ['exec GCC -include /nonexistent/broken.h "$@"', "exit 1"],
+                         ids=["compile-error", "silent"])
+def test_a_broken_host_gcc_is_named_with_its_first_error(build_firmware, tmp_path, broken):
+    import os
+    import shutil
+
+    out = shutil.copytree(build_firmware(REPO / "examples" / "tiny_aot.tar", "mps2-an386"), tmp_path / "build")
+    shutil.rmtree(out / "profile", ignore_errors=True)
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    real = shutil.which("gcc")
+    (tools / "gcc").write_text(f"#!/bin/sh\n{broken.replace('GCC', real)}\n")  # the real gcc, made to fail
+    (tools / "gcc").chmod(0o755)
+    result = cli("run", str(out), "--profile", env={**os.environ, "PATH": f"{tools}{os.pathsep}{os.environ['PATH']}"})
+    assert result.returncode == 6, result.stderr
+    line = result.stderr.strip()
+    assert len(line.splitlines()) == 1 and "could not compile the profiling plugin" in line, line
+    if "exit 1" in broken:
+        assert line.endswith("gcc exited with status 1 and said nothing"), line
+    else:
+        assert "/nonexistent/broken.h: No such file or directory" in line and "[" not in line.split(": ", 2)[-1], line
+
+
 def test_host_run_says_profile_is_not_available(build_firmware):
     out = build_firmware(REPO / "examples" / "tiny_aot.tar", "host")
     result = cli("run", str(out), "--profile", "--json")

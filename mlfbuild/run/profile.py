@@ -25,6 +25,7 @@ from ..errors import RunError
 from ..resources import data_dir
 
 PLUGIN_SOURCE = ("profile", "opprofile.c")
+PLUGIN_COMPILE_SECONDS = 120
 
 
 @dataclass
@@ -129,11 +130,25 @@ def _compile_plugin(workdir: Path) -> Path:
         return library
     if shutil.which("gcc") is None:
         raise RunError("--profile needs the host gcc to compile its QEMU plugin (Debian package gcc)")
-    done = subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-o", str(library), str(source)],
-                          capture_output=True, text=True)
+    try:
+        done = subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-o", str(library), str(source)],
+                              capture_output=True, text=True, errors="replace", stdin=subprocess.DEVNULL,
+                              timeout=PLUGIN_COMPILE_SECONDS)
+    except OSError as exc:
+        raise RunError(f"could not run the host gcc to compile the profiling plugin: {exc.strerror or exc}") from None
+    except subprocess.TimeoutExpired:
+        raise RunError(f"the host gcc did not compile the profiling plugin {source} within "
+                       f"{PLUGIN_COMPILE_SECONDS} s") from None
     if done.returncode != 0:
-        raise RunError(f"could not compile the profiling plugin {source}: {done.stderr.strip().splitlines()[-1:]}")
+        raise RunError(f"could not compile the profiling plugin {source}: {_first_error(done)}")
     return library
+
+
+def _first_error(done: subprocess.CompletedProcess) -> str:
+    """The compiler's first error line (the last is only 'compilation terminated.')."""
+    lines = [line.strip() for line in f"{done.stderr}\n{done.stdout}".splitlines() if line.strip()]
+    line = next((line for line in lines if "error" in line.lower()), lines[0] if lines else None)
+    return line[:300] if line else f"gcc exited with status {done.returncode} and said nothing"
 
 
 def function_ranges(build_dir: Path, record: dict) -> list[_Range]:
