@@ -16,6 +16,8 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from .extents import ELEMENT_BYTES, pointer_extent
+
 POOL = "global_workspace"
 _DECLARATION = re.compile(r"\bstatic\s+uint8_t\s+global_workspace\[(\d+)\]\s*;")
 _FUNCTION = re.compile(r"^(?:TVM_DLL\s+)?int32_t\s+(\w+)\s*\(([^;{)]*)\)\s*\{[ \t]*$", re.M)
@@ -23,8 +25,6 @@ _CARVE = re.compile(r"void\*\s*(\w+)\s*=\s*\(&\((\w+)\[(\d+)\]\)\);")
 _CALLEE = re.compile(r"\b(\w+)\s*\(")
 _DIMS = re.compile(r"cmsis_nn_dims\s+(\w+)\s*=\s*\{\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\}\s*;")
 _ARM_CALL = re.compile(r"\b(arm_\w+)\s*\(([^;]*)\)\s*;")
-_ELEMENT_BYTES = {"int8_t": 1, "uint8_t": 1, "char": 1, "int16_t": 2, "uint16_t": 2, "int32_t": 4,
-                  "uint32_t": 4, "float": 4, "int64_t": 8, "uint64_t": 8, "double": 8}
 # CMSIS-NN functions whose tensors have no cmsis_nn_dims: (argument index of the tensor, the
 # argument indices whose product is its element count), from their prototypes in arm_nnfunctions.h:
 # arm_softmax_s8(input, num_rows, row_size, mult, shift, diff_min, output).
@@ -158,6 +158,7 @@ def _bare(arg: str) -> str:
 
 def _read_main(pool: UsmpPool, main: _Function, pool_param: str, functions: dict[str, _Function]) -> None:
     regions: dict[str, Region] = {}
+    position = 0  # steps: the top-level statements of the operators, in the order they run
     for line_start, line in _lines(main.body):
         carve = _CARVE.search(line)
         if carve and carve.group(2) == pool_param:
@@ -175,10 +176,10 @@ def _read_main(pool: UsmpPool, main: _Function, pool_param: str, functions: dict
             continue
         if len(calls) > 1:
             raise _Unreadable(f"more than one operator call on one line of the AOT main ({line.strip()[:60]!r})")
-        step = len(pool.calls)
         callee = functions[calls[0][0]]
         pool.calls.append(callee.name)
-        _read_call(pool, regions, step, callee, [_bare(a) for a in _split_args(calls[0][1])], pool_param)
+        _read_call(pool, regions, position, callee, [_bare(a) for a in _split_args(calls[0][1])], pool_param)
+        position += len(_statements(callee.body)) or 1
     pool.regions = [r for r in regions.values() if r.first >= 0] + pool.regions
 
 
@@ -205,18 +206,19 @@ def _lines(body: str):
         start += len(line) + 1
 
 
-def _read_call(pool: UsmpPool, regions: dict[str, Region], step: int, callee: _Function, args: list[str],
+def _read_call(pool: UsmpPool, regions: dict[str, Region], base: int, callee: _Function, args: list[str],
                pool_param: str) -> None:
     if len(args) != len(callee.params):
         raise _Unreadable(f"{callee.name} is called with {len(args)} arguments but takes {len(callee.params)}")
     for (ctype, param), arg in zip(callee.params, args):
         if arg == pool_param:
-            _read_operator_regions(pool, step, callee, param)
+            _read_operator_regions(pool, base, callee, param)
         elif arg in regions:
             region = regions[arg]
-            region.first = step if region.first < 0 else region.first
-            region.last = step
             size, why = _tensor_bytes(callee, param, ctype)
+            first, last = _steps_using(callee, param, base)
+            region.first = first if region.first < 0 else min(region.first, first)
+            region.last = max(region.last, last)
             if size is None:
                 region.unknown = region.unknown or why
             elif not region.unknown:
@@ -226,26 +228,60 @@ def _read_call(pool: UsmpPool, regions: dict[str, Region], step: int, callee: _F
             region.size = None
 
 
-def _read_operator_regions(pool: UsmpPool, step: int, callee: _Function, pool_param: str) -> None:
+def _read_operator_regions(pool: UsmpPool, base: int, callee: _Function, pool_param: str) -> None:
     carves = [m for m in _CARVE.finditer(callee.body) if m.group(2) == pool_param]
     if len(re.findall(rf"\b{pool_param}\b", callee.body)) != len(carves):
         raise _Unreadable(f"{callee.name} uses its pool argument other than to carve regions out of it")
     for carve in carves:
         name = f"{callee.name}:{carve.group(1)}"
+        first, last = _steps_using(callee, carve.group(1), base)
         known = next((r for r in pool.regions if r.name == name), None)
         if known is not None:  # the same operator called again: its regions live across both calls
-            known.last = step
+            known.last = last
             continue
         start = callee.body_start + carve.start(3)
         size, why = _tensor_bytes(callee, carve.group(1), None, carved=True)
-        pool.regions.append(Region(name, int(carve.group(3)), step, step, [Site(callee.path, start, start + len(carve.group(3)))],
+        pool.regions.append(Region(name, int(carve.group(3)), first, last, [Site(callee.path, start, start + len(carve.group(3)))],
                                    size=size, unknown=why))
+
+
+def _statements(body: str) -> list[tuple[int, int]]:
+    """(first line, last line) of each top-level statement of a function body: a line, or a loop or
+    `if` with everything up to its closing brace. They run once each, in this order."""
+    spans, depth, start = [], 0, 0
+    for index, line in enumerate(body.split("\n")):
+        text = line.strip()
+        if not text or text.startswith("#"):
+            continue
+        if depth == 0:
+            start = index
+        depth += text.count("{") - text.count("}")
+        if depth <= 0:
+            spans.append((start, index))
+            depth = 0
+    return spans
+
+
+def _steps_using(function: _Function, name: str, base: int) -> tuple[int, int]:
+    """The steps (base + top-level statement) during which `function` needs what `name` points to: from
+    the first statement that indexes it to the last, where the operator is plain C whose only use of
+    the name is indexing (mlf/extents.py proves that when it sizes the region); else the whole call
+    (a CMSIS-NN call reads a buffer through a struct that names it lines before)."""
+    statements = _statements(function.body)
+    whole = (base, base + max(len(statements), 1) - 1)
+    if _ARM_CALL.search(function.body) or "cmsis_nn_context" in function.body:
+        return whole
+    lines = function.body.split("\n")
+    carve = re.compile(rf"void\*\s*{name}\s*=")
+    using = [i for i, (low, high) in enumerate(statements)
+             if any(re.search(rf"\b{name}\b", lines[n]) and not carve.search(lines[n]) for n in range(low, high + 1))]
+    return (base + using[0], base + using[-1]) if using else whole
 
 
 def _tensor_bytes(function: _Function, name: str, ctype: str | None, carved: bool = False) -> tuple[int | None, str]:
     """Bytes the operator touches through pointer `name`, where its CMSIS-NN calls state them: a
     tensor's cmsis_nn_dims, or a scratch buffer's `cmsis_nn_context ctx = {name, bytes};`."""
-    element = _ELEMENT_BYTES.get((ctype or "").replace("*", "").strip())
+    element = ELEMENT_BYTES.get((ctype or "").replace("*", "").strip())
     mentions = len(re.findall(rf"\b{name}\b", function.body)) - carved
     contexts = [int(m.group(1)) for m in re.finditer(rf"cmsis_nn_context\s+\w+\s*=\s*\{{\s*{name}\s*,\s*(\d+)\s*\}}\s*;",
                                                    function.body)]
@@ -266,7 +302,8 @@ def _tensor_bytes(function: _Function, name: str, ctype: str | None, carved: boo
                 return None, f"argument {index} of {call.group(1)} in {function.name} has no stated size"
             sizes.append(count)
     if not sizes:
-        return None, f"{function.name} (plain C) does not state the size of {name}"
+        size, why = pointer_extent(function.body, name, (ctype or "").replace("*", "").strip() or None)
+        return size, (f"{function.name} (plain C): {why}" if size is None else "")
     if described != mentions:
         return None, f"{function.name} uses {name} outside its CMSIS-NN calls"
     if element is None:

@@ -5,13 +5,16 @@ share bytes only when their intervals do not meet. Placement is greedy by size w
 the largest buffers go first, each at the lowest offset where it overlaps no placed buffer that is
 live at the same time. Large buffers fix the arena's shape early and the small ones fill the gaps
 left beside them, which is why this order lands at or near the floor on the graph models here (see
-docs/benchmarks.md). Everything is deterministic: ties break on interval and then on name.
+docs/benchmarks.md). Where it does not, a bounded search swaps pairs in the order and keeps what is
+no worse (TVM's hill_climb idea). Everything is deterministic: ties break on interval and then on
+name, and the search has a fixed seed.
 
 The floor is the largest sum of (aligned) sizes live at any one step: no placement can do better.
 """
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 
 
@@ -52,7 +55,7 @@ class MemoryPlan:
 
     def to_json(self) -> dict:
         return {"arena_bytes": self.arena_bytes, "floor_bytes": self.floor_bytes, "alignment": self.alignment,
-                "algorithm": "greedy by size",
+                "algorithm": "greedy by size, then pair swaps",
                 "buffers": [{"name": b.name, "size": b.size, "first": b.first, "last": b.last,
                              "offset": self.offsets[b.name]} for b in self.buffers]}
 
@@ -81,15 +84,36 @@ def plan_memory(buffers: list[Buffer], alignment: int = 16) -> MemoryPlan:
     if any(b.size < 0 or b.first > b.last for b in buffers):
         raise ValueError("a buffer needs a size >= 0 and first <= last")
     order = sorted(buffers, key=lambda b: (-align(b.size, alignment), -(b.last - b.first), b.first, b.name))
+    floor = floor_bytes(buffers, alignment)
+    offsets, arena = _place(order, alignment)
+    # Above the floor, swap pairs in the order (a fixed seed: the same plan every time) and keep any
+    # order that is no worse, within a bounded number of placements: TVM's hill_climb idea.
+    rng = random.Random(0)
+    for _ in range(min(MAX_SWAPS, SWAP_WORK // max(len(order) ** 2, 1)) if arena > floor and len(order) > 2 else 0):
+        trial = list(order)
+        i, j = rng.randrange(len(trial)), rng.randrange(len(trial))
+        trial[i], trial[j] = trial[j], trial[i]
+        trial_offsets, trial_arena = _place(trial, alignment)
+        if trial_arena <= arena:
+            order, offsets, arena = trial, trial_offsets, trial_arena
+            if arena == floor:
+                break
+    return MemoryPlan(buffers=tuple(buffers), offsets=offsets, arena_bytes=arena, floor_bytes=floor,
+                      alignment=alignment)
+
+
+MAX_SWAPS = 3000
+SWAP_WORK = 6_000_000  # buffers² × swaps: a fraction of a second whatever the model
+
+
+def _place(order: list[Buffer], alignment: int) -> tuple[dict[str, int], int]:
     placed: list[tuple[Buffer, int]] = []
     offsets: dict[str, int] = {}
     for buffer in order:
         offset = _lowest_fit(buffer, placed, alignment)
         offsets[buffer.name] = offset
         placed.append((buffer, offset))
-    arena = max((align(offsets[b.name] + b.size, alignment) for b in buffers), default=0)
-    return MemoryPlan(buffers=tuple(buffers), offsets=offsets, arena_bytes=arena,
-                      floor_bytes=floor_bytes(buffers, alignment), alignment=alignment)
+    return offsets, max((align(offsets[b.name] + b.size, alignment) for b in order), default=0)
 
 
 def _lowest_fit(buffer: Buffer, placed: list[tuple[Buffer, int]], alignment: int) -> int:
