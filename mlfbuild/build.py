@@ -120,6 +120,9 @@ def _build(mlf: Path, board: Board, outdir: Path, *, options: ProjectOptions, jo
                          size=size)
     if progress:
         progress(size.format_short())
+        for item in project.lowered:  # what became of each workspace pool, and why a pool was kept
+            if item.pool:
+                progress(item.pool.note(item.module.name))
     size.raise_if_over_budget()
     return result
 

@@ -199,3 +199,16 @@ def test_kws_replanned_fits_the_64k_board_and_still_matches_bit_for_bit(fixtures
     out = build_firmware(fixtures_dir / "tvm-0.13" / "kws_aot_c_unpacked_usmp.tar", "lm3s6965evb")
     result = run_build(out, references=[str(fixtures_dir / "tvm-0.13" / "kws.npz")], timeout=60)
     assert result.status == "pass" and result.models[0].comparisons[0].max_abs_error == 0
+
+
+@pytest.mark.cross
+def test_the_build_says_what_became_of_the_pool_and_why(fixtures_dir, tmp_path):
+    from conftest import cli
+
+    mlf = fixtures_dir / "tvm-0.18" / "kws_aot_c_cm4_usmp.tar"
+    result = cli("build", str(mlf), "-b", "mps2-an386", "-o", str(tmp_path / "out"))
+    assert result.returncode == 0, result.stderr
+    output = result.stdout + result.stderr
+    assert "kws: USMP workspace pool kept as TVM laid it out (65,920 B): the size of sid_15_let is not stated" in output
+    sized = cli("size", str(tmp_path / "out"))
+    assert "TVM 65,920 B · mlfbuild 65,920 B · floor not known (kept as TVM laid it out: the size of" in sized.stdout

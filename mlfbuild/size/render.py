@@ -174,8 +174,9 @@ def pool_verdict(pool: dict) -> str:
 
 def pool_figures(pool: dict) -> str:
     """`TVM 72,000 B · mlfbuild 16,000 B · floor 16,000 B (re-planned ...)` for one module's pool."""
+    floor = "not known" if pool.get("floor_bytes") is None else f"{_n(pool.get('floor_bytes'))} B"
     return (f"{pool_kind(pool)}: TVM {_n(pool.get('tvm_bytes'))} B · mlfbuild {_n(pool.get('bytes'))} B · "
-            f"floor {_n(pool.get('floor_bytes'))} B ({pool_verdict(pool)})")
+            f"floor {floor} ({pool_verdict(pool)})")
 
 
 def budget_table(report: SizeReport, top: int = 8) -> str:
