@@ -246,6 +246,9 @@ def test_classifier_uses_paths_first_then_names():
     assert owner("mlf_models", path="src/models.c").subcategory == "model table"
     assert owner("mlf_workspace_pool", path="src/models.c", kind="OBJECT").subcategory == "workspace pool"
     assert owner("arm_convolve_s8", path="lib/cmsis-nn/Source/ConvolutionFunctions/arm_convolve_s8.c").subcategory == "kernel library"
+    for path in ("src/mlf_cmsis_nn_scratch.c", None):
+        scratch = owner("mlf_cmsis_nn_scratch", path=path, kind="OBJECT")
+        assert (scratch.category, scratch.subcategory, scratch.module) == ("model", "CMSIS-NN scratch", "(shared)")
     assert owner("memset", path="newlib/libc/string/memset.c").category == "libc"
     assert owner("expf", path="newlib/libm/math/ef_exp.c").subcategory == "libm"
     assert owner("TVMFuncCall", path="tvm_crt/src/runtime/crt/common/crt_runtime_api.c").category == "runtime"

@@ -269,8 +269,7 @@ def _rewrite_call(code: str, item: ScratchCall) -> str:
                          "its scratch buffer")
     if item.supplied:
         body = body.replace(call.context, f"cmsis_nn_context context= {{{REGION},{REGION_BYTES}}}", 1)
-    message = (f"{call.function}: the scratch buffer of {call.kernel} is smaller than CMSIS-NN's "
-               f"{item.size_function} asks for")
+    message = f"{call.function}: {call.kernel} scratch buffer too small"  # short: one per call, in flash
     inserted = []
     if item.size_function:
         inserted += [f"  if (context.size < {item.size_function}({', '.join(item.size_arguments)})) {{",

@@ -140,6 +140,8 @@ class Classifier:
                 return "model"
             if path == "src/models.c":
                 return "model" if name.startswith("mlf_workspace_pool") else "app"
+            if path == _CMSIS_NN_SCRATCH_FILE:
+                return "model"
             if path.startswith("src/"):
                 return "app"
             if path.startswith("crt/"):
@@ -148,7 +150,7 @@ class Classifier:
                 return "runtime"
             return "libc"
         # No debug information for this symbol: go by name, then by the STT_FILE it follows.
-        if name.startswith("mlf_workspace_pool"):
+        if name.startswith("mlf_workspace_pool") or name == _CMSIS_NN_SCRATCH:
             return "model"
         if name.startswith("mlf_model_") or name.startswith("mlf_") and any(
                 name.startswith(f"mlf_{m}_") for m in self.facts.modules):
@@ -181,6 +183,8 @@ class Classifier:
             return "constants"
         if name.startswith("mlf_workspace_pool"):
             return "workspace pool"
+        if name == _CMSIS_NN_SCRATCH:
+            return "CMSIS-NN scratch"
         if path.startswith("src/model_") or name.startswith("mlf_"):
             if name.endswith("_arena"):
                 return "graph arena"
@@ -192,6 +196,11 @@ class Classifier:
         if section.kind in ("text", "rodata"):
             return "constants"
         return "data"
+
+
+# The scratch region the model's CMSIS-NN calls share (templates/project/src/mlf_cmsis_nn_scratch.c.j2).
+_CMSIS_NN_SCRATCH = "mlf_cmsis_nn_scratch"
+_CMSIS_NN_SCRATCH_FILE = "src/mlf_cmsis_nn_scratch.c"
 
 
 def _libc_subcategory(path: str, stt_file: str | None, name: str) -> str:
