@@ -212,3 +212,15 @@ def test_the_build_says_what_became_of_the_pool_and_why(fixtures_dir, tmp_path):
     assert "kws: USMP workspace pool kept as TVM laid it out (65,920 B): the size of sid_15_let is not stated" in output
     sized = cli("size", str(tmp_path / "out"))
     assert "TVM 65,920 B · mlfbuild 65,920 B · floor not known (kept as TVM laid it out: the size of" in sized.stdout
+
+
+@pytest.mark.cross
+def test_a_workspace_pool_full_at_its_peak_is_not_a_warning(fixtures_dir, build_firmware):
+    """The allocator's pool is sized at the peak the code reaches: a run that fills it is the plan."""
+    out = build_firmware(fixtures_dir / "tvm-0.13" / "mlp_aot_c_unpacked_nousmp.tar", "mps2-an386")
+    report = size_report(out / "firmware.elf", json.loads((out / "build.json").read_text()),
+                         measured={"workspace_peak": 384})
+    assert report.measured[0]["percent"] == 100.0 and not report.warnings
+    over = size_report(out / "firmware.elf", json.loads((out / "build.json").read_text()),
+                       measured={"workspace_peak": 400})
+    assert any("exceeds" in warning for warning in over.warnings)
