@@ -13,7 +13,7 @@ from . import __version__
 from .cliargs import HelpFormatter, Parser, epilog, parse_arguments
 from .commands import COMMANDS
 from .errors import MlfError, StdoutError, os_error
-from .style import RED, paint
+from .style import RED, paint, printable
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _report(exc: MlfError) -> int:
-    message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    message = printable(str(exc).splitlines()[0]) if str(exc) else type(exc).__name__
     print(f"mlfbuild: {paint('error:', RED, sys.stderr)} {message}", file=sys.stderr)
     table = getattr(exc, "table", "")
     if table:

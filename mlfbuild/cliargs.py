@@ -15,7 +15,7 @@ from typing import Iterator
 
 from .errors import MlfError, UsageError
 from .suggest import did_you_mean
-from .units import parse_byte_count
+from .units import parse_byte_count, seconds, tolerance
 
 # Per command: examples (command lines after `mlfbuild`) and the exit codes it can end with.
 GUIDE: dict[str, tuple[tuple[str, ...], str]] = {
@@ -201,3 +201,23 @@ def parse_size(text: str) -> int:
         return parse_byte_count(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def tolerance_arg(flag: str):
+    """An argparse type for a tolerance flag; a wrong value is one line naming the flag (exit 2)."""
+    return _checked_arg(flag, tolerance)
+
+
+def seconds_arg(flag: str):
+    """An argparse type for a time limit flag; a wrong value is one line naming the flag (exit 2)."""
+    return _checked_arg(flag, seconds)
+
+
+def _checked_arg(flag: str, rule):
+    def convert(text: str):
+        try:
+            return rule(text)
+        except ValueError as exc:  # not argparse's error: it would print the whole usage first
+            raise UsageError(f"{flag}: {exc}") from None
+    convert.__name__ = flag.lstrip("-").replace("-", "_")
+    return convert

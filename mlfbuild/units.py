@@ -1,6 +1,9 @@
-"""Byte counts as people write them (64K, 0x10000, 1M), for flags and the project file alike."""
+"""Quantities as people write them — byte counts (64K, 0x10000, 1M), tolerances and seconds — with
+one rule each, for flags, the project file and matrix jobs and result files alike."""
 
 from __future__ import annotations
+
+import math
 
 _UNITS = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 
@@ -16,3 +19,30 @@ def parse_byte_count(text: str) -> int:
     if value < 0:
         raise ValueError(f"not a size: {text!r} (negative)")
     return value
+
+
+def _number(value: object) -> float:
+    """A number given as text or as a JSON/TOML number (never a boolean); ValueError otherwise."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ValueError(f"not a number: {value!r}")
+    try:
+        return float(value)
+    except (ValueError, OverflowError):
+        raise ValueError(f"not a number: {value!r}") from None
+
+
+def tolerance(value: object) -> float:
+    """An output tolerance (atol, rtol): a finite number ≥ 0. Infinity or NaN would let any output
+    pass, a negative one would fail every output."""
+    number = _number(value)
+    if not math.isfinite(number) or number < 0:
+        raise ValueError(f"a tolerance must be a finite number ≥ 0, got {value!r}")
+    return number
+
+
+def seconds(value: object) -> float:
+    """A time limit: a finite number of seconds > 0 (no limit at all is never what a limit means)."""
+    number = _number(value)
+    if not math.isfinite(number) or number <= 0:
+        raise ValueError(f"a time limit must be a finite number of seconds > 0, got {value!r}")
+    return number

@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from ..cliargs import parse_size
+from ..cliargs import parse_size, seconds_arg
 from ..errors import InvalidInputError
 from ..project import OPT_LEVELS, RUNTIMES
 from ..record import BUILD_RECORD, is_build_folder
@@ -47,7 +47,7 @@ def add_build_arguments(parser: argparse.ArgumentParser) -> None:
     add_max_nodes(parser)
     parser.add_argument("--max-code-size", type=parse_size, default=None, metavar="N",
                         help="refuse to generate more C than this per build (default 64M)")
-    parser.add_argument("--build-timeout", type=float, default=None, metavar="S",
+    parser.add_argument("--build-timeout", type=seconds_arg("--build-timeout"), default=None, metavar="S",
                         help="stop make and the compiler after this many seconds (exit 4; default 1800)")
     parser.add_argument("--stack-bytes", type=parse_size, metavar="N",
                         help="fixed .stack reserve, a multiple of 8 up to the board's RAM (default: the static "

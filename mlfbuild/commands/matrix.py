@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from pathlib import Path
 
-from ..cliargs import parse_size
-from ..outfolder import write_file as write_report_file
+from ..cliargs import parse_size, seconds_arg
+from ..matrix.cluster import CONNECT_TIMEOUT
+from ..outfolder import prepare, write_file as write_report_file
+from ..style import printable
 from .base import Command
 
 
@@ -27,13 +30,16 @@ class MatrixCommand(Command):
                             help="output folder: jobs/<id>/, matrix.json, matrix.html (default build/matrix)")
         parser.add_argument("--scheduler", metavar="tcp://HOST:PORT",
                             help="run on this Dask cluster (default: a local cluster of --workers processes)")
+        parser.add_argument("--connect-timeout", type=seconds_arg("--connect-timeout"), default=CONNECT_TIMEOUT,
+                            metavar="S", help=f"seconds a --scheduler has to accept and answer as Dask does "
+                                              f"(default {CONNECT_TIMEOUT:g}; exit 9 after)")
         parser.add_argument("--workers", type=int, default=os.cpu_count() or 2,
                             help="worker processes of the local cluster (default: the number of cores)")
         parser.add_argument("--build-only", action="store_true", help="build every job, run none")
         parser.add_argument("--cache", type=Path, help="build cache folder (default OUTPUT/cache)")
         parser.add_argument("--no-cache", action="store_true", help="neither read nor fill the build cache")
-        parser.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for any reply of a firmware")
-        parser.add_argument("--job-timeout", type=float, default=900.0,
+        parser.add_argument("--timeout", type=seconds_arg("--timeout"), default=60.0, help="seconds to wait for any reply of a firmware")
+        parser.add_argument("--job-timeout", type=seconds_arg("--job-timeout"), default=900.0,
                             help="seconds a job's build, and then its run, may take (default 900)")
         parser.add_argument("--filter-board", action="append", default=[], metavar="GLOB", help="keep these boards")
         parser.add_argument("--filter-model", action="append", default=[], metavar="GLOB",
@@ -61,11 +67,13 @@ class MatrixCommand(Command):
                                     cmsis_nn=args.cmsis_nn, budget_flash=args.budget_flash,
                                     budget_ram=args.budget_ram)
         limits = matrix.Limits(build_only=args.build_only, job_timeout=args.job_timeout, reply_timeout=args.timeout)
-        cache = matrix.BuildCache(None if args.no_cache else args.cache or args.output / "cache")
+        prepare(args.output)  # before any work: a path that cannot be a folder loses no results
+        cache = matrix.BuildCache(None if args.no_cache else prepare(args.cache or args.output / "cache"))
         progress = matrix.Progress(len(jobs))
-        with matrix.dask_client(args.scheduler, args.workers) as client:
+        with matrix.dask_client(args.scheduler, args.workers, args.connect_timeout) as client:
             results = matrix.run_matrix(jobs, config, limits, client=client, outroot=args.output, cache=cache,
-                                        on_result=progress.finished, on_running=progress.running)
+                                        on_result=progress.finished, on_running=progress.running,
+                                        on_warning=_warn)
         progress.close()
         report = matrix.document(results)
         write_report_file(args.output / "matrix.json", json.dumps(report, indent=2) + "\n")
@@ -74,6 +82,10 @@ class MatrixCommand(Command):
             write_report_file(args.junit, matrix.junit_xml(results))
         print(json.dumps(report, indent=2) if args.json else matrix.summary_table(results))
         return report["exit_code"]
+
+
+def _warn(text: str) -> None:
+    print(f"mlfbuild: warning: {printable(text)}", file=sys.stderr, flush=True)
 
 
 def _matrix_jobs(args: argparse.Namespace) -> list:

@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 
 from .. import record
-from ..cliargs import RepeatProgress, apply_project_file, temporary_folder_hidden
+from ..cliargs import RepeatProgress, apply_project_file, seconds_arg, temporary_folder_hidden, tolerance_arg
 from ..errors import MismatchError
 from ..outfolder import write_file as write_report_file
 from .base import Command
@@ -27,11 +27,11 @@ class RunCommand(Command):
         parser.add_argument("--input", type=Path, help="input tensors (.npz keyed by input name, or .npy)")
         parser.add_argument("--reference", action="append", default=[], metavar="[MODEL=]REF.npz",
                             help="expected outputs (keys output_0.. or output names); inputs too when --input is absent")
-        parser.add_argument("--atol", type=float, help="absolute tolerance (default 0 for integers, 1e-5 for floats)")
-        parser.add_argument("--rtol", type=float, help="relative tolerance (default 0 for integers, 1e-5 for floats)")
+        parser.add_argument("--atol", type=tolerance_arg("--atol"), help="absolute tolerance (default 0 for integers, 1e-5 for floats)")
+        parser.add_argument("--rtol", type=tolerance_arg("--rtol"), help="relative tolerance (default 0 for integers, 1e-5 for floats)")
         parser.add_argument("--repeat", type=int, default=1,
                             help="inferences per model (timing is reported per run; progress shown for long runs)")
-        parser.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for any reply (default 60)")
+        parser.add_argument("--timeout", type=seconds_arg("--timeout"), default=60.0, help="seconds to wait for any reply (default 60)")
         parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs used without --input")
         parser.add_argument("--port", help="serial port of a flashed board (instead of QEMU/host)")
         parser.add_argument("--baud", type=int, default=115200, help="baud rate of --port")

@@ -8,7 +8,8 @@ turns results into a table, JSON, JUnit and an HTML grid.
 from __future__ import annotations
 
 from .cache import BuildCache
-from .engine import BuildConfig, Limits, dask_client, run_matrix
+from .cluster import dask_client
+from .engine import BuildConfig, Limits, run_matrix
 from .jobs import Entry, Filters, Job, apply_filters, cross, entries_from_file, label
 from .report import Progress, document, html_grid, jobs_to_retry, junit_xml, matrix_exit_code, summary_table
 

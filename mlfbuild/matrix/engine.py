@@ -12,20 +12,19 @@ future completes once, so each job is reported once.
 from __future__ import annotations
 
 import io
-import logging
 import tarfile
 import time
 import uuid
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
 from ..boards import load_board
 from ..errors import EXIT_INFRASTRUCTURE, EXIT_INVALID_INPUT, InfrastructureError, InvalidInputError
 from ..project import ProjectOptions
 from ..toolchain import compiler_identity
-from .cache import BuildCache, build_key, digest
+from ..untrusted import MAX_INPUT_BYTES, read_regular
+from .cache import BuildCache, DamagedEntry, build_key, digest
 from .jobs import Job
 from .report import job_result
 from .stage import BUILT, INFRASTRUCTURE, INVALID_INPUT, build_task, run_task
@@ -50,32 +49,6 @@ class Limits:
     reply_timeout: float = 60.0  # seconds to wait for any reply of the firmware
 
 
-@contextmanager
-def dask_client(scheduler: str | None, workers: int) -> Iterator:
-    """A Dask client: of the cluster at `scheduler`, or of a local cluster of `workers` processes."""
-    from distributed import Client, LocalCluster
-
-    if not scheduler:
-        with LocalCluster(n_workers=max(workers, 1), threads_per_worker=1, processes=True, host="127.0.0.1",
-                          # CRITICAL: a worker's heartbeat racing the cluster's shutdown logs an ERROR with a
-                          # traceback on a loaded machine; job failures reach us through their futures.
-                          dashboard_address=None, silence_logs=logging.CRITICAL) as cluster, \
-                Client(cluster, set_as_default=False) as client:
-            yield client
-        return
-    try:
-        client = Client(scheduler, timeout="10s", set_as_default=False)
-    except (OSError, TimeoutError, ValueError) as exc:
-        raise InfrastructureError(f"cannot reach the Dask scheduler at {scheduler}: {_first_line(exc)}") from None
-    with client:
-        try:
-            client.wait_for_workers(1, timeout=60)
-        except TimeoutError:
-            raise InfrastructureError(f"the Dask scheduler at {scheduler} has no workers (start some with "
-                                      "`dask worker " + scheduler + "`)") from None
-        yield client
-
-
 def _first_line(exc: BaseException) -> str:
     return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
@@ -88,8 +61,10 @@ def _content(data):
 class _Submission:
     """What a matrix put into the cluster, and what each future stands for."""
 
-    def __init__(self, client, config: BuildConfig, limits: Limits, cache: BuildCache):
-        self.client, self.config, self.limits, self.cache = client, config, limits, cache
+    def __init__(self, client, config: BuildConfig, limits: Limits, cache: BuildCache,
+                 on_warning: Callable[[str], None]):
+        self.client, self.config, self.limits, self.cache, self.on_warning = client, config, limits, cache, on_warning
+        self.damaged: set[str] = set()  # build keys whose cache entry was damaged
         self.session = uuid.uuid4().hex[:8]  # task keys of this matrix, apart from other clients'
         self.contents: dict = {}  # sha256 → future of the bytes
         self.builds: dict = {}  # build key → future of the build stage's dict
@@ -111,16 +86,27 @@ class _Submission:
         key = inputs["key"]
         if key in self.builds:
             state = "reused"
-        elif (hit := self.cache.get(key)) is not None:
+        elif (hit := self._cached(key, inputs)) is not None:
             self.builds[key], state = self.client.submit(_content, hit, key=f"cached-{key[:16]}-{self.session}"), "hit"
         else:
-            self.builds[key], state = self._build(job, key, inputs["mlf"]), "miss"
+            state = "rebuilt" if key in self.damaged else "miss"
+            self.builds[key] = self._build(job, key, inputs["mlf"])
         references = [self.content(r) for r in inputs["references"]]
         future = self.client.submit(run_task, job.to_json(), self.builds[key], references, self.limits.reply_timeout,
                                     self.limits.job_timeout, self.limits.build_only,
                                     key=f"job-{job.id}-{self.session}")
         self.jobs[future.key] = (job, state, future)
         self.labels[future.key] = f"{job.model} on {job.board}"
+
+    def _cached(self, key: str, inputs: dict) -> dict | None:
+        """The cached build, or None; a damaged entry is said and removed, and the job built again."""
+        try:
+            return self.cache.get(key, digest(inputs["mlf"]), inputs["board"])
+        except DamagedEntry as exc:
+            self.on_warning(f"{exc}: building it again")
+            self.damaged.add(key)
+            self.cache.discard(key)
+            return None
 
     def _build(self, job: Job, key: str, mlf: bytes):
         config = self.config
@@ -141,11 +127,12 @@ class _Submission:
 
 def run_matrix(jobs: list[Job], config: BuildConfig, limits: Limits, *, client, outroot: Path,
                cache: BuildCache, on_result: Callable[[dict], None] = lambda r: None,
-               on_running: Callable[[list[str]], None] | None = None) -> list[dict]:
+               on_running: Callable[[list[str]], None] | None = None,
+               on_warning: Callable[[str], None] = lambda w: None) -> list[dict]:
     """Every job's result (plain dicts, in job order); files of each job under OUTROOT/jobs/<id>/."""
     from distributed import as_completed
 
-    submission = _Submission(client, config, limits, cache)
+    submission = _Submission(client, config, limits, cache, on_warning)
     results: dict[str, dict] = {}
 
     def report(job: Job, outcome: dict, cache_state: str) -> None:
@@ -185,14 +172,11 @@ def _job_inputs(job: Job, config: BuildConfig, board_files: list[bytes], cmsis_n
     cc = "gcc" if board["kind"] == "host" else f"{ProjectOptions().toolchain_prefix}gcc"
     key = build_key(digest(mlf), board, [digest(b) for b in board_files],
                     digest(cmsis_nn) if cmsis_nn is not None else None, options, compiler_identity(cc))
-    return {"mlf": mlf, "references": references, "key": key}
+    return {"mlf": mlf, "references": references, "key": key, "board": board["name"]}
 
 
 def _read(path: Path, what: str) -> bytes:
-    try:
-        return Path(path).read_bytes()
-    except OSError as exc:
-        raise InvalidInputError(f"{path}: cannot read this {what} ({exc.strerror or exc})") from None
+    return read_regular(Path(path), what, MAX_INPUT_BYTES)
 
 
 def _tree_bytes(folder: Path) -> bytes:

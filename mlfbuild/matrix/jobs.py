@@ -10,6 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import InvalidInputError
+from ..units import tolerance
+from ..untrusted import MAX_TEXT_BYTES, read_regular
+from .layout import is_plain_name, plain_name
 
 DEFAULT_BOARD = "mps2-an386"
 
@@ -35,8 +38,18 @@ class Job:
 
     @classmethod
     def from_json(cls, data: dict) -> "Job":
-        return cls(id=str(data["id"]), mlf=str(data["mlf"]), board=str(data["board"]),
-                   references=tuple(str(r) for r in data.get("references", [])),
+        """A job of an earlier result (untrusted): its id names its folder, so it must be a plain name."""
+        if not isinstance(data, dict):
+            raise ValueError(f"a job must be an object, got {type(data).__name__}")
+        if not is_plain_name(data.get("id")):
+            raise ValueError(f"job id {data.get('id')!r} is not a plain name (letters, digits, '.', '_', '-', '+')")
+        for key in ("mlf", "board"):
+            if not isinstance(data.get(key), str) or not data[key]:
+                raise ValueError(f"job {data['id']}: \"{key}\" must be a non-empty string")
+        references = data.get("references", [])
+        if not isinstance(references, list) or not all(isinstance(r, str) for r in references):
+            raise ValueError(f"job {data['id']}: \"references\" must be a list of strings")
+        return cls(id=data["id"], mlf=data["mlf"], board=data["board"], references=tuple(references),
                    atol=_tolerance(data.get("atol")), rtol=_tolerance(data.get("rtol")))
 
 
@@ -70,31 +83,35 @@ def label(mlf: str) -> str:
 def _tolerance(value) -> float | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-        raise ValueError(f"tolerance {value!r} is not a non-negative number")
-    return float(value)
+    if isinstance(value, str):  # JSON has numbers for these: "0.1" is a mistake, not a tolerance
+        raise ValueError(f"a tolerance must be a number, got {value!r}")
+    return tolerance(value)
 
 
 def entries_from_file(path: Path) -> list[Entry]:
     """A jobs file: a JSON list of {"mlf": path, "references": ["[MODEL=]ref.npz", ...], "boards": [...],
     "atol": x, "rtol": y}; only "mlf" is required; paths are relative to the file."""
+    text = read_regular(path, "jobs file", MAX_TEXT_BYTES)
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(text)
         if not isinstance(data, list):
             raise ValueError("expected a JSON list of jobs")
         return [_entry(item, path.parent) for item in data]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except RecursionError:
+        raise InvalidInputError(f"{path}: not a jobs file (nested too deeply)") from None
+    except (ValueError, KeyError, TypeError) as exc:
         raise InvalidInputError(f"{path}: not a jobs file ({exc})") from None
 
 
 def _entry(item: dict, base: Path) -> Entry:
-    if not isinstance(item, dict) or not isinstance(item.get("mlf"), str):
+    if not isinstance(item, dict) or not isinstance(item.get("mlf"), str) or not item["mlf"]:
         raise ValueError(f"each job needs an \"mlf\" path, got {json.dumps(item)[:80]}")
     unknown = set(item) - {"mlf", "references", "boards", "atol", "rtol"}
     if unknown:
         raise ValueError(f"unknown key(s) {', '.join(sorted(unknown))} in job {item['mlf']}")
     references, boards = item.get("references", []), item.get("boards", [])
-    if not all(isinstance(r, str) for r in references) or not all(isinstance(b, str) for b in boards):
+    if not isinstance(references, list) or not isinstance(boards, list) \
+            or not all(isinstance(r, str) for r in references) or not all(isinstance(b, str) and b for b in boards):
         raise ValueError(f"\"references\" and \"boards\" of job {item['mlf']} must be lists of strings")
     return Entry(mlf=str((base / item["mlf"]).resolve()),
                  references=tuple(_resolve_reference(r, base) for r in references), boards=tuple(boards),
@@ -108,11 +125,14 @@ def _resolve_reference(reference: str, base: Path) -> str:
 
 def cross(entries: list[Entry], boards: list[str]) -> list[Job]:
     """Every entry on its own boards, or on the matrix's; each job gets a stable id (its folder name)."""
-    jobs = []
+    jobs: list[Job] = []
     for index, entry in enumerate(entries):
         for board in entry.boards or boards or [DEFAULT_BOARD]:
             stem = Path(entry.mlf).name.split(".")[0]
-            jobs.append(Job(id=f"{index:03d}-{stem}-{board}", mlf=entry.mlf, board=board,
+            job_id = plain_name(f"{index:03d}-{stem}-{board}")  # board names are untrusted (layout.py)
+            while any(j.id == job_id for j in jobs):  # two names made plain alike, or a board given twice
+                job_id += "+"
+            jobs.append(Job(id=job_id, mlf=entry.mlf, board=board,
                             references=entry.references, atol=entry.atol, rtol=entry.rtol))
     return jobs
 

@@ -11,7 +11,11 @@ from pathlib import Path
 from ..errors import (EXIT_BUILD, EXIT_FLASH, EXIT_INFRASTRUCTURE, EXIT_INTERNAL, EXIT_INVALID_INPUT, EXIT_MISMATCH,
                       EXIT_OVER_BUDGET, EXIT_RUN, EXIT_USAGE, InvalidInputError)
 from ..run.report import ERROR, FAILURE, PASSED, SKIPPED, JUnitCase, junit_suite
+from ..outfolder import write_file
+from ..style import printable
+from ..untrusted import MAX_TEXT_BYTES, read_regular
 from .jobs import Job
+from .layout import file_in, job_folder
 from .stage import (BUILD_ERROR, INFRASTRUCTURE, INVALID_INPUT, MISMATCH, NOT_CHECKED, NOT_RUN, OVER_BUDGET, PASS,
                     RUN_ERROR)
 
@@ -30,13 +34,15 @@ EXIT_PRECEDENCE = (EXIT_INVALID_INPUT, EXIT_USAGE, EXIT_BUILD, EXIT_RUN, EXIT_FL
 
 
 def job_result(job: Job, outcome: dict, cache: str, outroot: Path) -> dict:
-    """The reported result of a job; its files are written to OUTROOT/jobs/<id>/ and named by path."""
-    folder = Path(outroot) / "jobs" / job.id
-    folder.mkdir(parents=True, exist_ok=True)
-    for name, content in outcome.get("files", {}).items():
-        (folder / name).write_bytes(content)
-    if (folder / "firmware.elf").is_file():
-        (folder / "firmware.elf").chmod(0o755)  # runnable again with mlfbuild run, host builds too
+    """The reported result of a job; its files (if any) are written to OUTROOT/jobs/<id>/ (layout.py
+    says which paths may be written) and named by path."""
+    folder = job_folder(outroot, job.id)
+    files = outcome.get("files", {})
+    paths = {name: file_in(folder, name) for name in files}  # every name checked before anything is written
+    for name, content in files.items():
+        write_file(paths[name], content)
+    if "firmware.elf" in paths:
+        paths["firmware.elf"].chmod(0o755)  # runnable again with mlfbuild run, host builds too
     status = outcome["status"]
     return {"id": job.id, "job": job.to_json(), "model": job.model, "board": job.board, "status": status,
             "outcome": OUTCOMES[status], "exit_code": outcome["exit_code"], "message": outcome["message"],
@@ -66,9 +72,12 @@ def document(results: list[dict]) -> dict:
 
 
 def load_results(path: Path) -> dict:
+    text = read_regular(path, "matrix result", MAX_TEXT_BYTES)
     try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
+        data = json.loads(text)
+    except RecursionError:
+        raise InvalidInputError(f"{path}: not a readable matrix result (nested too deeply)") from None
+    except ValueError as exc:
         raise InvalidInputError(f"{path}: not a readable matrix result ({exc})") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT or data.get("version") != VERSION \
             or not isinstance(data.get("jobs"), list):
@@ -93,10 +102,10 @@ def _cell(r: dict) -> str:
 
 
 def summary_table(results: list[dict]) -> str:
-    boards = sorted({r["board"] for r in results})
-    rows = _rows(results)
+    boards = sorted({printable(r["board"]) for r in results})  # names from a jobs file are untrusted text
+    rows = {job: printable(row) for job, row in _rows(results).items()}
     models = list(dict.fromkeys(rows.values()))
-    cell = {(rows[r["id"]], r["board"]): _cell(r) for r in results}
+    cell = {(rows[r["id"]], printable(r["board"])): _cell(r) for r in results}
     width = max(len(m) for m in models + ["model"])
     widths = {b: max([len(b)] + [len(cell.get((m, b), "-")) for m in models]) for b in boards}
     lines = [f"{'model':<{width}}  " + "  ".join(f"{b:<{widths[b]}}" for b in boards)]
@@ -184,7 +193,7 @@ class Progress:
                 f"({result['seconds']:.1f} s){detail}")
         if self.tty:
             self.stream.write("\r\x1b[K")
-        self.stream.write(line + "\n")
+        self.stream.write(printable(line) + "\n")
         self.stream.flush()
 
     def running(self, labels: list[str]) -> None:
@@ -194,7 +203,7 @@ class Progress:
         now = ", ".join(labels[:3]) + (f" +{len(labels) - 3}" if len(labels) > 3 else "")
         status = (f"{len(self.done)}/{self.total} done · {n[PASSED]} pass {n[FAILURE]} fail {n[ERROR]} error "
                   f"{n[SKIPPED]} skipped · under way: {now or '-'}")
-        self.stream.write("\r\x1b[K" + status[:200])
+        self.stream.write("\r\x1b[K" + printable(status[:200]))
         self.stream.flush()
 
     def close(self) -> None:
@@ -207,6 +216,11 @@ def jobs_to_retry(path: Path) -> list[Job]:
     """The jobs of an earlier matrix's JSON that failed or errored (passed and skipped ones stay done)."""
     document = load_results(path)
     try:
-        return [Job.from_json(r["job"]) for r in document["jobs"] if r["outcome"] in ("failure", "error")]
-    except (KeyError, TypeError, ValueError) as exc:
+        jobs = [Job.from_json(r["job"]) for r in document["jobs"] if r["outcome"] in ("failure", "error")]
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise InvalidInputError(f"{path}: not a {FORMAT} v{VERSION} result ({exc})") from None
+    ids = [job.id for job in jobs]
+    if len(set(ids)) != len(ids):
+        twice = next(i for i in ids if ids.count(i) > 1)
+        raise InvalidInputError(f"{path}: not a {FORMAT} v{VERSION} result (job id {twice!r} is there twice)")
+    return jobs

@@ -72,13 +72,17 @@ def run_task(job: dict, built: dict, references: list[bytes], reply_timeout: flo
         for name in (ELF, BUILD_RECORD):
             (folder / name).write_bytes(built["files"][name])
         (folder / "firmware.elf").chmod(0o755)  # a host board runs it as a program
-        names = []
+        names, copies = [], {}
         for index, (reference, content) in enumerate(zip(job["references"], references)):
-            model, sep, _ = reference.rpartition("=")
-            (folder / f"reference{index}.npz").write_bytes(content)
-            names.append(f"{model}{sep}{folder / f'reference{index}.npz'}")
+            model, sep, original = reference.rpartition("=")
+            copy = folder / f"reference{index}.npz"
+            copy.write_bytes(content)
+            names.append(f"{model}{sep}{copy}")
+            copies[str(copy)] = original
         spec = {"references": names, "atol": job["atol"], "rtol": job["rtol"], "timeout": reply_timeout}
         ran = _in_child("run", folder, spec, timeout, EXIT_RUN, RUN_ERROR)
+        for copy, original in copies.items():  # messages name the user's file, not the worker's copy
+            ran["message"] = ran["message"].replace(copy, original)
     files = {**result["files"], **ran.pop("files", {})}
     return {**result, **ran, "run_seconds": ran["seconds"], "files": files}
 

@@ -18,10 +18,11 @@ import numpy as np
 
 from .. import record as build_folder
 from ..console.client import Client
-from ..errors import InvalidInputError, RunError
+from ..errors import InvalidInputError, RunError, UsageError
 from ..project import templates_hash
 from ..schemas import RUN as RUN_SCHEMA
 from ..suggest import did_you_mean
+from ..units import tolerance
 from .compare import Comparison, compare
 from ..project.runtime import fault_exit_code
 from .profile import Profile, profiled_transport, with_profile
@@ -224,6 +225,16 @@ def _expected_outputs(reference: tuple[str, dict[str, np.ndarray]], model: dict)
     return [_expected(tensors, model, i, spec, path) for i, spec in enumerate(model["outputs"])]
 
 
+def _check_tolerances(**given: float | None) -> None:
+    """Tolerances follow units.tolerance (finite, ≥ 0) whoever passes them: an infinite one passes anything."""
+    for name, value in given.items():
+        if value is not None:
+            try:
+                tolerance(value)
+            except ValueError as exc:
+                raise UsageError(f"--{name}: {exc}") from None
+
+
 def run_build(build_dir: Path, *, port: str | None = None, baud: int = 115200, inputs: Path | None = None,
               references: list[str] = (), atol: float | None = None, rtol: float | None = None, repeat: int = 1,
               timeout: float = 60.0, seed: int = 0, icount_shift: int = 0,
@@ -232,6 +243,7 @@ def run_build(build_dir: Path, *, port: str | None = None, baud: int = 115200, i
     """Run every model `repeat` times and compare its outputs; `progress(model, done, total)` is
     called after each inference. With `profile`, count instructions per operator (QEMU) into
     `result.profile` (which says why, where there are none)."""
+    _check_tolerances(atol=atol, rtol=rtol)
     record = build_folder.load(build_dir).data
     models = record["models"]
     given = _load_tensors(inputs)

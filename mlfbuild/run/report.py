@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass, field
 from xml.etree import ElementTree
 
+from ..style import printable
 from . import MISMATCH, PASS, ModelRun, RunResult
 
 
@@ -71,27 +72,29 @@ class JUnitCase:
 
 
 def junit_suite(name: str, cases: list[JUnitCase], seconds: float | None = None) -> bytes:
-    """The one JUnit writer of mlfbuild: `run` and `matrix` both describe their results as cases."""
+    """The one JUnit writer of mlfbuild: `run` and `matrix` both describe their results as cases.
+    Names and messages may come from untrusted input: control characters are escaped (XML 1.0 has
+    no way to hold them)."""
     counts = {outcome: sum(c.outcome == outcome for c in cases) for outcome in (FAILURE, ERROR, SKIPPED)}
     total = sum(c.seconds for c in cases) if seconds is None else seconds
     suite = ElementTree.Element("testsuite", name=name, tests=str(len(cases)), failures=str(counts[FAILURE]),
                                 errors=str(counts[ERROR]), skipped=str(counts[SKIPPED]), time=f"{total:.3f}")
     for case in cases:
-        element = ElementTree.SubElement(suite, "testcase", classname=case.classname, name=case.name,
+        element = ElementTree.SubElement(suite, "testcase", classname=printable(case.classname), name=printable(case.name),
                                          time=f"{case.seconds:.3f}")
         if case.properties:
             properties = ElementTree.SubElement(element, "properties")
             for key, value in case.properties.items():
                 if value is not None:
-                    ElementTree.SubElement(properties, "property", name=key, value=str(value))
+                    ElementTree.SubElement(properties, "property", name=printable(key), value=printable(str(value)))
         if case.outcome != PASSED:
-            verdict = ElementTree.SubElement(element, case.outcome, message=case.message)
+            verdict = ElementTree.SubElement(element, case.outcome, message=printable(case.message))
             if case.kind and case.outcome != SKIPPED:
-                verdict.set("type", case.kind)
+                verdict.set("type", printable(case.kind))
             if case.detail:
-                verdict.text = case.detail
+                verdict.text = printable(case.detail, keep="\n\t")
         if case.output:
-            ElementTree.SubElement(element, "system-out").text = case.output
+            ElementTree.SubElement(element, "system-out").text = printable(case.output, keep="\n\t")
     return ElementTree.tostring(suite, encoding="utf-8", xml_declaration=True)
 
 

@@ -1,0 +1,162 @@
+"""The Dask client a matrix runs on, and everything around it that must not outlive the matrix.
+
+A local cluster gets a scratch folder of its own: Dask's local directory and the workers' TMPDIR
+(where the stages unpack and build) both point into it, and it is removed when the matrix ends —
+however it ends. Every process the cluster started is ended before that.
+
+A remote scheduler (`--scheduler tcp://HOST:PORT`) is untrusted until it has spoken Dask: the address
+is checked first, then a Dask scheduler is expected to send its handshake as soon as it accepts a
+connection (distributed/comm/core.py: both ends write their handshake, then read the other's; a
+message is a u64 count of the bytes read at once, then a u64 frame count, a u64 length per frame
+and the frames — distributed/comm/tcp.py and protocol/utils.py; x86 and Arm: little-endian). A listener that says nothing within the
+connect timeout, or says something else (an HTTP or SSH server), is not a scheduler: exit 9, one line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import shutil
+import socket
+import struct
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from ..errors import InfrastructureError, UsageError
+
+CONNECT_TIMEOUT = 10.0  # seconds for a scheduler to accept and answer (--connect-timeout)
+WORKERS_TIMEOUT = 60.0  # seconds for a scheduler to have a worker
+_MAX_HANDSHAKE_BYTES = 64 * 1024  # a Dask handshake is a small dict (~100 bytes)
+_MAX_FRAMES = 64
+
+
+@contextmanager
+def dask_client(scheduler: str | None, workers: int, connect_timeout: float = CONNECT_TIMEOUT) -> Iterator:
+    """A Dask client: of the cluster at `scheduler`, or of a local cluster of `workers` processes."""
+    if scheduler:
+        with _remote_client(scheduler, connect_timeout) as client:
+            yield client
+    else:
+        with _local_client(workers) as client:
+            yield client
+
+
+@contextmanager
+def _local_client(workers: int) -> Iterator:
+    from distributed import Client, LocalCluster
+
+    scratch = Path(tempfile.mkdtemp(prefix="mlfbuild-matrix-"))
+    started: list = []
+    try:
+        with LocalCluster(n_workers=max(workers, 1), threads_per_worker=1, processes=True, host="127.0.0.1",
+                          # CRITICAL: a worker's heartbeat racing the cluster's shutdown logs an ERROR with a
+                    # traceback on a loaded machine; job failures reach us through their futures.
+                    dashboard_address=None, silence_logs=logging.CRITICAL, local_directory=str(scratch),
+                          env={"TMPDIR": str(scratch)}) as cluster, \
+                Client(cluster, set_as_default=False) as client:
+            try:
+                yield client
+            finally:
+                started = _descendants()  # the workers and the stages under way, before they are stopped
+    finally:
+        _end_all(started)
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _descendants() -> list:
+    import psutil
+
+    with contextlib.suppress(psutil.Error):
+        return psutil.Process().children(recursive=True)
+    return []
+
+
+def _end_all(processes: list, grace: float = 5.0) -> None:
+    """Processes the cluster started that are still alive after it closed are killed (a stage whose
+    worker died ends itself within a second; this does not wait on it for longer than `grace`)."""
+    import psutil
+
+    _, alive = psutil.wait_procs(processes, timeout=grace if processes else 0)
+    for process in alive:
+        with contextlib.suppress(psutil.Error):
+            process.kill()
+    psutil.wait_procs(alive, timeout=grace)
+
+
+@contextmanager
+def _remote_client(scheduler: str, connect_timeout: float) -> Iterator:
+    from distributed import Client
+
+    host, port = scheduler_address(scheduler)
+    _expect_dask(scheduler, host, port, connect_timeout)
+    try:
+        client = Client(f"tcp://{_joined(host, port)}", timeout=f"{connect_timeout}s", set_as_default=False)
+    except (OSError, TimeoutError, ValueError, TypeError) as exc:
+        raise InfrastructureError(f"cannot reach the Dask scheduler at {scheduler}: {_first_line(exc)}") from None
+    with client:
+        try:
+            client.wait_for_workers(1, timeout=WORKERS_TIMEOUT)
+        except TimeoutError:
+            raise InfrastructureError(f"the Dask scheduler at {scheduler} has no workers (start some with "
+                                      f"`dask worker {scheduler}`)") from None
+        yield client
+
+
+def scheduler_address(text: str) -> tuple[str, int]:
+    """(host, port) of `tcp://HOST:PORT` or `HOST:PORT` ([IPv6]:PORT too); UsageError for anything else."""
+    rest = text[len("tcp://"):] if text.startswith("tcp://") else text
+    host, sep, port = rest.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    good_host = host and all(c.isalnum() or c in ".-_:" for c in host)
+    if "://" in rest or not sep or not good_host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise UsageError(f"--scheduler {text!r}: not a Dask scheduler address (tcp://HOST:PORT)")
+    return host, int(port)
+
+
+def _joined(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _expect_dask(scheduler: str, host: str, port: int, timeout: float) -> None:
+    """Connect and read the scheduler's handshake within `timeout` seconds; InfrastructureError when
+    nothing answers, or something that is not Dask."""
+    deadline = time.monotonic() + timeout
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as link:
+            header = _read_exactly(link, 16, deadline)
+            total, frames = struct.unpack("<QQ", header)
+            if not (16 <= total <= _MAX_HANDSHAKE_BYTES and 0 < frames <= _MAX_FRAMES
+                    and 8 * (1 + frames) <= total):
+                raise InfrastructureError(f"{scheduler} answered, but not as a Dask scheduler does "
+                                          f"(it sent {header[:8]!r}...)")
+            lengths = struct.unpack(f"<{frames}Q", _read_exactly(link, 8 * frames, deadline))
+            if 8 * (1 + frames) + sum(lengths) < total or sum(lengths) > _MAX_HANDSHAKE_BYTES:
+                raise InfrastructureError(f"{scheduler} answered, but not as a Dask scheduler does")
+    except socket.timeout:
+        raise InfrastructureError(f"the Dask scheduler at {scheduler} did not answer within {timeout:g} s "
+                                  "(not a Dask scheduler? raise --connect-timeout for a slow one)") from None
+    except OSError as exc:
+        raise InfrastructureError(f"cannot reach the Dask scheduler at {scheduler}: "
+                                  f"{exc.strerror or _first_line(exc)}") from None
+
+
+def _read_exactly(link: socket.socket, count: int, deadline: float) -> bytes:
+    data = b""
+    while len(data) < count:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise socket.timeout()
+        link.settimeout(left)
+        chunk = link.recv(count - len(data))
+        if not chunk:
+            raise ConnectionError("the connection was closed before a Dask handshake came")
+        data += chunk
+    return data
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
