@@ -1,7 +1,7 @@
 """The Dask client a matrix runs on, and everything around it that must not outlive the matrix.
 
-A local cluster gets a scratch folder of its own: Dask's local directory and the workers' TMPDIR
-(where the stages unpack and build) both point into it, and it is removed when the matrix ends —
+A local cluster gets a scratch folder of its own: Dask's local directory (its scheduler's and
+workers' dask-scratch-space) and the workers' TMPDIR (where the stages unpack and build) point into it, and it is removed when the matrix ends —
 however it ends. Every process the cluster started is ended before that.
 
 A remote scheduler (`--scheduler tcp://HOST:PORT`) is untrusted until it has spoken Dask: the address
@@ -17,9 +17,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import shutil
+import signal
 import socket
 import struct
 import tempfile
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -46,17 +48,22 @@ def dask_client(scheduler: str | None, workers: int, connect_timeout: float = CO
 
 @contextmanager
 def _local_client(workers: int) -> Iterator:
+    import dask
     from distributed import Client, LocalCluster
 
     scratch = Path(tempfile.mkdtemp(prefix="mlfbuild-matrix-"))
     started: list = []
     try:
-        with LocalCluster(n_workers=max(workers, 1), threads_per_worker=1, processes=True, host="127.0.0.1",
-                          # CRITICAL: a worker's heartbeat racing the cluster's shutdown logs an ERROR with a
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(dask.config.set({"temporary-directory": str(scratch)}))
+            with _stop_signals_held():
+                cluster = stack.enter_context(LocalCluster(
+                    n_workers=max(workers, 1), threads_per_worker=1, processes=True, host="127.0.0.1",
+                    # CRITICAL: a worker's heartbeat racing the cluster's shutdown logs an ERROR with a
                     # traceback on a loaded machine; job failures reach us through their futures.
                     dashboard_address=None, silence_logs=logging.CRITICAL, local_directory=str(scratch),
-                          env={"TMPDIR": str(scratch)}) as cluster, \
-                Client(cluster, set_as_default=False) as client:
+                    env={"TMPDIR": str(scratch)}, preload=[__name__]))
+                client = stack.enter_context(Client(cluster, set_as_default=False))
             try:
                 yield client
             finally:
@@ -64,6 +71,34 @@ def _local_client(workers: int) -> Iterator:
     finally:
         _end_all(started)
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+@contextmanager
+def _stop_signals_held() -> Iterator[None]:
+    """While the local cluster starts, a SIGTERM waits until it is whole (a cluster stopped half-way
+    cannot be closed cleanly), and Ctrl-C is ignored: the worker processes started now inherit the
+    ignoring (it survives exec, and Python keeps it), so the Ctrl-C a terminal sends to the whole
+    process group later reaches mlfbuild alone, which closes the cluster once, quietly. Workers
+    started later (a lost one replaced) ignore it from their preload (dask_setup below)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    terminated: list[int] = []
+    previous_term = signal.signal(signal.SIGTERM, lambda signum, frame: terminated.append(signum))
+    previous_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous_int)
+        signal.signal(signal.SIGTERM, previous_term)
+        if terminated:
+            signal.raise_signal(signal.SIGTERM)
+
+
+def dask_setup(worker) -> None:
+    """Dask runs this in each worker process of a local cluster (its preload): Ctrl-C is mlfbuild's."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _descendants() -> list:
