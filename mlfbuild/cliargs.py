@@ -129,6 +129,9 @@ def apply_project_file(args: argparse.Namespace, command: str) -> None:
     for key in ("budget_flash", "budget_ram"):
         if getattr(args, key, None) is None:
             setattr(args, key, take(key))
+    for key in ("atol", "rtol"):
+        if hasattr(args, key) and getattr(args, key) is None:
+            setattr(args, key, take(key))
     if hasattr(args, "reference") and not args.reference:
         args.reference = list(take("references") or ())
     _apply_target(args, command, take("mlf"), board)

@@ -19,11 +19,11 @@ from .errors import UsageError, os_error
 LOCK_FILE = ".mlfbuild.lock"
 
 
-def prepare(folder: Path) -> Path:
+def prepare(folder: Path, flag: str = "-o") -> Path:
     """Create `folder` (and its parents) unless it exists; it must be a folder we can write into."""
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():
-        raise UsageError(f"{folder}: exists and is not a folder (give -o a folder path)")
+        raise UsageError(f"{folder}: exists and is not a folder (give {flag} a folder path)")
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):

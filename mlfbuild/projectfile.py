@@ -5,16 +5,21 @@
     opt = "-O2"                          # one of -Os -O2 -O3 -O1 -O0 -Og
     runtime = "builtin"                  # builtin | tvm
     references = ["kws=kws.npz"]         # [MODEL=]REF.npz, as --reference
+    atol = 0.01                          # tolerances of run, as --atol/--rtol (finite, >= 0)
+    rtol = 0.0
     [budgets]
     flash = "256K"                       # bytes: 262144, 0x40000, 256K, 1M
     ram = "64K"
 
 Every key is optional; a flag given on the command line wins over the file. Paths are relative to
-the working folder (where the file is). Problems are one-line InvalidInputErrors naming the key.
+the working folder (where the file is). Problems are one-line InvalidInputErrors naming the key
+(exit 3); so is an mlfbuild.toml that is there but cannot be read as a file (a folder, a FIFO, a
+device, a link to nowhere or to itself): it is never silently ignored.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,10 +32,12 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.10
 from .errors import InvalidInputError
 from .project import OPT_LEVELS, RUNTIMES
 from .suggest import did_you_mean
-from .units import parse_byte_count
+from .units import parse_byte_count, tolerance
+from .untrusted import read_regular
 
 PROJECT_FILE = "mlfbuild.toml"
-_KEYS = ("mlf", "board", "opt", "runtime", "references", "budgets")
+_KEYS = ("mlf", "board", "opt", "runtime", "references", "atol", "rtol", "budgets")
+_MAX_BYTES = 1 << 20
 _BUDGET_KEYS = ("flash", "ram")
 
 
@@ -42,21 +49,25 @@ class ProjectFile:
     opt: str | None = None
     runtime: str | None = None
     references: tuple[str, ...] = ()
+    atol: float | None = None
+    rtol: float | None = None
     budget_flash: int | None = None
     budget_ram: int | None = None
 
 
 def find_project_file(folder: Path = Path(".")) -> ProjectFile | None:
-    """The project file of `folder`, or None when it has none."""
+    """The project file of `folder`, or None when it has none (anything by that name, even a broken
+    link, is the project file: read, or refused in one line)."""
     path = Path(folder) / PROJECT_FILE
-    return load_project_file(path) if path.is_file() else None
+    return load_project_file(path) if os.path.lexists(path) else None
 
 
 def load_project_file(path: Path) -> ProjectFile:
+    raw = read_regular(path, "project file", _MAX_BYTES)
     try:
-        data = tomllib.loads(Path(path).read_bytes().decode("utf-8"))
-    except OSError as exc:
-        raise InvalidInputError(f"{path}: cannot read the project file ({exc.strerror or exc})") from None
+        data = tomllib.loads(raw.decode("utf-8"))
+    except RecursionError:
+        raise InvalidInputError(f"{path}: invalid TOML: nested too deeply") from None
     except UnicodeDecodeError as exc:
         raise InvalidInputError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except tomllib.TOMLDecodeError as exc:
@@ -70,6 +81,7 @@ def load_project_file(path: Path) -> ProjectFile:
     return ProjectFile(path=Path(path), mlf=Path(mlf) if mlf else None, board=_string(path, data, "board"),
                        opt=_string(path, data, "opt", OPT_LEVELS), runtime=_string(path, data, "runtime", RUNTIMES),
                        references=_strings(path, data, "references"),
+                       atol=_tolerance(path, data, "atol"), rtol=_tolerance(path, data, "rtol"),
                        budget_flash=_byte_count(path, budgets, "budgets.flash", "flash"),
                        budget_ram=_byte_count(path, budgets, "budgets.ram", "ram"))
 
@@ -102,6 +114,19 @@ def _strings(path: Path, data: dict, key: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
         _fail(path, key, f"must be a list of strings, got {value!r}")
     return tuple(value)
+
+
+def _tolerance(path: Path, data: dict, key: str) -> float | None:
+    value = data.get(key)
+    if value is None:
+        return None
+    try:
+        if isinstance(value, str):
+            raise ValueError(f"a tolerance must be a number, got {value!r}")
+        return tolerance(value)
+    except ValueError as exc:
+        _fail(path, key, str(exc))
+    return None  # not reached
 
 
 def _byte_count(path: Path, table: dict, key: str, name: str) -> int | None:

@@ -68,7 +68,7 @@ class MatrixCommand(Command):
                                     budget_ram=args.budget_ram)
         limits = matrix.Limits(build_only=args.build_only, job_timeout=args.job_timeout, reply_timeout=args.timeout)
         prepare(args.output)  # before any work: a path that cannot be a folder loses no results
-        cache = matrix.BuildCache(None if args.no_cache else prepare(args.cache or args.output / "cache"))
+        cache = matrix.BuildCache(None if args.no_cache else prepare(args.cache or args.output / "cache", "--cache"))
         progress = matrix.Progress(len(jobs))
         with matrix.dask_client(args.scheduler, args.workers, args.connect_timeout) as client:
             results = matrix.run_matrix(jobs, config, limits, client=client, outroot=args.output, cache=cache,
