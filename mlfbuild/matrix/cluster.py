@@ -62,6 +62,9 @@ def _local_client(workers: int) -> Iterator:
                     # CRITICAL: a worker's heartbeat racing the cluster's shutdown logs an ERROR with a
                     # traceback on a loaded machine; job failures reach us through their futures.
                     dashboard_address=None, silence_logs=logging.CRITICAL, local_directory=str(scratch),
+                    # the scheduler serves HTTP even without a dashboard: on a free local port, not on
+                    # 8787, which another matrix may hold (Dask would warn and take another)
+                    scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
                     env={"TMPDIR": str(scratch)}, preload=[__name__]))
                 client = stack.enter_context(Client(cluster, set_as_default=False))
             try:
