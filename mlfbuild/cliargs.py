@@ -38,7 +38,8 @@ GUIDE: dict[str, tuple[tuple[str, ...], str]] = {
               "8 flash or verify failed"),
     "monitor": (("monitor --port /dev/ttyACM0",), "0 ok, 1 port closed, 2 usage, 3 port unusable"),
     "matrix": (("matrix kws.tar ad.tar -b mps2-an386 -b mps2-an385 --junit matrix.xml",),
-               "0 all passed (or not checked), 2 usage; else the jobs' first code in this order: 3 invalid "
+               "0 all passed (or not checked), 2 usage (or -o/--cache not a usable folder), 9 a --scheduler "
+               "that does not answer as Dask; else the jobs' first code in this order: 3 invalid "
                "input, 4 a build failed, 6 a run failed, 9 infrastructure error, 5 over budget, 7 an output "
                "differed (docs/matrix.md)"),
     "ports": (("ports", "ports --json"), "0 ok, 2 usage"),

@@ -1,8 +1,10 @@
 """Build and run many MLFs × boards on Dask distributed — the CI job a model team runs.
 
 `jobs` says what to run (plain data), `stage` is what a worker does (pure functions of bytes and
-dicts), `engine` hands the stages to a Dask cluster, `cache` keeps builds by content, and `report`
-turns results into a table, JSON, JUnit and an HTML grid.
+dicts), `engine` hands the stages to a Dask cluster, `cluster` gives that cluster (a local one that
+leaves nothing behind, or a checked remote scheduler), `cache` keeps builds by content and checks
+them before use, `layout` is the rule of which paths a matrix may write, and `report` turns results
+into a table, JSON, JUnit and an HTML grid.
 """
 
 from __future__ import annotations
