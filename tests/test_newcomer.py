@@ -402,6 +402,21 @@ def test_example_command_writes_the_bundled_example(tmp_path, capsys):
     assert (tmp_path / "ex" / "tiny_aot.npz").read_bytes() == b"mine"
 
 
+@pytest.mark.parametrize("points_to", ["outside/made.tar", "outside/tiny_aot.tar"], ids=["dangling", "the-example"])
+def test_example_never_writes_through_a_symbolic_link(tmp_path, capsys, points_to):
+    folder, outside = tmp_path / "ex", tmp_path / "outside"
+    folder.mkdir()
+    outside.mkdir()
+    if points_to.endswith("tiny_aot.tar"):
+        (tmp_path / points_to).write_bytes((REPO / "examples" / "tiny_aot.tar").read_bytes())
+    (folder / "tiny_aot.tar").symlink_to(tmp_path / points_to)
+    before = sorted(p.name for p in outside.iterdir())
+    assert cli.main(["example", str(folder)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "tiny_aot.tar: is a symbolic link" in err, err
+    assert sorted(p.name for p in outside.iterdir()) == before and not (folder / "tiny_aot.npz").exists()
+
+
 def test_the_wheel_carries_the_example(tmp_path):
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
                     str(tmp_path), str(REPO)], check=True, timeout=300)
