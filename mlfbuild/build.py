@@ -96,13 +96,15 @@ def _build(mlf: Path, board: Board, outdir: Path, *, options: ProjectOptions, jo
     try:
         try:
             make = run_make(project.path, jobs=jobs, log=log, progress=progress, verbose=verbose,
-                            timeout=build_timeout)
+                            timeout=build_timeout, memory=options.build_memory)
         except OverBudgetError:
             if not _fits_with_computed_stack(project, board, options, log):
                 raise
-            make = run_make(project.path, jobs=jobs, log=log, append=True, timeout=build_timeout)
+            make = run_make(project.path, jobs=jobs, log=log, append=True, timeout=build_timeout,
+                            memory=options.build_memory)
     except OverBudgetError as overflow:
-        raise _explain_overflow(overflow, Path(mlf), library, board, project, log, build_timeout) from None
+        raise _explain_overflow(overflow, Path(mlf), library, board, project, log, build_timeout,
+                                options.build_memory) from None
     if progress and make.warning_summary():
         progress(f"{make.warning_summary()} (full log: {log})")
     stack = _reserve_stack(project, board, options, log)
@@ -134,7 +136,8 @@ def _fits_with_computed_stack(project: Project, board: Board, options: ProjectOp
         return False
     render_oversize_linker_script(board, project.path)
     try:
-        run_make(project.path, jobs=1, log=log, append=True, targets=["build/oversize.elf"])
+        run_make(project.path, jobs=1, log=log, append=True, targets=["build/oversize.elf"],
+                 memory=options.build_memory)
         bound = compute_stack_bound(project.path / "build" / "oversize.elf", project.path / "build",
                                     f"{options.toolchain_prefix}objdump", fpu=project.float_abi in ("hard", "softfp"))
     except (BuildError, OverBudgetError, RuntimeError):
@@ -167,7 +170,7 @@ def _reserve_stack(project: Project, board: Board, options: ProjectOptions, log:
     if reserve != linked_stack_bytes(project.path):
         (project.path / "linker.ld").write_text(linker_script_text(board, reserve))
         try:
-            run_make(project.path, jobs=1, log=log, append=True)
+            run_make(project.path, jobs=1, log=log, append=True, memory=options.build_memory)
         except OverBudgetError as overflow:
             raise OverBudgetError(f"{overflow} (with a .stack reserve of {reserve:,} B from the {source})") from None
     return {**bound.to_json(), "reserve": reserve, "reserve_source": source, "margin": STACK_MARGIN,
@@ -175,14 +178,15 @@ def _reserve_stack(project: Project, board: Board, options: ProjectOptions, log:
 
 
 def _explain_overflow(overflow: OverBudgetError, mlf: Path, library: ModelLibrary, board: Board, project: Project,
-                      log: Path, timeout: float) -> OverBudgetError:
+                      log: Path, timeout: float, memory: int) -> OverBudgetError:
     """The linker said a region overflowed; link again with roomier regions and let the size report
     say by how much and what is biggest. Falls back to the linker's words if that link fails too."""
     if board.is_host:
         return overflow
     render_oversize_linker_script(board, project.path)
     try:
-        run_make(project.path, jobs=1, log=log, append=True, targets=["build/oversize.elf"], timeout=timeout)
+        run_make(project.path, jobs=1, log=log, append=True, targets=["build/oversize.elf"], timeout=timeout,
+                 memory=memory)
     except (BuildError, OverBudgetError):
         return overflow
     record = _record(mlf, library, board, project, toolchain_used(project.path), outputs={})

@@ -9,6 +9,7 @@ import codecs
 import functools
 import os
 import re
+import resource
 import selectors
 import shutil
 import signal
@@ -22,6 +23,9 @@ from .errors import BuildError, OverBudgetError
 from .resources import setup_hint
 
 DEFAULT_BUILD_TIMEOUT = 1800.0  # seconds for one make run; the largest real builds take a few minutes
+# Bytes of address space for make and for each compiler, assembler and linker it starts (the
+# largest real model's compiler needs well under 1 GiB): an `#include "/dev/zero"` ends here.
+DEFAULT_BUILD_MEMORY = 4 << 30
 
 _REGION_OVERFLOW = re.compile(r"region [`']?(\w+)'? overflowed by (\d+) bytes")
 _NOT_FIT = re.compile(r"will not fit in region [`']?(\w+)'?")
@@ -29,6 +33,8 @@ _ASSERT = re.compile(r"ld: (?:.*?: )?(RAM overflow[^\n]*|[^\n]*no room for the s
 # gcc and ld say "error:", the assembler "Error:"; make's own "*** [...] Error 1" only echoes them.
 _ERROR_LINE = re.compile(r"(?:^|[\s:])(?:fatal )?[Ee]rror:|undefined reference")
 _MAKE_LINE = re.compile(r"^g?make(?:\[\d+\])?: ")
+# What gcc's parts say when their address space runs out (libiberty's xmalloc_failed; the driver).
+_OUT_OF_MEMORY = re.compile(r"out of memory allocating \d+ bytes|virtual memory exhausted|Cannot allocate memory")
 
 
 # gcc's diagnostic line: `path:line:col: warning: message [-Wflag]`.
@@ -141,16 +147,52 @@ def numbered(progress: Callable[[str], None], total: int) -> Callable[[str], Non
     return show
 
 
+def limit_memory(limit: int) -> Callable[[], None]:
+    """A preexec_fn: the child, and everything it starts (which inherits the limit), may map at most
+    `limit` bytes each."""
+    def apply() -> None:  # the soft limit only, and never above a hard limit the machine already sets
+        _, hard = resource.getrlimit(resource.RLIMIT_AS)
+        resource.setrlimit(resource.RLIMIT_AS, (limit if hard == resource.RLIM_INFINITY else min(limit, hard), hard))
+    return apply
+
+
+def run_compiler(command: list[str], *, memory: int = DEFAULT_BUILD_MEMORY,
+                 timeout: float = DEFAULT_BUILD_TIMEOUT) -> subprocess.CompletedProcess:
+    """One compiler command outside make, under make's limits: stdin closed, `memory` bytes of address
+    space per process, and its whole process group stopped after `timeout` (BuildError)."""
+    process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, errors="replace", start_new_session=True, preexec_fn=limit_memory(memory))
+    try:
+        out, err = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(process)
+        raise BuildError(f"{Path(command[0]).name} did not finish within {timeout:g} s and was stopped") from None
+    except BaseException:  # Ctrl-C: no compiler outlives us
+        _kill_group(process)
+        raise
+    return subprocess.CompletedProcess(command, process.returncode, out, err)
+
+
+def first_error(output: str, memory: int = DEFAULT_BUILD_MEMORY) -> str:
+    """The compiler's first error line; running out of its memory limit is said as such."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    exhausted = next((line for line in lines if _OUT_OF_MEMORY.search(line)), None)
+    if exhausted:
+        return _ran_out(exhausted, memory)
+    return next((line for line in lines if _ERROR_LINE.search(line)), lines[0] if lines else "no message")[:300]
+
+
 def run_make(project: Path, *, jobs: int, log: Path, progress: Callable[[str], None] | None = None,
              verbose: bool = False, make: str = "make", targets: list[str] = (), append: bool = False,
-             timeout: float = DEFAULT_BUILD_TIMEOUT) -> MakeResult:
+             timeout: float = DEFAULT_BUILD_TIMEOUT, memory: int = DEFAULT_BUILD_MEMORY) -> MakeResult:
     """Run make in `project`, streaming progress lines (every line when `verbose`) and keeping the
     whole output in `log`; raise BuildError (compiler, or no end within `timeout` seconds) or
     OverBudgetError (the linker's region overflow) with the first meaningful lines and the log's name.
 
     The MLF's code is compiled here, so make runs with stdin closed (an `#include "/dev/stdin"` reads
     nothing instead of waiting) in a process group of its own that is killed whole on a timeout or
-    any other way out (Ctrl-C included), so that no compiler outlives the build."""
+    any other way out (Ctrl-C included), so that no compiler outlives the build; each of its
+    processes may use `memory` bytes of address space."""
     if shutil.which(make) is None:
         raise BuildError(f"'{make}' not found on PATH; install the Debian package make{setup_hint()}")
     env = dict(os.environ, LC_ALL="C")
@@ -158,7 +200,7 @@ def run_make(project: Path, *, jobs: int, log: Path, progress: Callable[[str], N
     lines: list[str] = []
     process = subprocess.Popen([make, f"-j{max(jobs, 1)}", "--no-print-directory", *targets], cwd=project, env=env,
                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               start_new_session=True)
+                               start_new_session=True, preexec_fn=limit_memory(memory))
     deadline = time.monotonic() + timeout
     finished = False
     try:
@@ -183,7 +225,7 @@ def run_make(project: Path, *, jobs: int, log: Path, progress: Callable[[str], N
         raise BuildError(f"the build did not finish within {timeout:g} s; make and the compiler were stopped "
                          f"(raise the limit with --build-timeout; full log: {log})")
     if code != 0:
-        raise _failure(result.log, project, f" (full log: {log})")
+        raise _failure(result.log, project, f" (full log: {log})", memory)
     return result
 
 
@@ -227,7 +269,7 @@ def _kill_group(process: subprocess.Popen) -> None:
     process.wait()
 
 
-def _failure(log: str, project: Path, where_logged: str) -> Exception:
+def _failure(log: str, project: Path, where_logged: str, memory: int = DEFAULT_BUILD_MEMORY) -> Exception:
     overflow = _REGION_OVERFLOW.findall(log)
     if overflow:
         detail = ", ".join(f"{region} by {int(n)} bytes" for region, n in overflow)
@@ -243,7 +285,16 @@ def _failure(log: str, project: Path, where_logged: str) -> Exception:
     source = _source_of_error(lines, errors[0]) if errors else None
     location = f" (in {project / source})" if source else ""
     more = f"; {len(errors) - 1} more error line(s) in the log" if len(errors) > 1 else ""
+    exhausted = next((i for i, line in enumerate(lines) if _OUT_OF_MEMORY.search(line)), None)
+    if exhausted is not None:
+        source = _source_of_error(lines, exhausted)
+        location = f" (in {project / source})" if source else ""
+        return BuildError(f"compilation failed{location}: {_ran_out(lines[exhausted].strip(), memory)}{where_logged}")
     return BuildError(f"compilation failed{location}: {first.strip()}{more}{where_logged}")
+
+
+def _ran_out(line: str, memory: int) -> str:
+    return f"the compiler ran out of its {memory >> 20:,} MiB of memory ({line}; raise the limit with --build-memory)"
 
 
 def _source_of_error(lines: list[str], index: int) -> str | None:

@@ -260,6 +260,40 @@ def test_kernel_sums_follow_the_trees_declaration(tmp_path, cmsis_nn):
     assert _scratch(_render(mlf, "mps2-an386", tmp_path / "m4", tree))["kernel_sums"] is None
 
 
+def _copied_tree(cmsis_nn, root: Path) -> Path:
+    for folder in ("Include", "Source"):
+        shutil.copytree(cmsis_nn("v6.0.0") / folder, root / folder)
+    return root
+
+
+@pytest.mark.deadline(60)
+@pytest.mark.parametrize("kind", ["fifo", "link-to-dev-zero", "dangling-link"])
+def test_a_library_file_that_is_not_a_regular_file_is_refused(tmp_path, cmsis_nn, kind):
+    # A FIFO among the headers hung the build; a link to /dev/zero read until MemoryError.
+    import os
+
+    tree = _copied_tree(cmsis_nn, tmp_path / "tree")
+    odd = tree / "Include" / "odd.h"
+    if kind == "fifo":
+        os.mkfifo(odd)
+    else:
+        odd.symlink_to("/dev/zero" if kind == "link-to-dev-zero" else tmp_path / "nothing.h")
+    mlf = _mlf(tmp_path, ["c -mcpu=cortex-m4", "cmsis-nn -mcpu=cortex-m4"], [0, 512])
+    with pytest.raises(BuildError, match=r"odd\.h: not a regular file"):
+        _render(mlf, "mps2-an386", tmp_path / "r", tree)
+
+
+def test_a_library_header_that_includes_dev_zero_stops_at_the_compilers_memory_limit(tmp_path, cmsis_nn):
+    # The host compiler sizing the scratch buffers reads the header; /dev/zero never ends.
+    tree = _copied_tree(cmsis_nn, tmp_path / "tree")
+    header = tree / "Include" / "arm_nnfunctions.h"
+    header.write_text('#include "/dev/zero"\n' + header.read_text())
+    lib = read_mlf(_mlf(tmp_path, ["c -mcpu=cortex-m4", "cmsis-nn -mcpu=cortex-m4"], [0, 512]), tmp_path / "work")
+    with pytest.raises(BuildError, match=r"buffer-size probe .*ran out of its 256 MiB of memory \(cc1: out of memory"):
+        render_project(lib, load_board("mps2-an386"), tmp_path / "project",
+                       ProjectOptions(cmsis_nn=tree, build_memory=256 << 20))
+
+
 def test_code_not_in_tvms_shape_keeps_the_paths_its_buffers_were_sized_for(tmp_path, cmsis_nn):
     """When a call cannot be read with certainty, mlfbuild supplies nothing and falls back to the paths
     the code's own buffers were sized for, saying so; what those paths cannot run on is refused."""

@@ -258,3 +258,16 @@ def test_markdown_names_stay_inside_their_cell(name):
     fence = len(code) - len(code.lstrip("`"))
     assert "`" * fence not in code[fence:-fence]  # the span cannot close early
     assert "<b>" not in md_text(name) and "*x*" not in md_text(name)
+
+
+def test_the_compilers_memory_limit_stays_under_a_hard_limit_already_set():
+    # Under a hard limit lower than --build-memory (ulimit -v, a container), raising it would fail
+    # every compiler start; the limit is the lower of the two.
+    probe = "import resource; print(resource.getrlimit(resource.RLIMIT_AS)[0])"
+    code = ("import resource, sys\nfrom mlfbuild.toolchain import run_compiler\n"
+            "resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))\n"
+            f"for memory in (8 << 30, 256 << 20): print(run_compiler([sys.executable, '-c', {probe!r}], "
+            "memory=memory).stdout.strip())\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == [str(3 << 30), str(256 << 20)]

@@ -330,3 +330,10 @@ def test_a_build_that_never_ends_is_stopped_whole(tmp_path):
     assert "Traceback" not in result.stderr
     assert time.monotonic() - started < 60
     assert _processes_mentioning(str(out)) == []
+
+
+def test_a_compiler_that_grows_without_end_stops_at_the_memory_limit(tmp_path, capsys):
+    mlf = _model_including("/dev/zero", tmp_path)  # the compiler reads it into memory, and it never ends
+    assert main(["build", str(mlf), "--board", "host", "-o", str(tmp_path / "out"), "--build-memory", "256M"]) == 4
+    err = [line for line in capsys.readouterr().err.splitlines() if "error" in line]  # after the progress lines
+    assert len(err) == 1 and "tiny_lib1.c): the compiler ran out of its 256 MiB of memory (cc1: out of memory" in err[0]

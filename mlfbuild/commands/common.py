@@ -49,6 +49,8 @@ def add_build_arguments(parser: argparse.ArgumentParser) -> None:
                         help="refuse to generate more C than this per build (default 64M)")
     parser.add_argument("--build-timeout", type=seconds_arg("--build-timeout"), default=None, metavar="S",
                         help="stop make and the compiler after this many seconds (exit 4; default 1800)")
+    parser.add_argument("--build-memory", type=parse_size, default=None, metavar="N",
+                        help="address space make and each compiler may use (exit 4 beyond it; default 4G)")
     parser.add_argument("--stack-bytes", type=parse_size, metavar="N",
                         help="fixed .stack reserve, a multiple of 8 up to the board's RAM (default: the static "
                              "stack bound + 256 B, else the board's)")
@@ -59,6 +61,8 @@ def build_from_args(args: argparse.Namespace, mlf: Path, outdir: Path):
     from ..project import ProjectOptions
 
     limits = {"max_code_bytes": args.max_code_size} if args.max_code_size else {}
+    if args.build_memory:
+        limits["build_memory"] = args.build_memory
     options = ProjectOptions(runtime=args.runtime, crt_dir=args.crt_dir, cmsis_nn=args.cmsis_nn,
                              cmsis_core=args.cmsis_core,
                              optimize=args.opt, toolchain_prefix=args.toolchain_prefix,

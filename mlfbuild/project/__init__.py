@@ -18,6 +18,7 @@ from ..boards import Board
 from ..errors import BuildError, InvalidInputError, UsageError
 from ..mlf.model import ModelLibrary
 from ..resources import data_dir
+from ..toolchain import DEFAULT_BUILD_MEMORY
 from .abi import check_c_code, float_abi_for
 from .cmsis_nn import CmsisNnLibrary, describe_features, fix_status_checks, render_cmsis_nn
 from .ctext import c_comment_text, c_string_body
@@ -44,6 +45,7 @@ class ProjectOptions:
     werror: bool = False  # -Werror for our code (the tests use it)
     max_code_bytes: int = DEFAULT_MAX_CODE_BYTES  # generated C per module and in all
     stack_bytes: int | None = None  # a fixed .stack reserve (else the computed bound + margin)
+    build_memory: int = DEFAULT_BUILD_MEMORY  # address space of make and of each compiler it runs
     mlperf_model_id: str | None = None
 
 
@@ -145,7 +147,8 @@ def render_project(lib: ModelLibrary, board: Board, dest: Path, options: Project
 
     float_abi = float_abi_for(board, [o for m in lib.modules for o in m.objects])
     arch_flags = _arch_flags(board, float_abi)
-    cmsis_nn = render_cmsis_nn(lib, board, arch_flags, options.cmsis_nn, options.cmsis_core, writer)
+    cmsis_nn = render_cmsis_nn(lib, board, arch_flags, options.cmsis_nn, options.cmsis_core, writer,
+                               options.build_memory)
     model_sources, model_objects, includes, status_fixes = _copy_model(lib, lowered, writer, cmsis_nn)
     scratch_sources = _render_cmsis_nn_scratch(cmsis_nn, env, writer)
     runtime = _runtime_files(RuntimeChoice(options.runtime, options.crt_dir), lib, board, writer)

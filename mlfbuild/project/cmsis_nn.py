@@ -11,7 +11,9 @@ feature macros of the other paths. Every refusal comes before anything is compil
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
@@ -41,6 +43,8 @@ _KERNEL_SUMS = "arm_vector_sum_s8"
 # Where a CMSIS-Core include folder is usually found next to a CMSIS-NN checkout.
 _CORE_BESIDE_TREE = ("CMSIS_5/CMSIS/Core/Include", "CMSIS_6/CMSIS/Core/Include", "CMSIS/Core/Include", "Core/Include")
 _CORE_HEADER = "cmsis_compiler.h"
+# The biggest file of CMSIS-NN or CMSIS-Core is about 100 KiB.
+MAX_LIBRARY_FILE_BYTES = 16 << 20
 
 # TVM's cmsis-nn codegen tests `switch (!status)`: every error (negative) becomes case 0, SUCCESS.
 # The fix tests the status itself, and its `default` also catches the errors TVM's cases do not list
@@ -124,15 +128,14 @@ def fix_status_checks(source: bytes) -> tuple[bytes, int]:
 
 
 def render_cmsis_nn(lib: ModelLibrary, board: Board, arch_flags: list[str], tree: Path | None,
-                    core: Path | None, writer: "_Writer") -> CmsisNnLibrary | None:
+                    core: Path | None, writer: "_Writer", memory: int) -> CmsisNnLibrary | None:
     """Check that `tree` can serve the model's CMSIS-NN code on this board, then copy it under lib/."""
     users = [m for m in lib.modules if m.cmsis_nn]
     if not users:
         return None
     tree = _checked_tree(tree, users)
     core_include = _cmsis_core(tree, core)
-    headers = {path.relative_to(tree).as_posix(): _text(path) for path in sorted((tree / "Include").rglob("*.h"))
-               if path.is_file()}
+    headers = {path.relative_to(tree).as_posix(): _text(path) for path in _library_files(tree / "Include", ".h")}
     texts = _source_texts(tree)
     called = {name for m in users for name in m.cmsis_nn.functions}
     sites = call_sites({rel: _text(lib.root / rel) for m in users for rel in m.cmsis_nn.sources})
@@ -154,7 +157,7 @@ def render_cmsis_nn(lib: ModelLibrary, board: Board, arch_flags: list[str], tree
         if available is None:
             reason = f"mlfbuild does not know the DSP/MVE features of {board.name}'s {core_name}: generic C"
         scratch = plan_scratch(sites, tree, headers, features, writer.root / "build" / "cmsis-nn-probe", core_include,
-                               lambda names: needed_sources(texts, headers, names))
+                               lambda names: needed_sources(texts, headers, names), memory)
         called |= {c.size_function for c in scratch.calls if c.size_function}
         if scratch.kernel_sums:
             called.add(KERNEL_SUMS)
@@ -230,13 +233,13 @@ def _check_kernel_sums(users: list[Module], features: frozenset[str], tree: Path
 def _declares(tree: Path, function: str) -> bool:
     """Whether the tree's headers declare `function` (a prototype, not a mention in a comment)."""
     prototype = re.compile(r"^[ \t]*[A-Za-z_][A-Za-z0-9_]*[ \t*]+" + re.escape(function) + r"[ \t]*\(", re.M)
-    return any(prototype.search(_text(path)) for path in sorted((tree / "Include").rglob("*.h")))
+    return any(prototype.search(_text(path)) for path in _library_files(tree / "Include", ".h"))
 
 
 def _cmsis_core(tree: Path, given: Path | None) -> Path | None:
     """CMSIS-NN before v4.1 includes cmsis_compiler.h from CMSIS-Core: found beside the tree or given."""
     include = re.compile(r"^[ \t]*#[ \t]*include[ \t]*[<\"]" + re.escape(_CORE_HEADER) + r"[>\"]", re.M)
-    headers = sorted((tree / "Include").rglob("*.h"))
+    headers = _library_files(tree / "Include", ".h")
     if any(path.name == _CORE_HEADER for path in headers) or not any(include.search(_text(p)) for p in headers):
         return None
     if given is not None:
@@ -253,7 +256,7 @@ def _cmsis_core(tree: Path, given: Path | None) -> Path | None:
 
 def _source_texts(tree: Path) -> dict[str, str]:
     source = tree / "Source"
-    return {path.relative_to(source).as_posix(): _text(path) for path in sorted(source.rglob("*.c")) if path.is_file()}
+    return {path.relative_to(source).as_posix(): _text(path) for path in _library_files(source, ".c")}
 
 
 def _copy_sources(writer: "_Writer", tree: Path, texts: dict[str, str], headers: dict[str, str],
@@ -263,7 +266,7 @@ def _copy_sources(writer: "_Writer", tree: Path, texts: dict[str, str], headers:
     source = tree / "Source"
     copied = []
     for relative in needed_sources(texts, headers, called):
-        writer.copy(source / relative, f"lib/cmsis-nn/Source/{relative}")
+        writer.write(f"lib/cmsis-nn/Source/{relative}", _read(source / relative))
         copied.append(f"lib/cmsis-nn/Source/{relative}")
     return copied
 
@@ -322,11 +325,10 @@ def _inline_function_uses(headers: dict[str, str]) -> dict[str, set[str]]:
 
 def _copy(writer: "_Writer", source: Path, relative: str, suffix: str) -> tuple[str, list[str]]:
     copied = []
-    for path in sorted(source.rglob(f"*{suffix}")):
-        if path.is_file():
-            target = f"{relative}/{path.relative_to(source).as_posix()}"
-            writer.copy(path, target)
-            copied.append(target)
+    for path in _library_files(source, suffix):
+        target = f"{relative}/{path.relative_to(source).as_posix()}"
+        writer.write(target, _read(path))
+        copied.append(target)
     return relative, copied
 
 
@@ -335,11 +337,41 @@ def _tree_sha256(root: Path, folders: tuple[str, ...]) -> str:
     digest = hashlib.sha256()
     for folder in folders:
         base = root / folder
-        for path in sorted(p for p in base.rglob("*") if p.is_file()):
+        for path in _library_files(base):
             digest.update(path.relative_to(root).as_posix().encode() + b"\0")
-            digest.update(path.read_bytes())
+            digest.update(_read(path))
     return digest.hexdigest()
 
 
+def _library_files(base: Path, suffix: str = "") -> list[Path]:
+    """The files under `base` (named `*suffix`), every one a regular file: a FIFO would hang the build
+    and a link to a device would never end."""
+    files = []
+    for path in sorted(base.rglob(f"*{suffix}")):
+        if path.is_dir():
+            continue
+        if not path.is_file():  # follows links: a FIFO, a device, a socket, or a link to nothing
+            raise BuildError(f"{path}: not a regular file (a FIFO, device, socket or broken link in the library tree)")
+        files.append(path)
+    return files
+
+
+def _read(path: Path) -> bytes:
+    """A file of the library tree, read with a bound; opened without blocking, so a FIFO put there
+    after the listing is refused rather than waited on."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise BuildError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    with os.fdopen(fd, "rb") as stream:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise BuildError(f"{path}: not a regular file (a FIFO, device or socket in the library tree)")
+        data = stream.read(MAX_LIBRARY_FILE_BYTES + 1)
+    if len(data) > MAX_LIBRARY_FILE_BYTES:
+        raise BuildError(f"{path}: larger than {MAX_LIBRARY_FILE_BYTES >> 20} MiB, which no source or header of the "
+                         "library is")
+    return data
+
+
 def _text(path: Path) -> str:
-    return path.read_bytes().decode("utf-8", errors="replace")
+    return _read(path).decode("utf-8", errors="replace")

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import BuildError
+from ..toolchain import first_error, run_compiler
 from ..mlf import csource
 from ..mlf.csource import CmsisNnCall
 
@@ -129,7 +130,7 @@ def call_sites(sources: dict[str, str]) -> list[tuple[str, CmsisNnCall]] | None:
 
 def plan_scratch(sites: list[tuple[str, CmsisNnCall]], tree: Path, headers: dict[str, str],
                  features: frozenset[str], probe_dir: Path, core_include: Path | None,
-                 library_sources: Callable[[set[str]], list[str]]) -> ScratchPlan:
+                 library_sources: Callable[[set[str]], list[str]], memory: int) -> ScratchPlan:
     """Each call's size from the library's own functions, run on the host for `features`."""
     sums_contract = kernel_sum_contract(headers) if "mve" in features else None
     variant = next((_HOST_VARIANT[f] for f in ("mve", "dsp") if f in features), "")
@@ -141,7 +142,7 @@ def plan_scratch(sites: list[tuple[str, CmsisNnCall]], tree: Path, headers: dict
             sums = _kernel_sum_arguments(call, headers, sums_contract[1])
         pending.append((rel, call, size_function, arguments, sums))
     probed = [(f"{fn}{variant}", args, call) for _, call, fn, args, _ in pending if fn]
-    sizes = iter(_probe(probed, tree, headers, probe_dir, core_include, library_sources))
+    sizes = iter(_probe(probed, tree, headers, probe_dir, core_include, library_sources, memory))
     calls = tuple(ScratchCall(call=call, source=rel, size_function=fn, size_arguments=args,
                               library_bytes=next(sizes) if fn else 0, kernel_sums=sums)
                   for rel, call, fn, args, sums in pending)
@@ -217,7 +218,8 @@ def _kernel_sum_arguments(call: CmsisNnCall, headers: dict[str, str], shape: tup
 
 
 def _probe(calls: list[tuple[str, tuple[str, ...], CmsisNnCall]], tree: Path, headers: dict[str, str],
-           work: Path, core_include: Path | None, library_sources: Callable[[set[str]], list[str]]) -> list[int]:
+           work: Path, core_include: Path | None, library_sources: Callable[[set[str]], list[str]],
+           memory: int) -> list[int]:
     """Run the library's size functions on the host: one line per call."""
     if not calls:
         return []
@@ -242,10 +244,10 @@ def _probe(calls: list[tuple[str, tuple[str, ...], CmsisNnCall]], tree: Path, he
     # -include stdint.h: v4.1.0's Internal/arm_nn_compiler.h uses uint32_t before any header defines it.
     command = [compiler, "-std=gnu11", "-O0", "-w", "-include", "stdint.h", *includes, str(work / "probe.c"),
                *sources, "-o", str(work / "probe"), "-lm"]
-    built = subprocess.run(command, capture_output=True, text=True)
+    built = run_compiler(command, memory=memory)
     if built.returncode != 0:
-        first = next((line for line in built.stderr.splitlines() if "error" in line), built.stderr.strip()[:200])
-        raise BuildError(f"could not build the CMSIS-NN buffer-size probe with {compiler}: {first}")
+        raise BuildError(f"could not build the CMSIS-NN buffer-size probe with {compiler}: "
+                         f"{first_error(built.stderr, memory)}")
     ran = subprocess.run([str(work / "probe")], capture_output=True, text=True, timeout=60)
     values = ran.stdout.split()
     if ran.returncode != 0 or len(values) != len(calls):
