@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import struct
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +17,7 @@ from hypothesis import strategies as st
 from conftest import REPO
 from mlfbuild.boards import load_board_file
 from mlfbuild.errors import BoardError, InvalidInputError, RunError
-from mlfbuild.run import _load_tensors
+from mlfbuild.run.tensorfile import load_tensors
 from mlfbuild.console.client import Client
 from mlfbuild.console.frames import encode_frame
 from mlfbuild.size import size_report
@@ -137,16 +138,69 @@ def test_tensor_files_fail_only_with_invalid_input(tmp_path_factory, blob, suffi
     path = tmp_path_factory.mktemp("tensors") / f"t{suffix}"
     path.write_bytes(blob)
     try:
-        _load_tensors(path)
+        load_tensors(path)
     except InvalidInputError:
         pass
+
+
+def _npy(shape: tuple[int, ...], dtype: str, data: bytes) -> bytes:
+    """A .npy file whose header says `shape` and `dtype`, followed by `data` whatever its length."""
+    buffer = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buffer, {"descr": dtype, "fortran_order": False, "shape": shape})
+    return buffer.getvalue() + data
+
+
+def _npz(members: dict[str, bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    return buffer.getvalue()
+
+
+@SETTINGS
+@given(shape=st.lists(st.integers(0, 1 << 42), max_size=4).map(tuple), dtype=st.sampled_from(["|i1", "<i4", "<f8"]),
+       extra=st.integers(-8, 8), archived=st.booleans())
+# A header that declares 2^40 elements once ended in numpy's _ArrayMemoryError.
+@example(shape=(1 << 40,), dtype="|i1", extra=-(1 << 40), archived=False)
+@example(shape=(1 << 20, 1 << 20), dtype="<i4", extra=0, archived=True)
+def test_array_headers_must_describe_the_bytes_they_hold(tmp_path_factory, shape, dtype, extra, archived):
+    elements = int(np.prod(shape, dtype=object)) if shape else 1
+    held = max(min(elements * np.dtype(dtype).itemsize + extra, 4096), 0)
+    npy = _npy(shape, dtype, bytes(held))
+    path = tmp_path_factory.mktemp("headers") / ("t.npz" if archived else "t.npy")
+    path.write_bytes(_npz({"output_0.npy": npy}) if archived else npy)
+    try:
+        tensors = load_tensors(path)
+    except InvalidInputError as error:
+        assert "\n" not in str(error)
+        return
+    array = tensors["output_0" if archived else ""]
+    assert array.shape == shape and array.nbytes == held
+
+
+@pytest.mark.parametrize("archived", [False, True])
+def test_a_header_declaring_2_to_the_40_elements_is_invalid_input(tmp_path, archived):
+    npy = _npy((1 << 40,), "|i1", b"\0" * 16)
+    path = tmp_path / ("huge.npz" if archived else "huge.npy")
+    path.write_bytes(_npz({"input.npy": npy}) if archived else npy)
+    with pytest.raises(InvalidInputError, match=r"declares 1,099,511,627,776 elements of int8 .* holds 16 B"):
+        load_tensors(path)
+
+
+def test_a_tensor_file_that_is_a_fifo_is_refused_at_once(tmp_path):
+    import os
+
+    os.mkfifo(tmp_path / "ref.npz")
+    with pytest.raises(InvalidInputError, match="not a regular file"):
+        load_tensors(tmp_path / "ref.npz")
 
 
 def test_a_real_tensor_file_with_pickled_objects_is_refused(tmp_path):
     path = tmp_path / "evil.npy"
     np.save(path, np.array([{"a": 1}], dtype=object), allow_pickle=True)
     with pytest.raises(InvalidInputError):
-        _load_tensors(path)
+        load_tensors(path)
 
 
 @SETTINGS

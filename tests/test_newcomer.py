@@ -175,9 +175,24 @@ def test_a_reference_for_a_model_that_does_not_exist(host_build, capsys):
     assert "MODEL=PATH" not in err  # the syntax was right
 
 
+def test_a_reference_whose_header_declares_2_to_the_40_elements_is_invalid_input(host_build, tmp_path, capsys):
+    import io
+    import zipfile
+
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, {"descr": "|i1", "fortran_order": False, "shape": (1 << 40,)})
+    reference = tmp_path / "huge.npz"
+    with zipfile.ZipFile(reference, "w") as archive:
+        archive.writestr("input.npy", header.getvalue() + bytes(16))
+        archive.writestr("output_0.npy", header.getvalue() + bytes(16))
+    assert cli.main(["run", str(host_build), "--reference", str(reference)]) == 3
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "input.npy: its header declares 1,099,511,627,776 elements" in err, err
+
+
 @pytest.mark.parametrize("content", [b"a,b\n1,2\n", b"", None])
 def test_a_reference_that_is_not_numpy_is_one_plain_line(tmp_path, content, capsys):
-    from mlfbuild.run import _load_tensors
+    from mlfbuild.run.tensorfile import load_tensors
 
     path = tmp_path / "ref.npz"
     if content is None:  # a real .npy of Python objects
@@ -186,7 +201,7 @@ def test_a_reference_that_is_not_numpy_is_one_plain_line(tmp_path, content, caps
     else:
         path.write_bytes(content)
     with pytest.raises(InvalidInputError) as error:
-        _load_tensors(path)
+        load_tensors(path)
     message = str(error.value)
     assert message.startswith(str(path)) and "\n" not in message
     assert "pickle" not in message.lower()

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import signal
 import time
-import zipfile
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -26,6 +24,7 @@ from ..units import tolerance
 from .compare import Comparison, compare
 from ..project.runtime import fault_exit_code
 from .profile import Profile, profiled_transport, with_profile
+from .tensorfile import load_tensors
 from .transports import HostTransport, QemuTransport, SerialTransport, Transport
 
 
@@ -125,31 +124,6 @@ def make_transport(build_dir: Path, record: dict, *, port: str | None = None, ba
     raise InvalidInputError(f"board {board['name']} is real hardware: flash it (mlfbuild flash) and run with --port")
 
 
-_TENSOR_FILE_MAGIC = (b"PK", b"\x93NUMPY")  # .npz is a zip archive; .npy starts with its own magic
-
-
-def _load_tensors(path: Path | None) -> dict[str, np.ndarray]:
-    if path is None:
-        return {}
-    try:
-        with open(path, "rb") as file:
-            head = file.read(6)
-    except OSError as exc:
-        raise InvalidInputError(f"{path}: cannot read the tensor file ({exc.strerror or exc})") from None
-    if not head.startswith(_TENSOR_FILE_MAGIC):
-        raise InvalidInputError(f"{path}: not a NumPy .npz or .npy file")
-    try:
-        if head.startswith(b"\x93NUMPY"):
-            return {"": np.load(path, allow_pickle=False)}
-        with np.load(path, allow_pickle=False) as data:
-            return {key: data[key] for key in data.files}
-    except (OSError, ValueError, EOFError, KeyError, TypeError, zipfile.BadZipFile, zlib.error) as exc:
-        if "pickle" in str(exc):
-            raise InvalidInputError(f"{path}: holds Python objects, not plain numeric tensors") from None
-        why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise InvalidInputError(f"{path}: not a readable .npz/.npy tensor file ({why})") from None
-
-
 def _pick(tensors: dict[str, np.ndarray], model: dict, spec: dict, single: bool) -> np.ndarray | None:
     for key in (f"{model['name']}/{spec['name']}", spec["name"], spec["c_name"]):
         if key in tensors:
@@ -189,7 +163,7 @@ def _references(references: list[str], models: list[dict]) -> dict[str, tuple[st
         if name and name not in names:
             raise InvalidInputError(f"--reference {item}: this firmware has no model '{name}'"
                                     f"{did_you_mean(name, names)}; its models: {', '.join(names)}")
-        tensors = _load_tensors(Path(path))
+        tensors = load_tensors(Path(path))
         targets = [m for m in models if (m["name"] == name if name else
                    all(_pick(tensors, m, s, len(m["inputs"]) == 1) is not None for s in m["inputs"]))]
         if not targets:
@@ -246,7 +220,7 @@ def run_build(build_dir: Path, *, port: str | None = None, baud: int = 115200, i
     _check_tolerances(atol=atol, rtol=rtol)
     record = build_folder.load(build_dir).data
     models = record["models"]
-    given = _load_tensors(inputs)
+    given = load_tensors(inputs)
     refs = _references(list(references), models)
     # Every reference is checked against its model before anything starts.
     expected = {m["name"]: _expected_outputs(refs[m["name"]], m) for m in models if m["name"] in refs}
