@@ -105,10 +105,14 @@ def dask_setup(worker) -> None:
 
 
 def _descendants() -> list:
+    """This process's children, but multiprocessing's resource tracker: that helper ends with this
+    process (it would otherwise be waited for in vain, then killed)."""
     import psutil
+    from multiprocessing import resource_tracker
 
+    tracker = getattr(resource_tracker._resource_tracker, "_pid", None)
     with contextlib.suppress(psutil.Error):
-        return psutil.Process().children(recursive=True)
+        return [p for p in psutil.Process().children(recursive=True) if p.pid != tracker]
     return []
 
 
