@@ -11,7 +11,6 @@ feature macros of the other paths. Every refusal comes before anything is compil
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import stat
 from dataclasses import dataclass
@@ -19,8 +18,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from ..boards import Board
-from ..errors import BuildError
+from ..errors import BuildError, InvalidInputError
 from ..mlf.model import ModelLibrary, Module
+from ..untrusted import kind_of, read_regular
 from .cmsis_nn_scratch import KERNEL_SUMS, ScratchPlan, call_sites, plan_scratch
 
 if TYPE_CHECKING:
@@ -348,29 +348,20 @@ def _library_files(base: Path, suffix: str = "") -> list[Path]:
     and a link to a device would never end."""
     files = []
     for path in sorted(base.rglob(f"*{suffix}")):
-        if path.is_dir():
+        try:
+            mode = path.stat().st_mode  # through links: what the compiler would open
+        except OSError as exc:
+            raise InvalidInputError(f"{path}: cannot read this library file ({exc.strerror or exc})") from None
+        if stat.S_ISDIR(mode):
             continue
-        if not path.is_file():  # follows links: a FIFO, a device, a socket, or a link to nothing
-            raise BuildError(f"{path}: not a regular file (a FIFO, device, socket or broken link in the library tree)")
+        if not stat.S_ISREG(mode):
+            raise InvalidInputError(f"{path}: this library file is {kind_of(mode)}, not a regular file")
         files.append(path)
     return files
 
 
 def _read(path: Path) -> bytes:
-    """A file of the library tree, read with a bound; opened without blocking, so a FIFO put there
-    after the listing is refused rather than waited on."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError as exc:
-        raise BuildError(f"{path}: cannot read it ({exc.strerror or exc})") from None
-    with os.fdopen(fd, "rb") as stream:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise BuildError(f"{path}: not a regular file (a FIFO, device or socket in the library tree)")
-        data = stream.read(MAX_LIBRARY_FILE_BYTES + 1)
-    if len(data) > MAX_LIBRARY_FILE_BYTES:
-        raise BuildError(f"{path}: larger than {MAX_LIBRARY_FILE_BYTES >> 20} MiB, which no source or header of the "
-                         "library is")
-    return data
+    return read_regular(path, "library file", MAX_LIBRARY_FILE_BYTES)
 
 
 def _text(path: Path) -> str:

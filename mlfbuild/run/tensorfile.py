@@ -8,8 +8,6 @@ refused before anything is allocated; Python objects (pickles) are refused.
 from __future__ import annotations
 
 import io
-import os
-import stat
 import zipfile
 import zlib
 from pathlib import Path
@@ -17,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InvalidInputError
+from ..untrusted import read_regular
 
 # Inputs and outputs of a model that fits a microcontroller are kilobytes to a few megabytes.
 MAX_TENSOR_FILE_BYTES = 256 << 20
@@ -27,7 +26,7 @@ def load_tensors(path: Path | None) -> dict[str, np.ndarray]:
     """name → array (a bare .npy gives the name ""); InvalidInputError for anything else."""
     if path is None:
         return {}
-    data = _read(Path(path))
+    data = read_regular(Path(path), "tensor file", MAX_TENSOR_FILE_BYTES)
     if not data.startswith((_NPZ_MAGIC, _NPY_MAGIC)):
         raise InvalidInputError(f"{path}: not a NumPy .npz or .npy file")
     try:
@@ -48,24 +47,6 @@ def load_tensors(path: Path | None) -> dict[str, np.ndarray]:
             raise InvalidInputError(f"{path}: holds Python objects, not plain numeric tensors") from None
         why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise InvalidInputError(f"{path}: not a readable .npz/.npy tensor file ({why})") from None
-
-
-def _read(path: Path) -> bytes:
-    """The whole file, if it is a regular one of bounded size (a FIFO is not waited on)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError as exc:
-        raise InvalidInputError(f"{path}: cannot read the tensor file ({exc.strerror or exc})") from None
-    with os.fdopen(fd, "rb") as stream:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise InvalidInputError(f"{path}: not a regular file (a tensor file is a .npz or .npy file)")
-        try:
-            data = stream.read(MAX_TENSOR_FILE_BYTES + 1)
-        except OSError as exc:
-            raise InvalidInputError(f"{path}: cannot read the tensor file ({exc.strerror or exc})") from None
-    if len(data) > MAX_TENSOR_FILE_BYTES:
-        raise InvalidInputError(f"{path}: larger than {MAX_TENSOR_FILE_BYTES >> 20} MiB, too large for a tensor file")
-    return data
 
 
 def _check_array(stream, size: int, path: Path, member: str) -> None:
