@@ -373,3 +373,71 @@ def test_graph_values_fail_only_with_invalid_input_or_over_budget(fixtures_dir, 
                 node["attrs"]["func_name"] = value
     path.write_text(json.dumps(graph))
     _read_and_render(root, data.draw(st.sampled_from(["host", "mps2-an386"])))
+
+
+# --- size snapshots (`size --diff BASE.json`) ------------------------------------------------------
+
+SNAPSHOT = {
+    "schema": "mlfbuild-size/1",
+    "build": {"board": "mps2-an386", "toolchain": "gcc", "mlf": {"name": "m.tar", "sha256": "ab" * 32}},
+    "flash": {"used": 5000, "budget": 65536}, "ram": {"used": 1000, "budget": None},
+    "categories": [{"name": "model", "label": "model", "flash": 400, "ram": 16,
+                    "subcategories": [{"name": "constants", "module": "m", "flash": 400, "ram": 0}]}],
+    "symbols": [{"name": "tvmgen_m_run", "category": "model", "subcategory": "code", "module": "m",
+                 "file": "m_lib0.c", "flash": 40, "ram": 0, "sections": [".text"]}],
+    "modules": [{"name": "m", "predicted_vs_linked": [{"kind": "workspace", "device": 1, "linked": 16,
+                                                      "predicted": 16, "explanation": "as planned"}]}],
+}
+
+
+def _paths(value, prefix=()):
+    """Every path into a JSON value: keys of objects, indices of lists."""
+    yield prefix
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, inner in items:
+        yield from _paths(inner, prefix + (key,))
+
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+                     max_leaves=6)
+_SNAPSHOT_PATHS = [p for p in _paths(SNAPSHOT) if p and p != ("schema",)]
+
+
+def _mutated(path: tuple, replacement, delete: bool) -> dict:
+    snapshot = json.loads(json.dumps(SNAPSHOT))
+    parent = snapshot
+    for key in path[:-1]:
+        parent = parent[key]
+    if delete:
+        del parent[path[-1]]
+    else:
+        parent[path[-1]] = replacement
+    return snapshot
+
+
+@SETTINGS
+@given(path=st.sampled_from(_SNAPSHOT_PATHS), replacement=_JSON, delete=st.booleans())
+# Fields missing or of another kind once ended in KeyError or TypeError, in text and Markdown alike.
+@example(path=("flash",), replacement=None, delete=True)
+@example(path=("ram", "used"), replacement="1000", delete=False)
+@example(path=("categories", 0, "subcategories", 0, "flash"), replacement=None, delete=False)
+@example(path=("categories",), replacement={"model": 1}, delete=False)
+@example(path=("symbols", 0, "name"), replacement=None, delete=True)
+@example(path=("symbols", 0, "flash"), replacement=[1], delete=False)
+@example(path=("modules", 0, "predicted_vs_linked", 0, "kind"), replacement=None, delete=True)
+@example(path=("build", "mlf"), replacement=["m.tar"], delete=False)
+@example(path=("flash", "used"), replacement=float("nan"), delete=False)
+def test_size_snapshots_fail_only_with_invalid_input(tmp_path_factory, path, replacement, delete):
+    from mlfbuild.size import diff, load_snapshot
+
+    file = tmp_path_factory.mktemp("snapshot") / "base.json"
+    file.write_text(json.dumps(_mutated(path, replacement, delete)))
+    try:
+        changes = diff(load_snapshot(file), SNAPSHOT)
+    except InvalidInputError as error:
+        assert "\n" not in str(error) and str(file) in str(error)
+        return
+    changes.format_text()
+    changes.format_markdown()
+    json.dumps(changes.to_json())

@@ -486,3 +486,34 @@ def test_report_at_the_end_of_a_build_keeps_a_snapshot(firmware):
     assert report.over_budget and "over budget" in report.format_short()
     with pytest.raises(OverBudgetError):
         report.raise_if_over_budget()
+
+
+@pytest.mark.parametrize("edit", [
+    lambda s: s.pop("flash"),
+    lambda s: s["ram"].update(used="1000"),
+    lambda s: s["categories"][0].update(flash=None),
+    lambda s: s["categories"][0]["subcategories"][0].pop("name"),
+    lambda s: s["symbols"][0].pop("name"),
+    lambda s: s["symbols"][0].update(flash=[1]),
+    lambda s: s["modules"][0].update(predicted_vs_linked={"kind": "io"}),
+    lambda s: s["build"].update(mlf=["m.tar"]),
+], ids=["no-flash", "used-text", "category-null", "subcategory-nameless", "symbol-nameless", "symbol-list",
+        "rows-object", "mlf-list"])
+@pytest.mark.parametrize("form", [[], ["--markdown"]], ids=["text", "markdown"])
+def test_a_damaged_diff_base_is_one_line(firmware, tmp_path, edit, form):
+    elf, _ = firmware
+    snapshot = json.loads(_run([str(elf.parent), "--json"])[0])
+    assert snapshot["categories"] and snapshot["symbols"] and snapshot["modules"] is not None
+    snapshot.setdefault("modules", []).insert(0, {"name": "m", "predicted_vs_linked": [{"kind": "io", "device": 1}]})
+    edit(snapshot)
+    base = tmp_path / "base.json"
+    base.write_text(json.dumps(snapshot))
+    with pytest.raises(InvalidInputError) as caught:
+        _run([str(elf.parent), "--diff", str(base), *form])
+    assert str(caught.value).startswith(f"{base}: ") and "\n" not in str(caught.value), caught.value
+
+
+def test_a_diff_base_that_never_ends_is_refused(firmware):
+    elf, _ = firmware
+    with pytest.raises(InvalidInputError, match="/dev/zero: this size snapshot is a character device"):
+        _run([str(elf.parent), "--diff", "/dev/zero"])

@@ -7,10 +7,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ..errors import InvalidInputError
 from ..schemas import SIZE_DIFF
 from .attribution import CATEGORIES
-from .report import SCHEMA, SizeReport
+from .report import SizeReport
+from .snapshot import check_snapshot
 from .markdown import md_code, md_text
 
 
@@ -128,11 +128,7 @@ def _identity(build: dict) -> str:
 
 
 def _snapshot(value) -> dict:
-    if isinstance(value, SizeReport):
-        return value.to_json()
-    if not isinstance(value, dict) or value.get("schema") != SCHEMA:
-        raise InvalidInputError(f"not an mlfbuild size snapshot (schema {SCHEMA!r} expected)")
-    return value
+    return value.to_json() if isinstance(value, SizeReport) else check_snapshot(value)
 
 
 def _module_names(snapshot: dict) -> list[str]:

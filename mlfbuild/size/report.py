@@ -600,18 +600,3 @@ def _measured(measured: dict | None, image: ElfImage, items: list[Item], record:
             warnings.append(f"measured {row['label']} {value:,} B is {100.0 * value / capacity:.0f} % of the "
                             f"{label} ({capacity:,} B)")
     return rows
-
-
-# --- snapshots -------------------------------------------------------------------------------------
-
-def load_snapshot(path: Path) -> dict:
-    """A JSON size snapshot written by `mlfbuild size --json` (for --diff)."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except OSError as exc:
-        raise InvalidInputError(f"{path}: cannot read the size snapshot ({exc.strerror or exc})") from None
-    except ValueError as exc:
-        raise InvalidInputError(f"{path}: not a JSON size snapshot ({exc})") from None
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-        raise InvalidInputError(f"{path}: not an mlfbuild size snapshot (schema {SCHEMA!r} expected)")
-    return data
