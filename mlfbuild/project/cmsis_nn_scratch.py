@@ -132,7 +132,8 @@ def plan_scratch(sites: list[tuple[str, CmsisNnCall]], tree: Path, headers: dict
                  features: frozenset[str], probe_dir: Path, core_include: Path | None,
                  library_sources: Callable[[set[str]], list[str]], memory: int) -> ScratchPlan:
     """Each call's size from the library's own functions, run on the host for `features`."""
-    sums_contract = kernel_sum_contract(headers) if "mve" in features else None
+    users = any(call.kernel in _KERNEL_SUM_USERS for _, call in sites)
+    sums_contract = kernel_sum_contract(headers) if "mve" in features and users else None
     variant = next((_HOST_VARIANT[f] for f in ("mve", "dsp") if f in features), "")
     pending = []
     for rel, call in sites:
