@@ -17,8 +17,8 @@ from xml.etree import ElementTree
 import pytest
 
 from conftest import cli
-from mlfbuild.errors import InvalidInputError
-from mlfbuild.matrix import Job, cross, entries_from_file, jobs_to_retry, junit_xml
+from mlfbuild.errors import InvalidInputError, UsageError
+from mlfbuild.matrix import Job, Limits, cross, entries_from_file, jobs_to_retry, junit_xml
 from mlfbuild.matrix.cache import BuildCache, DamagedEntry, digest
 from mlfbuild.matrix.layout import is_plain_name, job_folder
 from mlfbuild.matrix.report import job_result
@@ -201,6 +201,9 @@ def test_good_tolerances_and_time_limits():
     for bad in (0, -1, "nan", "inf", float("nan"), "x"):
         with pytest.raises(ValueError):
             seconds(bad)
+    for bad in (float("nan"), -1):  # the library's callers too, not only the flags
+        with pytest.raises(UsageError, match="job_timeout: a time limit must be"):
+            Limits(job_timeout=bad)
 
 
 @pytest.mark.parametrize("value", ["1e999", "NaN", "-1", "Infinity", '"0.1"'])

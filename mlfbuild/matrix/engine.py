@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Callable
 
 from ..boards import load_board
-from ..errors import EXIT_INFRASTRUCTURE, EXIT_INVALID_INPUT, InfrastructureError, InvalidInputError
+from ..errors import EXIT_INFRASTRUCTURE, EXIT_INVALID_INPUT, InfrastructureError, InvalidInputError, UsageError
 from ..project import ProjectOptions
 from ..toolchain import compiler_identity
+from ..units import seconds
 from ..untrusted import MAX_INPUT_BYTES, read_regular
 from .cache import BuildCache, DamagedEntry, build_key, digest
 from .jobs import Job
@@ -47,6 +48,13 @@ class Limits:
     build_only: bool = False
     job_timeout: float = 900.0  # seconds for the build, and again for the run, of one job
     reply_timeout: float = 60.0  # seconds to wait for any reply of the firmware
+
+    def __post_init__(self) -> None:  # the library's callers too: a NaN limit would fail every job
+        for name in ("job_timeout", "reply_timeout"):
+            try:
+                seconds(getattr(self, name))
+            except ValueError as exc:
+                raise UsageError(f"{name}: {exc}") from None
 
 
 def _first_line(exc: BaseException) -> str:
