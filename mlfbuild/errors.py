@@ -6,6 +6,7 @@ Every message is written for the user: one line that says what is wrong and wher
 from __future__ import annotations
 
 import errno
+import os
 
 EXIT_INTERNAL = 1  # an MlfError without a kind of its own
 EXIT_USAGE = 2
@@ -103,13 +104,23 @@ class StorageError(InfrastructureError):
     a read-only file system, an I/O error."""
 
 
-# Errors that mean "this machine cannot store it", whatever was being written.
+# The one rule for a file that cannot be written: when the storage refuses it — full, over quota,
+# beyond the file-size limit, a read-only file system, an I/O error — the machine failed (exit 9);
+# when the path is wrong or its permissions forbid it, the caller chose it (exit 2).
 _NO_ROOM = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO}
+# The same failures as another program (a compiler, an assembler) words them under LC_ALL=C; a
+# process the file-size limit stopped is killed by SIGXFSZ ("File size limit exceeded").
+STORAGE_TEXTS = tuple(os.strerror(code) for code in sorted(_NO_ROOM)) + ("File size limit exceeded",)
 
 
 def storage_problem(exc: OSError) -> bool:
     """True when `exc` says the storage failed (disk full, read-only, I/O), not that a path is wrong."""
     return exc.errno in _NO_ROOM
+
+
+def says_storage_failed(line: str) -> bool:
+    """True when a program's message line reports one of the storage failures above."""
+    return any(text in line for text in STORAGE_TEXTS)
 
 
 def os_error(exc: OSError, doing: str) -> MlfError:

@@ -30,8 +30,10 @@ def prepare(folder: Path, flag: str = "-o") -> Path:
         raise UsageError(f"{folder}: a part of this path is a file, not a folder") from None
     except OSError as exc:
         raise os_error(exc, f"cannot create the output folder {folder}") from None
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise UsageError(f"{folder}: the output folder is not writable")
+    if not os.access(folder, os.W_OK | os.X_OK):  # said by the one rule (errors.os_error): 9 or 2
+        read_only = os.statvfs(folder).f_flag & os.ST_RDONLY
+        code = errno.EROFS if read_only else errno.EACCES
+        raise os_error(OSError(code, os.strerror(code)), f"{folder}: the output folder is not writable")
     return folder
 
 

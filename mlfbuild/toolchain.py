@@ -14,12 +14,13 @@ import selectors
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
-from .errors import BuildError, OverBudgetError
+from .errors import BuildError, OverBudgetError, StorageError, says_storage_failed
 from .resources import setup_hint
 
 DEFAULT_BUILD_TIMEOUT = 1800.0  # seconds for one make run; the largest real builds take a few minutes
@@ -285,6 +286,13 @@ def _failure(log: str, project: Path, where_logged: str, memory: int = DEFAULT_B
     source = _source_of_error(lines, errors[0]) if errors else None
     location = f" (in {project / source})" if source else ""
     more = f"; {len(errors) - 1} more error line(s) in the log" if len(errors) > 1 else ""
+    full = next((i for i, line in enumerate(lines) if says_storage_failed(line) and not _MAKE_LINE.match(line)), None)
+    if full is not None:  # the machine's storage, not the model's code
+        source = _source_of_error(lines, full)
+        doing = f" while compiling {project / source}" if source and source.endswith((".c", ".s", ".S")) else ""
+        return StorageError(f"the disk refused a file{doing}: {lines[full].strip()} (the build writes into "
+                            f"{project / 'build'}, the compiler's temporary files go to {tempfile.gettempdir()})"
+                            f"{where_logged}")
     exhausted = next((i for i, line in enumerate(lines) if _OUT_OF_MEMORY.search(line)), None)
     if exhausted is not None:
         source = _source_of_error(lines, exhausted)

@@ -12,6 +12,7 @@ import resource
 import signal
 import subprocess
 import sys
+import tempfile
 import tomllib
 from pathlib import Path
 
@@ -19,6 +20,7 @@ import numpy as np
 import pytest
 
 from mlfbuild import cli
+from mlfbuild.errors import MlfError
 from mlfbuild.outfolder import LOCK_FILE
 from mlfbuild.size.markdown import md_code, md_text
 from mlfbuild.toolchain import _failure
@@ -199,6 +201,7 @@ def test_ctrl_c_while_the_library_loads_is_one_line():
     module, function = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]["mlfbuild"].split(":")
     program = f"""
 import sys
+import tempfile
 class CtrlC:
     def find_spec(self, name, path=None, target=None):
         if name == "numpy":
@@ -271,3 +274,37 @@ def test_the_compilers_memory_limit_stays_under_a_hard_limit_already_set():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=REPO)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == [str(3 << 30), str(256 << 20)]
+
+
+def test_a_full_disk_while_compiling_is_the_machines_fault_not_the_models(tiny, tmp_path):
+    # The file-size limit stops the compiler as a full disk (or a full TMPDIR) stops its writes.
+    result = _mlfbuild("build", str(tiny[0]), "-b", "host", "-o", str(tmp_path / "out"), limit_file_bytes=40_000)
+    line = _one_line(result, 9, "the disk refused a file while compiling", "File size limit exceeded",
+                     f"temporary files go to {tempfile.gettempdir()}")
+    assert "compilation failed" not in line
+
+
+@pytest.mark.parametrize("said", ["cc1: error writing to /tmp/ccQx.s: No space left on device",
+                                  "Fatal error: can't close build/src/models.o: Disk quota exceeded"])
+def test_the_compilers_word_for_a_full_disk_is_a_storage_error(said):
+    from mlfbuild.errors import StorageError
+
+    log = f"CC   src/models.c\n{said}\nmake: *** [Makefile:93: build/src/models.o] Error 1"
+    error = _failure(log, Path("proj"), "")
+    assert type(error) is StorageError and said in str(error) and "proj/src/models.c" in str(error)
+
+
+@pytest.mark.parametrize("read_only, code", [(True, 9), (False, 2)], ids=["read-only-file-system", "no-permission"])
+def test_an_output_folder_that_cannot_be_written_follows_the_one_rule(tmp_path, monkeypatch, read_only, code):
+    # What the kernel answers for a folder on a read-only mount, or one whose mode forbids writing.
+    from mlfbuild import outfolder
+
+    folder = tmp_path / "out"
+    folder.mkdir()
+    flags = os.ST_RDONLY if read_only else 0
+    monkeypatch.setattr(os, "access", lambda path, mode: False)
+    monkeypatch.setattr(os, "statvfs", lambda path: type("V", (), {"f_flag": flags})())
+    with pytest.raises(MlfError) as caught:
+        outfolder.prepare(folder)
+    assert caught.value.exit_code == code and "the output folder is not writable" in str(caught.value)
+    assert ("Read-only file system" if read_only else "Permission denied") in str(caught.value)
