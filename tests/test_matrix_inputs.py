@@ -18,7 +18,7 @@ import pytest
 
 from conftest import cli
 from mlfbuild.errors import InvalidInputError, UsageError
-from mlfbuild.matrix import Job, Limits, cross, entries_from_file, jobs_to_retry, junit_xml
+from mlfbuild.matrix import Job, Limits, cross, entries_from_file, html_grid, jobs_to_retry, junit_xml, summary_table
 from mlfbuild.matrix.cache import BuildCache, DamagedEntry, digest
 from mlfbuild.matrix.layout import is_plain_name, job_folder
 from mlfbuild.matrix.report import job_result
@@ -340,6 +340,8 @@ def test_control_characters_become_escapes_in_junit():
     suite = ElementTree.fromstring(junit_xml([result]))
     case = suite.find("testcase")
     assert case.get("name") == "x/\\x1b[2Jbad\\x00" and case.find("error").get("message") == "\\x1b]0;title\\x07"
+    assert "\x1b" not in summary_table([result]) and "x/\\x1b[2Jbad\\x00" in summary_table([result])
+    assert "\x1b" not in html_grid([result])
 
 
 def test_a_reference_error_names_the_user_s_file(tmp_path, built):

@@ -90,8 +90,9 @@ def _rows(results: list[dict]) -> dict[str, str]:
     entries: dict[str, set[str]] = {}
     for r in results:
         entries.setdefault(r["model"], set()).add(r["id"].split("-")[0])
-    return {r["id"]: r["model"] if len(entries[r["model"]]) == 1 else f"{r['model']} #{r['id'].split('-')[0]}"
-            for r in results}
+    named = {r["id"]: r["model"] if len(entries[r["model"]]) == 1 else f"{r['model']} #{r['id'].split('-')[0]}"
+             for r in results}
+    return {job: printable(name) for job, name in named.items()}  # MLF names are untrusted text
 
 
 def _cell(r: dict) -> str:
@@ -103,7 +104,7 @@ def _cell(r: dict) -> str:
 
 def summary_table(results: list[dict]) -> str:
     boards = sorted({printable(r["board"]) for r in results})  # names from a jobs file are untrusted text
-    rows = {job: printable(row) for job, row in _rows(results).items()}
+    rows = _rows(results)
     models = list(dict.fromkeys(rows.values()))
     cell = {(rows[r["id"]], printable(r["board"])): _cell(r) for r in results}
     width = max(len(m) for m in models + ["model"])
@@ -154,7 +155,7 @@ def html_grid(results: list[dict]) -> str:
            f"<style>{_STYLE}</style></head><body><h1>mlfbuild matrix</h1>",
            f"<p>{n[PASSED]} passed, {n[FAILURE]} failed, {n[ERROR]} errors, {n[SKIPPED]} skipped of {len(results)}; "
            f"exit code {matrix_exit_code(results)}</p>",
-           "<table><tr><th>model</th>" + "".join(f"<th>{html.escape(b)}</th>" for b in boards) + "</tr>"]
+           "<table><tr><th>model</th>" + "".join(f"<th>{html.escape(printable(b))}</th>" for b in boards) + "</tr>"]
     for model in models:
         row = [f"<tr><th>{html.escape(model)}</th>"]
         for board in boards:
@@ -174,7 +175,7 @@ def _html_cell(r: dict) -> str:
     if "size.html" in r["files"]:
         facts.append(f'<small><a href="jobs/{html.escape(r["id"])}/size.html">size report</a></small>')
     if r["outcome"] != PASSED and r["message"]:
-        facts.append(f"<small>{html.escape(r['message'])}</small>")
+        facts.append(f"<small>{html.escape(printable(r['message']))}</small>")
     return f'<td class="{r["outcome"]}" title="{html.escape(r["id"])}">' + "".join(facts) + "</td>"
 
 
