@@ -337,3 +337,30 @@ def test_a_compiler_that_grows_without_end_stops_at_the_memory_limit(tmp_path, c
     assert main(["build", str(mlf), "--board", "host", "-o", str(tmp_path / "out"), "--build-memory", "256M"]) == 4
     err = [line for line in capsys.readouterr().err.splitlines() if "error" in line]  # after the progress lines
     assert len(err) == 1 and "tiny_lib1.c): the compiler ran out of its 256 MiB of memory (cc1: out of memory" in err[0]
+
+
+def _set(data: dict, path: tuple, value) -> None:
+    for key in path[:-1]:
+        data = data[key]
+    data[path[-1]] = value
+
+
+@pytest.mark.parametrize("fixture, path, value, said", [
+    (None, ("style",), float("nan"), "metadata.json.style: expected a string, got a number nan"),
+    ("v5", ("style",), float("nan"), "metadata.json.style: expected a string, got a number nan"),
+    (None, ("style",), "full-modle", "metadata.json.style: expected one of 'full-model', 'operator', got a string"),
+    (("tvm-0.13", "op_vector_add_c.tar"), ("memory", "vector_add", 0, "input_binding"), float("nan"),
+     "input_binding: expected a string or null, got a number nan"),
+    (("tvm-0.13", "kws_aot_c_unpacked_usmp.tar"),
+     ("modules", "kws", "external_dependencies", 0, "version_spec"), float("nan"),
+     "version_spec: expected a string or null, got a number nan"),
+], ids=["style-nan", "v5-style-nan", "style-unknown", "input-binding-nan", "version-spec-nan"])
+def test_a_metadata_string_that_is_not_a_string_is_refused(fixtures_dir, tmp_path, capsys, fixture, path, value, said):
+    if isinstance(fixture, tuple):
+        root = _unpacked(fixtures_dir, fixture, tmp_path / "mlf")
+    else:
+        model = TinyModel()
+        root = _folder(model.v5_files() if fixture == "v5" else model.files(), tmp_path / "mlf")
+    _edit_json(root / "metadata.json", lambda data: _set(data, path, value))
+    code, err = _inspect(root, capsys)
+    assert code == 3 and said in err and len(err.strip().splitlines()) == 1, err

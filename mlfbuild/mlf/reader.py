@@ -26,6 +26,7 @@ from .objfile import inspect_object
 from .params import Param, read_params
 
 SUPPORTED_VERSIONS = (5, 7)
+STYLES = ("full-model", "operator")  # what TVM's export_model_library_format writes
 _MAX_METADATA_BYTES = 64 * 1024 * 1024
 
 
@@ -48,7 +49,10 @@ def describe(root: Path, sha256: str = "", *, max_graph_nodes: int = DEFAULT_MAX
         raise MetadataError(f"{root.name}/metadata.json: unsupported MLF version {version} "
                             "(mlfbuild reads versions 5 (TVM 0.8) and 7 (TVM 0.9-0.18))")
     meta = _Obj(metadata, "metadata.json")
-    style = metadata.get("style", "full-model")
+    style = meta.str("style", "full-model")
+    if style not in STYLES:
+        raise MetadataError(f"metadata.json.style: expected one of {', '.join(map(repr, STYLES))}, "
+                            f"got {describe_value(style)}")
     if style == "operator":
         modules = [_operator_module(root, meta, version)]
     elif version == 5:
@@ -62,7 +66,7 @@ def describe(root: Path, sha256: str = "", *, max_graph_nodes: int = DEFAULT_MAX
     _check_unique_symbols(modules)
     warnings = [f"{m.name}: {defect}" for m in modules for defect in m.defects]
     warnings += _producer_notes(root, modules, version)
-    return ModelLibrary(root=root, version=version, style=str(style), modules=tuple(modules),
+    return ModelLibrary(root=root, version=version, style=style, modules=tuple(modules),
                         runtime=_bundled_runtime(root, meta, version), sha256=sha256, warnings=tuple(warnings))
 
 
@@ -89,6 +93,10 @@ class _Obj:
 
     def str(self, key: str, default: Any = ...) -> str:
         return self._get(key, str, default)
+
+    def optional_str(self, key: str) -> str | None:
+        """A string, or None where the key is absent or null."""
+        return self._get(key, (str, type(None)), None)
 
     def int(self, key: str, default: Any = ...) -> int:
         value = self._get(key, int, default)
@@ -397,9 +405,9 @@ def _operator_module(root: Path, meta: _Obj, version: int) -> Module:
         shape = tuple(_shape_list(buffer.list("shape"), buffer.where))
         dtype = buffer.str("dtype")
         _check_dtype(dtype, buffer.where)
-        binding = buffer.value.get("input_binding")
+        binding = buffer.optional_str("input_binding")
         name_ = tir_names[index] if index < len(tir_names) else (
-            re.sub(r"_\d+$", "", binding) if isinstance(binding, str) and binding else f"arg{index}")
+            re.sub(r"_\d+$", "", binding) if binding else f"arg{index}")
         specs.append(_tensor(name, name_, dtype, shape))
     source_text = {rel: _read_text(root / rel) for rel in sources}
     all_source = "\n".join(source_text.values())
@@ -536,9 +544,9 @@ def _bundled_runtime(root: Path, meta: _Obj, version: int) -> BundledRuntime | N
         return None
     spec = None
     for deps in _find_key(meta.value, "external_dependencies"):
-        for dep in deps if isinstance(deps, list) else []:
+        for index, dep in enumerate(deps if isinstance(deps, list) else []):
             if isinstance(dep, dict) and dep.get("short_name") == "tvm_standalone_crt":
-                spec = str(dep.get("version_spec")) if dep.get("version_spec") is not None else None
+                spec = _Obj(dep, f"metadata.json: external_dependencies[{index}]").optional_str("version_spec")
     build = "cmake" if (runtime / "CMakeLists.txt").is_file() else "make" if (runtime / "Makefile").is_file() else "none"
     templates = tuple(sorted(f"templates/{p.name}" for p in (root / "templates").glob("*") if p.is_file())) \
         if (root / "templates").is_dir() else ()
