@@ -226,3 +226,24 @@ def test_cache_key_names_the_compiler(tmp_path, monkeypatch):
     assert "99.1" in other and other != real
     args = ("0" * 64, {"name": "host", "kind": "host"}, [], None, {"opt": "-Os"})
     assert build_key(*args, real) != build_key(*args, other)
+
+
+def test_a_reference_whose_header_declares_2_to_the_40_elements_is_invalid_input_in_a_worker():
+    import io
+    import zipfile
+
+    import numpy as np
+
+    spec = {"mlf_name": "model.tar", "board": "host", "board_file_names": [], "opt": "-Os", "runtime": "builtin",
+            "budget_flash": None, "budget_ram": None, "timeout": 300}
+    built = build_task(spec, EXAMPLE.read_bytes(), [], None)
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, {"descr": "|i1", "fortran_order": False, "shape": (1 << 40,)})
+    reference = io.BytesIO()
+    with zipfile.ZipFile(reference, "w") as archive:
+        archive.writestr("input.npy", header.getvalue() + bytes(16))
+        archive.writestr("output_0.npy", header.getvalue() + bytes(16))
+    job = {"id": "x", "mlf": "model.tar", "board": "host", "references": ["/home/me/huge.npz"], "atol": None, "rtol": None}
+    result = run_task(job, built, [reference.getvalue()], 30, 120, False)
+    assert result["status"] == "invalid input" and result["exit_code"] == 3, result
+    assert result["message"].startswith("/home/me/huge.npz: input.npy: its header declares 1,099,511,627,776"), result
