@@ -28,9 +28,15 @@ GUIDE: dict[str, tuple[tuple[str, ...], str]] = {
               "0 ok, 2 usage (or an output folder that cannot be used), 3 invalid input (MLF, board file), "
               "4 build failed, 5 over budget, 9 disk full or read-only"),
     "run": (("run build/kws --reference kws.npz --repeat 10",
-             "run model.tar -b host --reference kws.npz --json"),
-            "0 ok (or outputs not checked), 2 usage, 3 invalid input, 4 build failed (MLF targets), "
+             "run model.tar -b host --reference kws.npz --json",
+             "run build/kws --reference kws.tflite --samples 100"),
+            "0 ok (or outputs not checked), 2 usage, 3 invalid input, 4 build failed (MLF targets) or LiteRT "
+            "not installed (a .tflite reference: pip install 'mlfbuild[reference]'), "
             "6 run failed or timed out, 7 outputs differ from the reference, 9 disk full or read-only"),
+    "reference": (("reference kws.tflite --samples 100 -o kws-ref.npz",
+                   "reference kws.tflite --input recordings.npz -o kws-ref.npz"),
+                  "0 ok, 2 usage, 3 invalid input (model, tensors), 4 LiteRT not installed "
+                  "(pip install 'mlfbuild[reference]'), 6 LiteRT did not finish, 9 disk full or read-only"),
     "size": (("size build/kws", "size build/kws --json > base.json && size build/kws --diff base.json"),
              "0 ok, 2 usage, 3 invalid input, 5 over budget, 9 disk full or read-only"),
     "flash": (("flash build/f446 --port /dev/ttyUSB0",),
@@ -135,6 +141,8 @@ def apply_project_file(args: argparse.Namespace, command: str) -> None:
             setattr(args, key, take(key))
     if hasattr(args, "reference") and not args.reference:
         args.reference = list(take("references") or ())
+    if getattr(args, "samples", 0) is None:
+        args.samples = take("samples")
     _apply_target(args, command, take("mlf"), board)
 
 
@@ -225,3 +233,16 @@ def _checked_arg(flag: str, rule):
             raise UsageError(f"{flag}: {exc}") from None
     convert.__name__ = flag.lstrip("-").replace("-", "_")
     return convert
+
+
+def positive_int(text: str) -> int:
+    """A count of samples for argparse: 1 .. 100,000."""
+    from .projectfile import MAX_SAMPLES
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: '{text}'") from None
+    if not 1 <= value <= MAX_SAMPLES:
+        raise argparse.ArgumentTypeError(f"must be between 1 and {MAX_SAMPLES:,}, got {value}")
+    return value

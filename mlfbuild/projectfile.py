@@ -4,7 +4,8 @@
     board = "mps2-an386"                 # a board name or alias
     opt = "-O2"                          # one of -Os -O2 -O3 -O1 -O0 -Og
     runtime = "builtin"                  # builtin | tvm
-    references = ["kws=kws.npz"]         # [MODEL=]REF.npz, as --reference
+    references = ["kws=kws.npz"]         # [MODEL=]REF.npz or [MODEL=]MODEL.tflite, as --reference
+    samples = 100                        # as --samples
     atol = 0.01                          # tolerances of run, as --atol/--rtol (finite, >= 0)
     rtol = 0.0
     [budgets]
@@ -36,8 +37,9 @@ from .units import parse_byte_count, tolerance
 from .untrusted import read_regular
 
 PROJECT_FILE = "mlfbuild.toml"
-_KEYS = ("mlf", "board", "opt", "runtime", "references", "atol", "rtol", "budgets")
+_KEYS = ("mlf", "board", "opt", "runtime", "references", "samples", "atol", "rtol", "budgets")
 _MAX_BYTES = 1 << 20
+MAX_SAMPLES = 100_000
 _BUDGET_KEYS = ("flash", "ram")
 
 
@@ -49,6 +51,7 @@ class ProjectFile:
     opt: str | None = None
     runtime: str | None = None
     references: tuple[str, ...] = ()
+    samples: int | None = None
     atol: float | None = None
     rtol: float | None = None
     budget_flash: int | None = None
@@ -80,7 +83,7 @@ def load_project_file(path: Path) -> ProjectFile:
     mlf = _string(path, data, "mlf")
     return ProjectFile(path=Path(path), mlf=Path(mlf) if mlf else None, board=_string(path, data, "board"),
                        opt=_string(path, data, "opt", OPT_LEVELS), runtime=_string(path, data, "runtime", RUNTIMES),
-                       references=_strings(path, data, "references"),
+                       references=_strings(path, data, "references"), samples=_samples(path, data),
                        atol=_tolerance(path, data, "atol"), rtol=_tolerance(path, data, "rtol"),
                        budget_flash=_byte_count(path, budgets, "budgets.flash", "flash"),
                        budget_ram=_byte_count(path, budgets, "budgets.ram", "ram"))
@@ -127,6 +130,15 @@ def _tolerance(path: Path, data: dict, key: str) -> float | None:
     except ValueError as exc:
         _fail(path, key, str(exc))
     return None  # not reached
+
+
+def _samples(path: Path, data: dict) -> int | None:
+    value = data.get("samples")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SAMPLES:
+        _fail(path, "samples", f"must be a whole number from 1 to {MAX_SAMPLES:,}, got {value!r}")
+    return value
 
 
 def _byte_count(path: Path, table: dict, key: str, name: str) -> int | None:

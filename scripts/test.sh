@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up everything (scripts/setup.sh) and run the test suite. Extra arguments go to pytest.
-# The shared TVM fixtures and CMSIS-NN trees are found through MLFBUILD_FIXTURES and
-# MLFBUILD_THIRD_PARTY (defaults ../shared/fixtures, ../shared/third_party); with CI=true their
+# The shared TVM fixtures, CMSIS-NN trees and original .tflite models are found through
+# MLFBUILD_FIXTURES, MLFBUILD_THIRD_PARTY and MLFBUILD_MODELS (defaults ../shared/fixtures,
+# ../shared/third_party, ../shared/models); with CI=true their
 # absence is a failure, not a skip. Elsewhere the tests that need them are skipped and the run ends
 # with a note saying how many (tests/conftest.py).
 set -euo pipefail
@@ -15,6 +16,11 @@ if [ "${CI:-}" = "true" ] && [ ! -d "$fixtures" ]; then
 fi
 if [ "${CI:-}" = "true" ] && [ ! -d "$third_party" ]; then
   echo "test: the shared third-party libraries (CMSIS-NN) are missing at $third_party (set MLFBUILD_THIRD_PARTY)" >&2
+  exit 1
+fi
+models="${MLFBUILD_MODELS:-../shared/models}"
+if [ "${CI:-}" = "true" ] && [ ! -d "$models" ]; then
+  echo "test: the original .tflite models are missing at $models (set MLFBUILD_MODELS)" >&2
   exit 1
 fi
 exec .venv/bin/python -m pytest -q "$@"

@@ -4,6 +4,9 @@
 repo). Taken from $MLFBUILD_FIXTURES, else `../shared/fixtures` from the repository root. When it is
 missing, tests that use it fail under CI (CI=true) and are skipped elsewhere.
 
+`models_dir`: the same for the original models the fixtures were compiled from (the MLPerf Tiny
+.tflite files): $MLFBUILD_MODELS, else `../shared/models` from the repository root.
+
 `third_party_dir`: the same for unchanged exports of libraries that generated code calls
 (cmsis-nn-v4.1.0/, cmsis-nn-v6.0.0/): $MLFBUILD_THIRD_PARTY, else `../shared/third_party` from the repository root.
 """
@@ -23,6 +26,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES_ENV = "MLFBUILD_FIXTURES"
 THIRD_PARTY_ENV = "MLFBUILD_THIRD_PARTY"
+MODELS_ENV = "MLFBUILD_MODELS"
 
 
 def cli(*args: str, cwd: Path = REPO, env: dict | None = None, timeout: float | None = None,
@@ -65,6 +69,12 @@ def third_party_path() -> Path:
     return Path(configured) if configured else Path(__file__).resolve().parents[2] / "shared" / "third_party"
 
 
+def models_path() -> Path:
+    """Where the original .tflite models are expected (whether or not they exist)."""
+    configured = os.environ.get(MODELS_ENV)
+    return Path(configured) if configured else Path(__file__).resolve().parents[2] / "shared" / "models"
+
+
 def required_folder(path: Path, what: str, env: str) -> Path:
     """`path`; fails the test under CI=true when it is missing, skips it otherwise."""
     if not path.is_dir():
@@ -84,6 +94,8 @@ def pytest_unconfigure(config) -> None:
     reasons = [str(r.longrepr) for r in terminalreporter.stats.get("skipped", [])]
     for what, path, env, how in (
             ("MLF fixtures", fixtures_path(), FIXTURES_ENV, "MLFs exported by Apache TVM 0.8, 0.13 and 0.18"),
+            ("original models", models_path(), MODELS_ENV, "the MLPerf Tiny .tflite files, from "
+             "github.com/mlcommons/tiny benchmark/training/*/trained_models"),
             ("third-party libraries", third_party_path(), THIRD_PARTY_ENV,
              "git clone --branch v4.1.0 / v6.0.0 https://github.com/ARM-software/CMSIS-NN "
              "into cmsis-nn-v4.1.0/ and cmsis-nn-v6.0.0/")):
@@ -97,6 +109,11 @@ def pytest_unconfigure(config) -> None:
 @pytest.fixture(scope="session")
 def fixtures_dir() -> Path:
     return required_folder(fixtures_path(), "MLF fixtures", FIXTURES_ENV)
+
+
+@pytest.fixture(scope="session")
+def models_dir() -> Path:
+    return required_folder(models_path(), "original models", MODELS_ENV)
 
 
 @pytest.fixture(scope="session")

@@ -15,10 +15,11 @@ from .inspect import InspectCommand
 from .matrix import MatrixCommand
 from .monitor import MonitorCommand
 from .ports import PortsCommand
+from .reference import ReferenceCommand
 from .run import RunCommand
 from .size import SizeCommand
 
-COMMANDS: list[Command] = [InspectCommand(), BoardsCommand(), BuildCommand(), RunCommand(), SizeCommand(),
+COMMANDS: list[Command] = [InspectCommand(), BoardsCommand(), BuildCommand(), RunCommand(), ReferenceCommand(), SizeCommand(),
                            FlashCommand(), MonitorCommand(), MatrixCommand(), PortsCommand(), ExampleCommand()]
 
 __all__ = ["COMMANDS", "Command"]

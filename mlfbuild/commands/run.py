@@ -8,7 +8,8 @@ import tempfile
 from pathlib import Path
 
 from .. import record
-from ..cliargs import RepeatProgress, apply_project_file, seconds_arg, temporary_folder_hidden, tolerance_arg
+from ..cliargs import (RepeatProgress, apply_project_file, positive_int, seconds_arg, temporary_folder_hidden,
+                       tolerance_arg)
 from ..errors import MismatchError
 from ..outfolder import write_file as write_report_file
 from .base import Command
@@ -24,9 +25,19 @@ class RunCommand(Command):
                             help="build folder, or MLF tarball/folder (built first; default: mlfbuild.toml's mlf)")
         add_board_arguments(parser)
         parser.add_argument("-o", "--output", type=Path, help="where to build when TARGET is an MLF (default: a temporary folder)")
-        parser.add_argument("--input", type=Path, help="input tensors (.npz keyed by input name, or .npy)")
-        parser.add_argument("--reference", action="append", default=[], metavar="[MODEL=]REF.npz",
-                            help="expected outputs (keys output_0.. or output names); inputs too when --input is absent")
+        parser.add_argument("--input", type=Path,
+                            help="input tensors (.npz keyed by input name, or .npy); a leading axis of N samples "
+                                 "runs each; float values for a quantized input are quantized with the model's "
+                                 "parameters (needs --reference MODEL.tflite)")
+        parser.add_argument("--reference", action="append", default=[], metavar="[MODEL=]REF",
+                            help="expected outputs: a .npz (keys output_0.. or output names; inputs too when "
+                                 "--input is absent) or the original model, a .tflite run with LiteRT on the "
+                                 "same inputs (pip install 'mlfbuild[reference]')")
+        parser.add_argument("--samples", type=positive_int, metavar="N",
+                            help="run N seeded random inputs (or the first N samples of a file) in one session")
+        parser.add_argument("--dequantize", action="store_true",
+                            help="show the last sample's outputs as real numbers (scale and zero point from "
+                                 "the reference)")
         parser.add_argument("--atol", type=tolerance_arg("--atol"), help="absolute tolerance (default 0 for integers, 1e-5 for floats)")
         parser.add_argument("--rtol", type=tolerance_arg("--rtol"), help="relative tolerance (default 0 for integers, 1e-5 for floats)")
         parser.add_argument("--repeat", type=int, default=1,
@@ -53,14 +64,14 @@ class RunCommand(Command):
                 build_from_args(args, args.target, build_dir)
             result = run_build(build_dir, port=args.port, baud=args.baud, inputs=args.input,
                                references=args.reference, atol=args.atol, rtol=args.rtol, repeat=args.repeat,
-                               timeout=args.timeout, seed=args.seed, profile=args.profile,
+                               timeout=args.timeout, seed=args.seed, profile=args.profile, samples=args.samples,
                                progress=None if args.json else RepeatProgress())
             board = record.load(build_dir).board
         result.target = str(args.target if build_dir != args.target and not args.output else build_dir)
         if args.json:
-            print(json.dumps(result.to_json(), indent=2, sort_keys=True))
+            print(json.dumps(result.to_json(dequantize=args.dequantize), indent=2, sort_keys=True))
         else:
-            print(coloured_verdict(format_run(result)))
+            print(coloured_verdict(format_run(result, dequantize=args.dequantize)))
             if result.profile is not None:
                 from ..run.profile import format_profile
                 print(format_profile(result.profile))

@@ -19,7 +19,8 @@ DEFAULT_BOARD = "mps2-an386"
 
 @dataclass(frozen=True)
 class Job:
-    """One MLF on one board. `references` are "[MODEL=]path.npz" as `mlfbuild run --reference` takes them."""
+    """One MLF on one board. `references` are "[MODEL=]path.npz" or "[MODEL=]path.tflite" as
+    `mlfbuild run --reference` takes them; `samples` as its --samples."""
 
     id: str
     mlf: str
@@ -27,6 +28,7 @@ class Job:
     references: tuple[str, ...] = ()
     atol: float | None = None
     rtol: float | None = None
+    samples: int | None = None
 
     @property
     def model(self) -> str:
@@ -34,7 +36,7 @@ class Job:
 
     def to_json(self) -> dict:
         return {"id": self.id, "mlf": self.mlf, "board": self.board, "references": list(self.references),
-                "atol": self.atol, "rtol": self.rtol}
+                "atol": self.atol, "rtol": self.rtol, "samples": self.samples}
 
     @classmethod
     def from_json(cls, data: dict) -> "Job":
@@ -50,7 +52,8 @@ class Job:
         if not isinstance(references, list) or not all(isinstance(r, str) for r in references):
             raise ValueError(f"job {data['id']}: \"references\" must be a list of strings")
         return cls(id=data["id"], mlf=data["mlf"], board=data["board"], references=tuple(references),
-                   atol=_tolerance(data.get("atol")), rtol=_tolerance(data.get("rtol")))
+                   atol=_tolerance(data.get("atol")), rtol=_tolerance(data.get("rtol")),
+                   samples=_samples(data.get("samples")))
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,7 @@ class Entry:
     boards: tuple[str, ...] = ()  # empty: the matrix's boards
     atol: float | None = None
     rtol: float | None = None
+    samples: int | None = None
 
 
 @dataclass
@@ -88,9 +92,19 @@ def _tolerance(value) -> float | None:
     return tolerance(value)
 
 
+def _samples(value) -> int | None:
+    from ..projectfile import MAX_SAMPLES
+
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SAMPLES:
+        raise ValueError(f"samples {value!r} is not a whole number from 1 to {MAX_SAMPLES:,}")
+    return value
+
+
 def entries_from_file(path: Path) -> list[Entry]:
-    """A jobs file: a JSON list of {"mlf": path, "references": ["[MODEL=]ref.npz", ...], "boards": [...],
-    "atol": x, "rtol": y}; only "mlf" is required; paths are relative to the file."""
+    """A jobs file: a JSON list of {"mlf": path, "references": ["[MODEL=]ref.npz|model.tflite", ...],
+    "boards": [...], "atol": x, "rtol": y, "samples": n}; only "mlf" is required; paths are relative to the file."""
     text = read_regular(path, "jobs file", MAX_TEXT_BYTES)
     try:
         data = json.loads(text)
@@ -106,7 +120,7 @@ def entries_from_file(path: Path) -> list[Entry]:
 def _entry(item: dict, base: Path) -> Entry:
     if not isinstance(item, dict) or not isinstance(item.get("mlf"), str) or not item["mlf"]:
         raise ValueError(f"each job needs an \"mlf\" path, got {json.dumps(item)[:80]}")
-    unknown = set(item) - {"mlf", "references", "boards", "atol", "rtol"}
+    unknown = set(item) - {"mlf", "references", "boards", "atol", "rtol", "samples"}
     if unknown:
         raise ValueError(f"unknown key(s) {', '.join(sorted(unknown))} in job {item['mlf']}")
     references, boards = item.get("references", []), item.get("boards", [])
@@ -115,7 +129,8 @@ def _entry(item: dict, base: Path) -> Entry:
         raise ValueError(f"\"references\" and \"boards\" of job {item['mlf']} must be lists of strings")
     return Entry(mlf=str((base / item["mlf"]).resolve()),
                  references=tuple(_resolve_reference(r, base) for r in references), boards=tuple(boards),
-                 atol=_tolerance(item.get("atol")), rtol=_tolerance(item.get("rtol")))
+                 atol=_tolerance(item.get("atol")), rtol=_tolerance(item.get("rtol")),
+                 samples=_samples(item.get("samples")))
 
 
 def _resolve_reference(reference: str, base: Path) -> str:
@@ -133,7 +148,8 @@ def cross(entries: list[Entry], boards: list[str]) -> list[Job]:
             while any(j.id == job_id for j in jobs):  # two names made plain alike, or a board given twice
                 job_id += "+"
             jobs.append(Job(id=job_id, mlf=entry.mlf, board=board,
-                            references=entry.references, atol=entry.atol, rtol=entry.rtol))
+                            references=entry.references, atol=entry.atol, rtol=entry.rtol,
+                            samples=entry.samples))
     return jobs
 
 

@@ -75,11 +75,12 @@ def run_task(job: dict, built: dict, references: list[bytes], reply_timeout: flo
         names, copies = [], {}
         for index, (reference, content) in enumerate(zip(job["references"], references)):
             model, sep, original = reference.rpartition("=")
-            copy = folder / f"reference{index}.npz"
+            copy = folder / f"reference{index}{Path(original).suffix or '.npz'}"  # .npz, or a .tflite
             copy.write_bytes(content)
             names.append(f"{model}{sep}{copy}")
             copies[str(copy)] = original
-        spec = {"references": names, "atol": job["atol"], "rtol": job["rtol"], "timeout": reply_timeout}
+        spec = {"references": names, "atol": job["atol"], "rtol": job["rtol"], "timeout": reply_timeout,
+                "samples": job.get("samples")}
         ran = _in_child("run", folder, spec, timeout, EXIT_RUN, RUN_ERROR)
         for copy, original in copies.items():  # messages name the user's file, not the worker's copy
             ran["message"] = ran["message"].replace(copy, original)
@@ -192,7 +193,7 @@ def _run_stage(folder: Path, spec: dict) -> dict:
     result = {"status": PASS, "exit_code": 0, "message": ""}
     try:
         ran = run_build(folder, references=spec["references"], atol=spec["atol"], rtol=spec["rtol"],
-                        timeout=spec["timeout"])
+                        timeout=spec["timeout"], samples=spec.get("samples"))
     except InvalidInputError as exc:
         return {**result, "status": INVALID_INPUT, "exit_code": EXIT_INVALID_INPUT, "message": _first_line(exc)}
     except MlfError as exc:
@@ -204,7 +205,7 @@ def _run_stage(folder: Path, spec: dict) -> dict:
                   instructions={name: t["instructions"] for name, t in timing.items() if "instructions" in t} or None,
                   unchecked=ran.unchecked)
     if ran.status == MISMATCH:
-        differing = [f"{m.name}/{c.name} ({c.mismatches} of {c.size} values)" for m in ran.models
+        differing = [f"{m.name}/{c.name} ({c.failure()})" for m in ran.models
                      for c in m.comparisons if not c.ok]
         result.update(status=MISMATCH, exit_code=EXIT_MISMATCH, message=f"outputs differ from the reference: {', '.join(differing)}")
     elif ran.status == NOT_CHECKED:

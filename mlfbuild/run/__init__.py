@@ -19,9 +19,10 @@ from ..console.client import Client
 from ..errors import InvalidInputError, RunError, UsageError
 from ..project import templates_hash
 from ..schemas import RUN as RUN_SCHEMA
-from ..suggest import did_you_mean
 from ..units import tolerance
-from .compare import Comparison, compare
+from .compare import Comparison, compare, is_classifier
+from .references import Reference, pick, resolve as resolve_references
+from .samples import as_input_dtype, dequantize as dequantize_values, random_samples, sample_axis
 from ..project.runtime import fault_exit_code
 from .profile import Profile, profiled_transport, with_profile
 from .tensorfile import load_tensors
@@ -45,6 +46,9 @@ class ModelRun:
     outputs: dict[str, np.ndarray]
     comparisons: list[Comparison] = field(default_factory=list)
     reference: str | None = None
+    samples: int = 1  # inputs run (each `repeat` times); `outputs` holds the last one's
+    model_derived: bool = False  # the reference was computed from the original model (the LSB tolerance)
+    quantization: dict[str, tuple[float, int]] = field(default_factory=dict)  # tensor → (scale, zero point)
 
     @property
     def latency_ms(self) -> float:
@@ -69,11 +73,21 @@ class ModelRun:
             return MISMATCH
         return NOT_CHECKED if self.unchecked else MATCH
 
-    def to_json(self) -> dict:
-        return {"name": self.name, "ticks": self.ticks, "timer_hz": self.timer_hz, "latency_ms": self.latency_ms,
+    def output_values(self, dequantize: bool = False) -> dict[str, np.ndarray]:
+        """The last sample's outputs, as real numbers where the scale and zero point are known."""
+        return {name: dequantize_values(values, *self.quantization[name])
+                if dequantize and name in self.quantization else values for name, values in self.outputs.items()}
+
+    def to_json(self, dequantize: bool = False) -> dict:
+        extra = {"dequantized": {name: values.reshape(-1).tolist()
+                                 for name, values in self.output_values(dequantize=True).items()}} if dequantize else {}
+        return {**extra, "name": self.name, "ticks": self.ticks, "timer_hz": self.timer_hz, "latency_ms": self.latency_ms,
                 "inferences_per_second": self.inferences_per_second,
                 "workspace_peak": self.workspace_peak, "stack_peak": self.stack_peak,
                 "reference": self.reference, "status": self.status, "unchecked": self.unchecked,
+                "samples": self.samples, "model_derived": self.model_derived,
+                "quantization": {name: {"scale": scale, "zero_point": zero}
+                                 for name, (scale, zero) in self.quantization.items()},
                 "outputs": [c.to_json() for c in self.comparisons]}
 
 
@@ -102,10 +116,10 @@ class RunResult:
             return MISMATCH
         return NOT_CHECKED if NOT_CHECKED in statuses or not self.models else PASS
 
-    def to_json(self) -> dict:
+    def to_json(self, dequantize: bool = False) -> dict:
         document = {"schema": RUN_SCHEMA, "target": self.target, "board": self.board, "exit_code": self.exit_code,
                     "seconds": self.seconds, "status": self.status, "unchecked": self.unchecked,
-                    "models": [m.to_json() for m in self.models],
+                    "models": [m.to_json(dequantize) for m in self.models],
                     "console": {"resends": self.resends, "damaged_frames": self.damaged}}
         return with_profile(document, self.profile) if self.profile is not None else document
 
@@ -124,79 +138,39 @@ def make_transport(build_dir: Path, record: dict, *, port: str | None = None, ba
     raise InvalidInputError(f"board {board['name']} is real hardware: flash it (mlfbuild flash) and run with --port")
 
 
-def _pick(tensors: dict[str, np.ndarray], model: dict, spec: dict, single: bool) -> np.ndarray | None:
-    for key in (f"{model['name']}/{spec['name']}", spec["name"], spec["c_name"]):
-        if key in tensors:
-            return tensors[key]
-    if "" in tensors and single:
-        return tensors[""]
-    return None
+MAX_SAMPLE_BYTES = 256 << 20  # inputs of one model held for a run
 
 
-def _as_input(value: np.ndarray, spec: dict, source: str) -> bytes:
-    dtype = np.dtype(spec["dtype"] if spec["dtype"] != "bool" else "bool")
-    if value.size * dtype.itemsize != spec["size_bytes"]:
-        raise InvalidInputError(f"{source}: input '{spec['name']}' has {value.size} elements of {value.dtype}, "
-                                f"the model expects shape {spec['shape']} of {spec['dtype']}")
-    return np.ascontiguousarray(value.astype(dtype, copy=False)).astype(dtype.newbyteorder("<")).tobytes()
-
-
-def _random_input(spec: dict, rng: np.random.Generator) -> bytes:
-    dtype = np.dtype(spec["dtype"])
-    shape = tuple(spec["shape"])
-    if np.issubdtype(dtype, np.integer):
-        info = np.iinfo(dtype)
-        value = rng.integers(info.min, info.max, size=shape, dtype=dtype, endpoint=True)
-    elif dtype == np.bool_:
-        value = rng.integers(0, 2, size=shape).astype(bool)
-    else:
-        value = rng.standard_normal(shape).astype(dtype)
-    return value.astype(dtype.newbyteorder("<")).tobytes()
-
-
-def _references(references: list[str], models: list[dict]) -> dict[str, tuple[str, dict[str, np.ndarray]]]:
-    """`--reference PATH` (every model whose inputs it names) or `--reference MODEL=PATH`."""
-    chosen: dict[str, tuple[str, dict[str, np.ndarray]]] = {}
-    names = [m["name"] for m in models]
-    for item in references:
-        name, _, path = item.rpartition("=") if "=" in item and not Path(item).exists() else ("", "", item)
-        if name and name not in names:
-            raise InvalidInputError(f"--reference {item}: this firmware has no model '{name}'"
-                                    f"{did_you_mean(name, names)}; its models: {', '.join(names)}")
-        tensors = load_tensors(Path(path))
-        targets = [m for m in models if (m["name"] == name if name else
-                   all(_pick(tensors, m, s, len(m["inputs"]) == 1) is not None for s in m["inputs"]))]
-        if not targets:
-            raise InvalidInputError(f"{path}: its inputs match no model of this firmware "
-                                    f"(models: {', '.join(names)}; use MODEL=PATH)")
-        for model in targets:
-            chosen[model["name"]] = (path, tensors)
-    return chosen
-
-
-def _expected(tensors: dict[str, np.ndarray], model: dict, index: int, spec: dict, path: str) -> np.ndarray:
-    for key in (f"output_{index}", f"{model['name']}/output_{index}", spec["name"], spec["c_name"]):
-        if key in tensors:
-            expected = tensors[key]
-            if expected.size != int(np.prod(spec["shape"], dtype=np.int64)):
-                raise InvalidInputError(f"{path}: reference '{key}' has shape {list(expected.shape)}, the model's "
-                                        f"output '{spec['name']}' has shape {spec['shape']}")
-            return expected
-    raise InvalidInputError(f"{path}: no reference for output {index} ('{spec['name']}'); "
-                            f"expected key output_{index} or {spec['name']}")
-
-
-def _expected_outputs(reference: tuple[str, dict[str, np.ndarray]], model: dict) -> list[np.ndarray]:
-    """The reference tensor of every output of `model`, checked: one per output, of its size, and no
-    more outputs than the model has (a reference with more was made for another model)."""
-    path, tensors = reference
-    count = len(model["outputs"])
-    for key in tensors:
-        name = key.removeprefix(f"{model['name']}/")
-        if name.startswith("output_") and name[7:].isdigit() and int(name[7:]) >= count:
-            raise InvalidInputError(f"{path}: reference '{key}' has no output to check: model {model['name']} "
-                                    f"has {count} output(s)")
-    return [_expected(tensors, model, i, spec, path) for i, spec in enumerate(model["outputs"])]
+def _sample_inputs(model: dict, given: dict[str, np.ndarray], inputs_path, reference: Reference | None,
+                   samples: int | None, seed: int, warnings: list[str]) -> dict[str, np.ndarray]:
+    """Input name → [samples, *shape] in the input's dtype: from --input, else the reference's tensors,
+    else seeded random values. A file's samples are all used (the first `samples` of them, when given)."""
+    brought = reference.inputs(model) if reference else {}
+    chosen: dict[str, np.ndarray] = {}
+    for spec in model["inputs"]:
+        value = pick(given, model, spec)
+        if value is not None:
+            quantization = reference.quantization_of(model).get(spec["name"]) if reference else None
+            value = as_input_dtype(sample_axis(value, spec["shape"], str(inputs_path), spec["name"]),
+                                   spec["dtype"], quantization, str(inputs_path), spec["name"])
+        elif spec["name"] in brought:
+            value = as_input_dtype(brought[spec["name"]], spec["dtype"], None, reference.path, spec["name"])
+        if value is not None:
+            chosen[spec["name"]] = value[:samples] if samples else value
+    counts = {len(v) for v in chosen.values()}
+    if len(counts) > 1:
+        raise InvalidInputError(f"the inputs of model {model['name']} hold different numbers of samples: "
+                                f"{', '.join(f'{k} {len(v)}' for k, v in chosen.items())}")
+    count = counts.pop() if counts else samples or 1
+    if samples and count < samples:
+        warnings.append(f"--samples {samples}: the inputs of model {model['name']} come from a file holding "
+                        f"{count} sample(s); ran those")
+    wanted = count * sum(spec["size_bytes"] for spec in model["inputs"])
+    if wanted > MAX_SAMPLE_BYTES:
+        raise UsageError(f"--samples {count}: {wanted:,} bytes of inputs for model {model['name']}, more than "
+                         f"{MAX_SAMPLE_BYTES >> 20} MiB; run fewer samples at a time")
+    return {spec["name"]: chosen[spec["name"]] if spec["name"] in chosen else
+            random_samples(spec["name"], spec["dtype"], spec["shape"], count, seed) for spec in model["inputs"]}
 
 
 def _check_tolerances(**given: float | None) -> None:
@@ -213,18 +187,23 @@ def run_build(build_dir: Path, *, port: str | None = None, baud: int = 115200, i
               references: list[str] = (), atol: float | None = None, rtol: float | None = None, repeat: int = 1,
               timeout: float = 60.0, seed: int = 0, icount_shift: int = 0,
               transport: Transport | None = None, progress: Progress | None = None,
-              profile: bool = False) -> RunResult:
-    """Run every model `repeat` times and compare its outputs; `progress(model, done, total)` is
-    called after each inference. With `profile`, count instructions per operator (QEMU) into
+              profile: bool = False, samples: int | None = None) -> RunResult:
+    """Run every sample of every model `repeat` times in one session and compare its outputs;
+    `progress(model, done, total)` is called after each inference. `samples`: how many seeded random
+    inputs (or the first of a file's). With `profile`, count instructions per operator (QEMU) into
     `result.profile` (which says why, where there are none)."""
     _check_tolerances(atol=atol, rtol=rtol)
     record = build_folder.load(build_dir).data
     models = record["models"]
     given = load_tensors(inputs)
-    refs = _references(list(references), models)
-    # Every reference is checked against its model before anything starts.
-    expected = {m["name"]: _expected_outputs(refs[m["name"]], m) for m in models if m["name"] in refs}
-    rng = np.random.default_rng(seed)
+    refs = resolve_references(list(references), models)
+    # Every input and reference is ready, and checked against its model, before the firmware starts.
+    warnings: list[str] = []
+    feeds = {m["name"]: _sample_inputs(m, given, inputs, refs.get(m["name"]), samples, seed, warnings)
+             for m in models}
+    expected = {m["name"]: refs[m["name"]].expected(m, feeds[m["name"]]) for m in models if m["name"] in refs}
+    for model in models:
+        _check_sample_counts(model, refs.get(model["name"]), feeds[model["name"]], expected.get(model["name"]))
     finish_profile = None
     if profile:
         transport, finish_profile = profiled_transport(build_dir, port=port, baud=baud)
@@ -244,8 +223,8 @@ def run_build(build_dir: Path, *, port: str | None = None, baud: int = 115200, i
             raise RunError(f"the firmware has {hello.models} model(s), build.json lists {len(models)}: "
                            "is this the firmware of this build?")
         for model in models:
-            results.append(_run_model(client, model, given, refs.get(model["name"]), expected.get(model["name"]),
-                                      rng, repeat, atol, rtol, hello.timer_hz, inputs,
+            results.append(_run_model(client, model, feeds[model["name"]], refs.get(model["name"]),
+                                      expected.get(model["name"]), repeat, atol, rtol, hello.timer_hz,
                                       stack_measured=record["board"]["kind"] != "host", progress=progress))
         if transport.boots_fresh:  # a flashed board keeps serving: the next run finds it ready
             client.quit(0)
@@ -259,7 +238,7 @@ def run_build(build_dir: Path, *, port: str | None = None, baud: int = 115200, i
         raise RunError(f"the firmware exited with status {ending.exit_code} on {transport.describe()}")
     result = RunResult(target=str(build_dir), board=record["board"]["name"], models=results,
                        exit_code=ending.exit_code, seconds=time.monotonic() - started,
-                       resends=client.resends, damaged=client.damaged)
+                       resends=client.resends, damaged=client.damaged, warnings=warnings)
     if finish_profile is not None:
         result.profile = finish_profile(result)
     result.warnings += _stack_overflow_warnings(results, (record.get("stack") or {}).get("reserve"))
@@ -321,36 +300,51 @@ def _explain_end(error: RunError, transport: Transport, ending, console: bytes) 
     return error
 
 
-def _run_model(client: Client, model: dict, given, reference, expected, rng, repeat, atol, rtol, timer_hz,
-               inputs_path, *, stack_measured: bool = True, progress: Progress | None = None) -> ModelRun:
-    index = model["index"]
-    ref_path, ref_tensors = reference if reference else (None, {})
-    payloads = []
-    for i, spec in enumerate(model["inputs"]):
-        value = _pick(given, model, spec, len(model["inputs"]) == 1)
-        source = str(inputs_path)
-        if value is None and ref_tensors:
-            value, source = _pick(ref_tensors, model, spec, len(model["inputs"]) == 1), str(ref_path)
-        payloads.append(_as_input(value, spec, source) if value is not None else _random_input(spec, rng))
-    ticks, outputs, workspace, stack = [], {}, 0, 0
-    total = max(repeat, 1)
-    for done in range(1, total + 1):
-        for i, payload in enumerate(payloads):
-            client.write_input(index, i, payload)
-        reply = client.run(index)
-        if reply.status != 0:
-            said = f": {reply.message}" if reply.message else " (an operator failed; a workspace too small shows this way)"
-            raise RunError(f"model {model['name']} returned status {reply.status}{said}")
-        ticks.append(reply.ticks)
-        workspace, stack = max(workspace, reply.workspace_peak), max(stack, reply.stack_peak)
-        if progress:
-            progress(model["name"], done, total)
-    for i, spec in enumerate(model["outputs"]):
-        raw = client.read_output(index, i, spec["size_bytes"])
-        dtype = np.dtype(spec["dtype"]).newbyteorder("<")
-        outputs[spec["name"]] = np.frombuffer(raw, dtype=dtype).reshape(spec["shape"])
-    run = ModelRun(name=model["name"], ticks=ticks, timer_hz=timer_hz, workspace_peak=workspace,
-                   stack_peak=stack if stack_measured else None, outputs=outputs, reference=ref_path)
+def _check_sample_counts(model: dict, reference: Reference | None, feed: dict[str, np.ndarray],
+                         expected: list[np.ndarray] | None) -> None:
+    count = len(next(iter(feed.values()))) if feed else 1
     for spec, wanted in zip(model["outputs"], expected or ()):
-        run.comparisons.append(compare(spec["name"], outputs[spec["name"]], wanted, atol, rtol))
+        if len(wanted) != count:
+            raise InvalidInputError(f"{reference.path}: holds {len(wanted)} sample(s) of output '{spec['name']}', "
+                                    f"the run feeds model {model['name']} {count}")
+
+
+def _run_model(client: Client, model: dict, feed: dict[str, np.ndarray], reference: Reference | None, expected,
+               repeat, atol, rtol, timer_hz, *, stack_measured: bool = True,
+               progress: Progress | None = None) -> ModelRun:
+    index = model["index"]
+    count = len(next(iter(feed.values()))) if feed else 1
+    ticks, workspace, stack = [], 0, 0
+    outputs: dict[str, list[np.ndarray]] = {spec["name"]: [] for spec in model["outputs"]}
+    total, done = count * max(repeat, 1), 0
+    for sample in range(count):
+        for i, spec in enumerate(model["inputs"]):
+            value = feed[spec["name"]][sample]
+            client.write_input(index, i, np.ascontiguousarray(value).astype(value.dtype.newbyteorder("<")).tobytes())
+        for _ in range(max(repeat, 1)):
+            reply = client.run(index)
+            if reply.status != 0:
+                said = f": {reply.message}" if reply.message else " (an operator failed; a workspace too small shows this way)"
+                raise RunError(f"model {model['name']} returned status {reply.status}{said}")
+            ticks.append(reply.ticks)
+            workspace, stack = max(workspace, reply.workspace_peak), max(stack, reply.stack_peak)
+            done += 1
+            if progress:
+                progress(model["name"], done, total)
+        for i, spec in enumerate(model["outputs"]):
+            raw = client.read_output(index, i, spec["size_bytes"])
+            dtype = np.dtype(spec["dtype"]).newbyteorder("<")
+            outputs[spec["name"]].append(np.frombuffer(raw, dtype=dtype).reshape(spec["shape"]))
+    stacked = {name: np.stack(values) for name, values in outputs.items()}
+    run = ModelRun(name=model["name"], ticks=ticks, timer_hz=timer_hz, workspace_peak=workspace,
+                   stack_peak=stack if stack_measured else None,
+                   outputs={name: values[-1] for name, values in stacked.items()}, samples=count,
+                   reference=reference.path if reference else None,
+                   model_derived=bool(reference and reference.model_derived),
+                   quantization=reference.quantization_of(model) if reference else {})
+    input_elements = sum(int(np.prod(spec["shape"], dtype=np.int64)) for spec in model["inputs"])
+    for spec, wanted in zip(model["outputs"], expected or ()):
+        run.comparisons.append(compare(spec["name"], stacked[spec["name"]], wanted, atol, rtol,
+                                       model_derived=run.model_derived,
+                                       classifier=is_classifier(spec["shape"], input_elements)))
     return run

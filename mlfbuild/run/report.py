@@ -8,9 +8,10 @@ from xml.etree import ElementTree
 
 from ..style import printable
 from . import MISMATCH, PASS, ModelRun, RunResult
+from .compare import TOP1, TOP1_SHARE, WITHIN
 
 
-def format_run(result: RunResult) -> str:
+def format_run(result: RunResult, dequantize: bool = False) -> str:
     lines = [f"ran {result.target} on {result.board} ({result.seconds:.1f} s)"]
     if result.resends or result.damaged:
         lines.append(f"  console: {result.resends} request(s) sent again, {result.damaged} damaged reply(ies) "
@@ -21,15 +22,45 @@ def format_run(result: RunResult) -> str:
         stack = "not measured" if model.stack_peak is None else f"{model.stack_peak:,} B"
         lines.append(f"  {model.name}: {_latency(model)} ({ticks[-1]} ticks at {model.timer_hz:,} Hz; "
                      f"{len(ticks)} run(s), {spread}); workspace peak {model.workspace_peak:,} B, stack peak {stack}")
-        for c in model.comparisons:
-            verdict = "match" if c.ok else f"MISMATCH at {c.mismatches}/{c.size} (first {c.first_mismatches})"
-            lines.append(f"    {c.name}: {verdict}; max abs err {c.max_abs_error:.3g}, rmse {c.rmse:.3g}, "
-                         f"cosine {c.cosine:.6f}, top-1 {'agrees' if c.top1_agree else 'differs'}")
+        if model.reference:
+            kind = "the original model, run with LiteRT" if model.model_derived else "a tensor file"
+            lines.append(f"    reference: {model.reference} ({kind}); {model.samples} sample(s)")
+        if model.quantization:
+            lines.append("    quantization: " + ", ".join(f"{name} scale {scale:.7g} zero point {zero}"
+                                                         for name, (scale, zero) in model.quantization.items()))
+        lines += [f"    {c.name}: {_comparison(c)}" for c in model.comparisons]
         if model.unchecked:
             why = "no reference for this model" if not model.comparisons else "no reference for these outputs"
             lines.append(f"    not checked ({why}): {', '.join(model.unchecked)}")
+        if dequantize:
+            lines += [f"    {name} (last sample, {_what(model, name)}): {_values(values)}"
+                      for name, values in model.output_values(dequantize=True).items()]
     lines.append(_verdict(result))
     return "\n".join(lines)
+
+
+def _comparison(c) -> str:
+    unit = " LSB" if c.rule != WITHIN or (c.rtol == 0 and float(c.atol).is_integer() and c.atol >= 1) else ""
+    if c.rule == TOP1:
+        rule = f"top-1 on {TOP1_SHARE:.0%} of samples, near-ties within {c.atol:g} LSB"
+    elif c.rule == WITHIN:
+        rule = f"within {c.atol:g}{unit}" + (f" + {c.rtol:g}·|ref|" if c.rtol else "")
+    else:
+        rule = "exact"
+    head = ("match" if c.samples == 1 else f"match over {c.samples} samples") if c.ok else \
+        f"MISMATCH: {c.failure()} (first {c.first_mismatches})" if c.rule != TOP1 else f"MISMATCH: {c.failure()}"
+    top1 = "" if c.top1_agreement is None else f", top-1 agrees {c.top1_agreement}/{c.samples}"
+    return (f"{head} (rule: {rule}); {c.exact_samples}/{c.samples} exact, max |diff| "
+            f"{c.max_abs_error:.6g}{unit}{top1}; rmse {c.rmse:.3g}, cosine {c.cosine:.6f}")
+
+
+def _what(model: ModelRun, name: str) -> str:
+    return "dequantized" if name in model.quantization else "raw: no scale and zero point known"
+
+
+def _values(values) -> str:
+    shown = ", ".join(f"{v:.6g}" for v in values.reshape(-1)[:16].tolist())
+    return f"[{shown}{', ...' if values.size > 16 else ''}]"
 
 
 def _latency(model: ModelRun) -> str:
@@ -109,6 +140,12 @@ def model_properties(model, board: dict | None = None) -> dict[str, object]:
     return properties
 
 
+def _figures(c) -> dict[str, object]:
+    """A comparison's figures as JUnit properties."""
+    return {"samples": c.samples, "exact_samples": c.exact_samples, "max_abs_diff": f"{c.max_abs_error:g}",
+            "top1_agreement": c.top1_agreement, "rule": c.rule}
+
+
 def junit_xml(result: RunResult, board: dict | None = None) -> bytes:
     """One testcase per output: <failure> for a mismatch, <skipped> for an output no reference checked."""
     seconds = result.seconds / max(len(result.models), 1)
@@ -116,10 +153,10 @@ def junit_xml(result: RunResult, board: dict | None = None) -> bytes:
     for model in result.models:
         properties = model_properties(model, board)
         for c in model.comparisons:
-            case = JUnitCase(f"{result.board}.{model.name}", c.name, seconds, properties=properties,
+            case = JUnitCase(f"{result.board}.{model.name}", c.name, seconds, properties={**properties, **_figures(c)},
                              output=f"ticks={model.ticks} hz={model.timer_hz}")
             if not c.ok:
-                case.outcome, case.message = FAILURE, f"{c.mismatches} of {c.size} values differ"
+                case.outcome, case.message = FAILURE, c.failure()
                 case.detail = f"max abs error {c.max_abs_error}, first mismatches {c.first_mismatches}"
             cases.append(case)
         cases += [JUnitCase(f"{result.board}.{model.name}", name, seconds, SKIPPED, "outputs not checked",
