@@ -4,6 +4,7 @@ refusal, and real runs of TVM's kws_aot_cmsisnn against real CMSIS-NN trees on t
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -490,10 +491,15 @@ def test_a_scratch_region_smaller_than_the_library_asks_fails_the_run_naming_the
     out = build_firmware(fixtures_dir / "tvm-0.18" / "kws_aot_cmsisnn_m4.tar", "mps2-an386", cmsis_nn=cmsis_nn("v4.1.0"))
     scratch = json.loads((out / "build.json").read_text())["cmsis_nn"]["scratch"]
     pooling = next(c for c in scratch["calls"] if c["kernel"] == "arm_avgpool_s8")
-    assert scratch["region_bytes"] == pooling["library_bytes"] == 256 and pooling["buffer"] == "mlfbuild"
+    assert pooling["library_bytes"] == 256 and pooling["buffer"] == "mlfbuild"
+    # Its buffer is a region of kws's re-planned workspace pool, live during the call.
+    assert scratch["in_workspace_pool"] == [pooling["function"]] and scratch["region_bytes"] == 0
     shrunk = shutil.copytree(out, tmp_path / "shrunk")
-    header = shrunk / "project" / "src" / "mlf_cmsis_nn_scratch.h"
-    header.write_text(header.read_text().replace("SCRATCH_BYTES 256", "SCRATCH_BYTES 16"))
+    model = shrunk / "project" / "model" / "codegen" / "host" / "src" / "kws_lib2.c"
+    code, count = re.subn(r"(cmsis_nn_context context= \{\(void\*\)\(&\(global_workspace_\d+_var\[\d+\]\)\)),256\}",
+                          r"\1,16}", model.read_text())
+    assert count == 1
+    model.write_text(code)
     result = cli("run", str(_rebuild(shrunk)), "--reference", str(fixtures_dir / "tvm-0.18" / "kws.npz"))
     assert result.returncode == EXIT_RUN, result.stdout + result.stderr
     assert (f"model kws returned status -1: {pooling['function']}: arm_avgpool_s8 scratch buffer too small"
@@ -511,7 +517,8 @@ def test_a_failing_kernel_fails_the_run(fixtures_dir, cmsis_nn, build_firmware, 
 
     def without_buffers(folder: Path, status_check: str) -> Path:
         model = folder / "project" / "model" / "codegen" / "host" / "src" / "kws_lib2.c"
-        model.write_text(model.read_text().replace("{mlf_cmsis_nn_scratch,MLF_CMSIS_NN_SCRATCH_BYTES}", "{NULL,0}")
+        model.write_text(re.sub(r"cmsis_nn_context context= \{[^;]*\};", "cmsis_nn_context context= {NULL,0};",
+                                model.read_text())
                          .replace("if (context.size < ", "if (0 && context.size < ")
                          .replace("switch (status) { default: return -1;", status_check))
         return _rebuild(folder)

@@ -62,6 +62,18 @@ def test_kws_cmsis_nn_pool_is_replanned_at_the_floor(fixtures_dir, tmp_path, nam
         assert re.sub(r"\d+", "N", text) == re.sub(r"\d+", "N", sources[path])
 
 
+def test_cmsis_nn_scratch_buffers_are_regions_of_the_pool_live_during_their_call(fixtures_dir, tmp_path):
+    module, sources = _module_sources(fixtures_dir, tmp_path, "tvm-0.18/kws_aot_cmsisnn_m4")
+    pool = plan_usmp_pool(sources, module, {"tvmgen_kws_cmsis_nn_main_9": 256, "not_an_operator": 64})
+    assert (pool.bytes, pool.floor_bytes) == (16_000, 16_000)  # the pooling runs while only 8,064 B are live
+    scratch = next(b for b in pool.plan.buffers if b.name == "tvmgen_kws_cmsis_nn_main_9:scratch")
+    offset = pool.plan.offsets[scratch.name]
+    assert pool.scratch == {"tvmgen_kws_cmsis_nn_main_9": f"(void*)(&(global_workspace_21_var[{offset}]))"}
+    assert scratch.size == 256 and pool.plan.conflicts() == []
+    live = [b for b in pool.plan.buffers if b is not scratch and b.first <= scratch.last and scratch.first <= b.last]
+    assert {b.name for b in live} == {"sid_63_let", "sid_64_let"}  # the call's input and output
+
+
 @pytest.mark.parametrize("item", USMP_AOT, ids=entry_id)
 def test_every_usmp_fixture_is_replanned_or_says_why_and_never_grows(fixtures_dir, tmp_path, item):
     fixture_set, entry = item
@@ -153,6 +165,9 @@ def test_kws_on_cmsis_nn_fits_in_20000_bytes_of_ram_and_the_report_shows_the_poo
     assert "| kws | USMP global_workspace | 72,000 | 16,000 | 16,000 |" in format_markdown(report)
     assert "<h2>Workspace pools</h2>" in format_html(report)
     assert any("re-planned: 72,000 B -> 16,000 B" in note for note in record["notes"])
+    # The 256 B the DSP average pooling needs is a region of the pool, live during its call only.
+    assert record["cmsis_nn"]["scratch"]["in_workspace_pool"] == ["tvmgen_kws_cmsis_nn_main_9"]
+    assert record["cmsis_nn"]["scratch"]["region_bytes"] == 0
 
 
 # --- TVMBackendAllocWorkspace without USMP: a stack-like pool at the peak the code reaches ---------

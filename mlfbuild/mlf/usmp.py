@@ -60,6 +60,7 @@ class UsmpPool:
     tvm_bytes: int
     regions: list[Region] = field(default_factory=list)
     calls: list[str] = field(default_factory=list)  # the operators the main calls, in order
+    operators: dict[str, tuple[str, int, int]] = field(default_factory=dict)  # handed the pool: (its parameter, first, last step)
     problem: str = ""  # why the regions could not be read (empty when they were)
 
 
@@ -229,6 +230,9 @@ def _read_call(pool: UsmpPool, regions: dict[str, Region], base: int, callee: _F
 
 
 def _read_operator_regions(pool: UsmpPool, base: int, callee: _Function, pool_param: str) -> None:
+    whole = (base, base + max(len(_statements(callee.body)), 1) - 1)
+    _, first_step, _ = pool.operators.get(callee.name, (pool_param, whole[0], whole[1]))
+    pool.operators[callee.name] = (pool_param, first_step, whole[1])
     carves = [m for m in _CARVE.finditer(callee.body) if m.group(2) == pool_param]
     if len(re.findall(rf"\b{pool_param}\b", callee.body)) != len(carves):
         raise _Unreadable(f"{callee.name} uses its pool argument other than to carve regions out of it")

@@ -23,6 +23,8 @@ from .abi import check_c_code, float_abi_for
 from .cmsis_nn import CmsisNnLibrary, describe_features, fix_status_checks, render_cmsis_nn
 from .ctext import c_comment_text, c_string_body
 from .lowering import Lowered, lowering_for
+from .lowering.base import module_sources
+from .pool_plan import plan_usmp_pool
 from .runtime import RuntimeChoice, RuntimeFiles, builtin_runtime_files
 from .tvm_runtime import tvm_runtime_files
 from .sizes import DEFAULT_MAX_CODE_BYTES, Bounds, check_lowered, check_module
@@ -149,6 +151,7 @@ def render_project(lib: ModelLibrary, board: Board, dest: Path, options: Project
     arch_flags = _arch_flags(board, float_abi)
     cmsis_nn = render_cmsis_nn(lib, board, arch_flags, options.cmsis_nn, options.cmsis_core, writer,
                                options.build_memory)
+    cmsis_nn = _scratch_in_pools(lib, lowered, cmsis_nn)
     model_sources, model_objects, includes, status_fixes = _copy_model(lib, lowered, writer, cmsis_nn)
     scratch_sources = _render_cmsis_nn_scratch(cmsis_nn, env, writer)
     runtime = _runtime_files(RuntimeChoice(options.runtime, options.crt_dir), lib, board, writer)
@@ -210,6 +213,29 @@ def _copy_model(lib: ModelLibrary, lowered: list[Lowered], writer: _Writer,
             writer.copy(lib.root / module.header, f"model/{module.header}")
     includes = ["model/codegen/host/include"] if any(m.header for m in lib.modules) else []
     return sources, objects, includes, status_fixes
+
+
+def _scratch_in_pools(lib: ModelLibrary, lowered: list[Lowered], cmsis_nn: CmsisNnLibrary | None) -> CmsisNnLibrary | None:
+    """CMSIS-NN scratch buffers as regions of their model's re-planned USMP pool, each live during its
+    call, where the pool grows by less than the shared scratch region shrinks (kws: not at all)."""
+    if not cmsis_nn or not cmsis_nn.scratch or not cmsis_nn.scratch.wanted():
+        return cmsis_nn
+    scratch, pooled = cmsis_nn.scratch, {}
+    for item in lowered:
+        if not (item.pool and item.pool.kind == "usmp"):
+            continue
+        trial = plan_usmp_pool(module_sources(item.module, lib.root), item.module.name, scratch.wanted())
+        if not (trial and trial.replanned and trial.scratch):
+            continue
+        before = item.pool.bytes + scratch.region_bytes_without(set(pooled))
+        after = trial.bytes + scratch.region_bytes_without(set(pooled) | set(trial.scratch))
+        if after <= before:
+            item.pool = trial
+            item.notes = [trial.note(item.module.name)]
+            pooled.update(trial.scratch)
+    if not pooled:
+        return cmsis_nn
+    return dataclasses.replace(cmsis_nn, scratch=dataclasses.replace(scratch, pooled=tuple(sorted(pooled.items()))))
 
 
 def _render_cmsis_nn_scratch(cmsis_nn: CmsisNnLibrary | None, env: Environment, writer: _Writer) -> list[str]:

@@ -86,14 +86,23 @@ class ScratchCall:
 class ScratchPlan:
     calls: tuple[ScratchCall, ...]
     kernel_sums: str | None  # the arm_vector_sum_s8 contract in use (v6, v7), when any call needs sums
+    pooled: tuple[tuple[str, str], ...] = ()  # (operator, buffer): calls given a region of the model's workspace pool
+
+    def wanted(self) -> dict[str, int]:
+        """Bytes each supplied call's operator needs: what a workspace pool could hold instead."""
+        return {c.call.function: c.library_bytes for c in self.calls if c.supplied}
+
+    def region_bytes_without(self, functions: set[str]) -> int:
+        return max((c.library_bytes for c in self.calls if c.supplied and c.call.function not in functions), default=0)
 
     @property
     def region_bytes(self) -> int:
-        """One region serves every supplied call: the calls run one after another."""
-        return max((c.library_bytes for c in self.calls if c.supplied), default=0)
+        """One region serves every supplied call not given a region of its pool: the calls run one after another."""
+        return self.region_bytes_without({function for function, _ in self.pooled})
 
     def to_json(self) -> dict[str, Any]:
         return {"region_bytes": self.region_bytes, "kernel_sums": self.kernel_sums,
+                "in_workspace_pool": sorted(function for function, _ in self.pooled),
                 "calls": [c.to_json() for c in self.calls]}
 
     def summary(self) -> str:
@@ -112,8 +121,9 @@ class ScratchPlan:
         calls = [c for c in self.calls if c.source == source]
         if not calls:
             return code
+        pooled = dict(self.pooled)
         for item in calls:
-            code = _rewrite_call(code, item)
+            code = _rewrite_call(code, item, pooled.get(item.call.function))
         return f'#include "{REGION_HEADER}"\n' + code
 
 
@@ -260,8 +270,9 @@ def _probe(calls: list[tuple[str, tuple[str, ...], CmsisNnCall]], tree: Path, he
     return sizes
 
 
-def _rewrite_call(code: str, item: ScratchCall) -> str:
-    """Give the call its buffer, check the buffer against the library before the call, add kernel sums."""
+def _rewrite_call(code: str, item: ScratchCall, pool_buffer: str | None = None) -> str:
+    """Give the call its buffer (the shared region, or `pool_buffer`: its region of the model's workspace
+    pool), check the buffer against the library before the call, add kernel sums."""
     call = item.call
     start = re.search(r"\b" + re.escape(call.function) + r"\([^;{}()]*\)[ \t]*\{", code)
     if start is None:
@@ -271,7 +282,8 @@ def _rewrite_call(code: str, item: ScratchCall) -> str:
         raise BuildError(f"{item.source}: the CMSIS-NN call in {call.function} changed before mlfbuild could give it "
                          "its scratch buffer")
     if item.supplied:
-        body = body.replace(call.context, f"cmsis_nn_context context= {{{REGION},{REGION_BYTES}}}", 1)
+        buffer = f"{pool_buffer},{item.library_bytes}" if pool_buffer else f"{REGION},{REGION_BYTES}"
+        body = body.replace(call.context, f"cmsis_nn_context context= {{{buffer}}}", 1)
     message = f"{call.function}: {call.kernel} scratch buffer too small"  # short: one per call, in flash
     inserted = []
     if item.size_function:

@@ -32,6 +32,7 @@ class PoolPlan:
     reason: str = ""  # why TVM's layout was kept (empty when re-planned)
     sources: dict[str, str] = field(default_factory=dict)  # rewritten sources: path -> text
     plan: MemoryPlan | None = None
+    scratch: dict[str, str] = field(default_factory=dict)  # operator -> its CMSIS-NN scratch buffer in the pool (C)
 
     def note(self, module: str) -> str:
         if self.kind == "allocator" and self.floor_bytes is None:
@@ -40,8 +41,9 @@ class PoolPlan:
             return (f"{module}: TVMBackendAllocWorkspace pool {self.bytes:,} B, the peak its allocations reach "
                     f"(TVM's figure {self.tvm_bytes:,} B)")
         if self.replanned:
+            inside = f", {len(self.scratch)} of them CMSIS-NN scratch buffers" if self.scratch else ""
             return (f"{module}: USMP workspace pool re-planned: {self.tvm_bytes:,} B -> {self.bytes:,} B "
-                    f"(floor {self.floor_bytes:,} B, {len(self.plan.buffers)} regions)")
+                    f"(floor {self.floor_bytes:,} B, {len(self.plan.buffers)} regions{inside})")
         return f"{module}: USMP workspace pool kept as TVM laid it out ({self.tvm_bytes:,} B): {self.reason}"
 
     def to_json(self) -> dict:
@@ -52,8 +54,11 @@ class PoolPlan:
                             if self.plan else [])}
 
 
-def plan_usmp_pool(sources: dict[str, str], module_name: str) -> PoolPlan | None:
-    """The re-planned pool of one AOT module (None: the code declares no USMP pool)."""
+def plan_usmp_pool(sources: dict[str, str], module_name: str, scratch: dict[str, int] | None = None) -> PoolPlan | None:
+    """The re-planned pool of one AOT module (None: the code declares no USMP pool). `scratch`: bytes of
+    scratch buffer per operator (the CMSIS-NN calls mlfbuild gives one), each a region of the pool live
+    during its operator's call; operators not handed the pool are left out (PoolPlan.scratch says which
+    got one)."""
     pool = read_usmp_pool(sources, module_name)
     if pool is None:
         return None
@@ -61,6 +66,8 @@ def plan_usmp_pool(sources: dict[str, str], module_name: str) -> PoolPlan | None
     if kept:
         return PoolPlan("usmp", pool.tvm_bytes, pool.tvm_bytes, None, False, kept)
     buffers = [Buffer(r.name, r.size or 0, r.first, r.last) for r in pool.regions]
+    placed = {function: nbytes for function, nbytes in (scratch or {}).items() if function in pool.operators and nbytes}
+    buffers += [Buffer(f"{function}:scratch", nbytes, *pool.operators[function][1:]) for function, nbytes in placed.items()]
     floor = floor_bytes(buffers, ALIGNMENT)
     overlap = _overlap_in_tvm_layout(pool.regions)
     if overlap:
@@ -71,8 +78,10 @@ def plan_usmp_pool(sources: dict[str, str], module_name: str) -> PoolPlan | None
     if plan.arena_bytes >= pool.tvm_bytes:
         return PoolPlan("usmp", pool.tvm_bytes, pool.tvm_bytes, floor, False,
                         f"TVM's layout is already as small as the re-plan ({plan.arena_bytes:,} B)", plan=None)
+    buffer = {function: f"(void*)(&({pool.operators[function][0]}[{plan.offsets[f'{function}:scratch']}]))"
+              for function in placed}
     return PoolPlan("usmp", pool.tvm_bytes, plan.arena_bytes, floor, True, "",
-                    _rewrite(sources, pool, plan), plan)
+                    _rewrite(sources, pool, plan), plan, buffer)
 
 
 def _reason_to_keep(pool: UsmpPool) -> str:
