@@ -93,9 +93,15 @@ def test_reader_never_fails_other_than_by_saying_so(kws_bytes, cut, flips):
 
 
 def test_quantization_per_tensor_for_the_model_header(models_dir):
+    from mlfbuild.reference.signature import module_quantization
     from mlfbuild.reference.tflite import tensor_quantization
     assert tensor_quantization(models_dir / KWS_MODEL) == {"input_1": (pytest.approx(0.5847029, rel=1e-6), 83),
                                                            "Identity": (0.00390625, -128)}
+    # by an MLF module's own names: TVM 0.8 calls the output "output"
+    module = _model([_spec("input_1", (1, 49, 10, 1))], [_spec("output", (1, 12))])
+    assert module_quantization(read_tflite(models_dir / KWS_MODEL), module)["output"] == (0.00390625, -128)
+    with pytest.raises(ValueError, match="int8\\[1,640\\]"):
+        module_quantization(read_tflite(models_dir / AD_MODEL), module)
 
 
 # --- LiteRT in a child process ---------------------------------------------------------------------------
@@ -329,6 +335,11 @@ def test_reference_from_float_inputs_keeps_them_quantized(models_dir, tmp_path):
     wrong = cli("reference", str(models_dir / KWS_MODEL), "--input", str(tmp_path / "wrong.npz"), "-o", str(tmp_path / "w.npz"))
     assert wrong.returncode == 3 and "no tensor for the model's input 'input_1'" in wrong.stderr
     assert not (tmp_path / "w.npz").exists()
+
+
+def test_too_many_samples_are_refused_before_any_is_made(models_dir, tmp_path):
+    done = cli("reference", str(models_dir / "vww_96_int8.tflite"), "--samples", "100000", "-o", str(tmp_path / "r.npz"))
+    assert done.returncode == 2 and "more than 256 MiB" in done.stderr and not (tmp_path / "r.npz").exists()
 
 
 @pytest.mark.parametrize("case", ["other model", "damaged", "not a model"])

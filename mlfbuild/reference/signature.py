@@ -48,6 +48,19 @@ def mismatch(tflite: TfliteModel, model: dict) -> str | None:
     return None
 
 
+def module_quantization(tflite: TfliteModel, model: dict) -> dict[str, tuple[float, int]]:
+    """(scale, zero point) of each quantized input and output of an MLF module, keyed by the module's
+    own tensor names (outputs matched by position), from its original model; ValueError naming the
+    difference when the .tflite describes another graph."""
+    differs = mismatch(tflite, model)
+    if differs:
+        raise ValueError(differs)
+    found = {t.name: (t.scale, t.zero_point) for t in tflite.inputs if t.quantized}
+    found.update({spec["name"]: (t.scale, t.zero_point)
+                  for t, spec in zip(tflite.outputs, model["outputs"]) if t.quantized})
+    return found
+
+
 def _names(tensors) -> str:
     return ", ".join(f"'{t.name}'" for t in tensors)
 

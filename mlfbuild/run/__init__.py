@@ -22,7 +22,7 @@ from ..schemas import RUN as RUN_SCHEMA
 from ..units import tolerance
 from .compare import Comparison, compare, is_classifier
 from .references import Reference, pick, resolve as resolve_references
-from .samples import as_input_dtype, dequantize as dequantize_values, random_samples, sample_axis
+from .samples import as_input_dtype, check_sample_bytes, dequantize as dequantize_values, random_samples, sample_axis
 from ..project.runtime import fault_exit_code
 from .profile import Profile, profiled_transport, with_profile
 from .tensorfile import load_tensors
@@ -138,9 +138,6 @@ def make_transport(build_dir: Path, record: dict, *, port: str | None = None, ba
     raise InvalidInputError(f"board {board['name']} is real hardware: flash it (mlfbuild flash) and run with --port")
 
 
-MAX_SAMPLE_BYTES = 256 << 20  # inputs of one model held for a run
-
-
 def _sample_inputs(model: dict, given: dict[str, np.ndarray], inputs_path, reference: Reference | None,
                    samples: int | None, seed: int, warnings: list[str]) -> dict[str, np.ndarray]:
     """Input name → [samples, *shape] in the input's dtype: from --input, else the reference's tensors,
@@ -165,10 +162,7 @@ def _sample_inputs(model: dict, given: dict[str, np.ndarray], inputs_path, refer
     if samples and count < samples:
         warnings.append(f"--samples {samples}: the inputs of model {model['name']} come from a file holding "
                         f"{count} sample(s); ran those")
-    wanted = count * sum(spec["size_bytes"] for spec in model["inputs"])
-    if wanted > MAX_SAMPLE_BYTES:
-        raise UsageError(f"--samples {count}: {wanted:,} bytes of inputs for model {model['name']}, more than "
-                         f"{MAX_SAMPLE_BYTES >> 20} MiB; run fewer samples at a time")
+    check_sample_bytes(count, sum(spec["size_bytes"] for spec in model["inputs"]), model["name"])
     return {spec["name"]: chosen[spec["name"]] if spec["name"] in chosen else
             random_samples(spec["name"], spec["dtype"], spec["shape"], count, seed) for spec in model["inputs"]}
 

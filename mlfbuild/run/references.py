@@ -181,9 +181,12 @@ def model_reference_tensors(model_path: Path, given: dict[str, np.ndarray], sour
     is read, with the model's name and quantization."""
     from ..reference.litert import run_model
     from ..reference.tflite import read_tflite
-    from .samples import as_input_dtype, random_samples
+    from .samples import as_input_dtype, check_sample_bytes, random_samples
 
     model = read_tflite(Path(model_path))
+    if not given:
+        check_sample_bytes(samples or 1, sum(int(np.prod(t.shape)) * np.dtype(t.dtype).itemsize
+                                             for t in model.inputs), Path(model_path).name)
     inputs = {}
     for tensor in model.inputs:
         value = given.get(tensor.name, given.get("") if len(model.inputs) == 1 else None)

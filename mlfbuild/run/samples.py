@@ -11,7 +11,17 @@ import zlib
 
 import numpy as np
 
-from ..errors import InvalidInputError
+from ..errors import InvalidInputError, UsageError
+
+MAX_SAMPLE_BYTES = 256 << 20  # inputs of one model held at once for a run or a reference file
+
+
+def check_sample_bytes(count: int, bytes_per_sample: int, model: str) -> None:
+    """Refuse more samples than fit MAX_SAMPLE_BYTES (one line, exit 2), before any is made."""
+    wanted = count * bytes_per_sample
+    if wanted > MAX_SAMPLE_BYTES:
+        raise UsageError(f"--samples {count}: {wanted:,} bytes of inputs for model {model}, more than "
+                         f"{MAX_SAMPLE_BYTES >> 20} MiB; run fewer samples at a time")
 
 
 def random_samples(name: str, dtype: str, shape, count: int, seed: int) -> np.ndarray:
