@@ -34,6 +34,7 @@ class Comparison:
     atol: float = 0.0
     rtol: float = 0.0
     rule: str = EXACT  # exact, within tolerance, top-1 (see TOP1_SHARE)
+    integer: bool = True  # differences are in LSB
 
     @property
     def top1_needed(self) -> int:
@@ -98,7 +99,7 @@ def compare(name: str, actual: np.ndarray, expected: np.ndarray, atol: float | N
                       top1_agree=agree == samples, mismatches=int(bad.size),
                       first_mismatches=[int(i) for i in bad[:8]], size=int(e.shape[1]), samples=samples,
                       exact_samples=exact, top1_agreement=agree if classifier else None, atol=atol, rtol=rtol,
-                      rule=rule)
+                      rule=rule, integer=integer)
 
 
 def _top1_agreement(actual: np.ndarray, expected: np.ndarray, near: float) -> int:

@@ -17,40 +17,49 @@ def format_run(result: RunResult, dequantize: bool = False) -> str:
         lines.append(f"  console: {result.resends} request(s) sent again, {result.damaged} damaged reply(ies) "
                      "dropped (a lossy line; the results are unaffected)")
     for model in result.models:
-        ticks = model.ticks
-        spread = "identical" if len(set(ticks)) == 1 else f"min {min(ticks)} max {max(ticks)}"
-        stack = "not measured" if model.stack_peak is None else f"{model.stack_peak:,} B"
-        lines.append(f"  {model.name}: {_latency(model)} ({ticks[-1]} ticks at {model.timer_hz:,} Hz; "
-                     f"{len(ticks)} run(s), {spread}); workspace peak {model.workspace_peak:,} B, stack peak {stack}")
-        if model.reference:
-            kind = "the original model, run with LiteRT" if model.model_derived else "a tensor file"
-            lines.append(f"    reference: {model.reference} ({kind}); {model.samples} sample(s)")
-        if model.quantization:
-            lines.append("    quantization: " + ", ".join(f"{name} scale {scale:.7g} zero point {zero}"
-                                                         for name, (scale, zero) in model.quantization.items()))
-        lines += [f"    {c.name}: {_comparison(c)}" for c in model.comparisons]
-        if model.unchecked:
-            why = "no reference for this model" if not model.comparisons else "no reference for these outputs"
-            lines.append(f"    not checked ({why}): {', '.join(model.unchecked)}")
-        if dequantize:
-            lines += [f"    {name} (last sample, {_what(model, name)}): {_values(values)}"
-                      for name, values in model.output_values(dequantize=True).items()]
+        lines += _model_lines(model, dequantize)
     lines.append(_verdict(result))
     return "\n".join(lines)
 
 
-def _comparison(c) -> str:
-    unit = " LSB" if c.rule != WITHIN or (c.rtol == 0 and float(c.atol).is_integer() and c.atol >= 1) else ""
+def _model_lines(model: ModelRun, dequantize: bool) -> list[str]:
+    ticks = model.ticks
+    spread = "identical" if len(set(ticks)) == 1 else f"min {min(ticks)} max {max(ticks)}"
+    stack = "not measured" if model.stack_peak is None else f"{model.stack_peak:,} B"
+    lines = [f"  {model.name}: {_latency(model)} ({ticks[-1]} ticks at {model.timer_hz:,} Hz; "
+             f"{len(ticks)} run(s), {spread}); workspace peak {model.workspace_peak:,} B, stack peak {stack}"]
+    if model.reference:
+        kind = "the original model, run with LiteRT" if model.model_derived else "a tensor file"
+        lines.append(f"    reference: {model.reference} ({kind}); {model.samples} sample(s)")
+    if model.quantization:
+        lines.append("    quantization: " + ", ".join(f"{name} scale {scale:.7g} zero point {zero}"
+                                                     for name, (scale, zero) in model.quantization.items()))
+    lines += [f"    {c.name}: {_comparison(c)}" for c in model.comparisons]
+    if model.unchecked:
+        why = "no reference for this model" if not model.comparisons else "no reference for these outputs"
+        lines.append(f"    not checked ({why}): {', '.join(model.unchecked)}")
+    if dequantize:
+        lines += [f"    {name} (last sample, {_what(model, name)}): {_values(values)}"
+                  for name, values in model.output_values(dequantize=True).items()]
+    return lines
+
+
+def _rule(c) -> str:
     if c.rule == TOP1:
-        rule = f"top-1 on {TOP1_SHARE:.0%} of samples, near-ties within {c.atol:g} LSB"
-    elif c.rule == WITHIN:
-        rule = f"within {c.atol:g}{unit}" + (f" + {c.rtol:g}·|ref|" if c.rtol else "")
+        return f"top-1 on {TOP1_SHARE:.0%} of samples, near-ties within {c.atol:g} LSB"
+    if c.rule == WITHIN:
+        return f"within {c.atol:g}{' LSB' if c.integer else ''}" + (f" + {c.rtol:g}·|ref|" if c.rtol else "")
+    return "exact"
+
+
+def _comparison(c) -> str:
+    if c.ok:
+        head = "match" if c.samples == 1 else f"match over {c.samples} samples"
     else:
-        rule = "exact"
-    head = ("match" if c.samples == 1 else f"match over {c.samples} samples") if c.ok else \
-        f"MISMATCH: {c.failure()} (first {c.first_mismatches})" if c.rule != TOP1 else f"MISMATCH: {c.failure()}"
+        head = f"MISMATCH: {c.failure()}" + ("" if c.rule == TOP1 else f" (first {c.first_mismatches})")
     top1 = "" if c.top1_agreement is None else f", top-1 agrees {c.top1_agreement}/{c.samples}"
-    return (f"{head} (rule: {rule}); {c.exact_samples}/{c.samples} exact, max |diff| "
+    unit = " LSB" if c.integer else ""
+    return (f"{head} (rule: {_rule(c)}); {c.exact_samples}/{c.samples} exact, max |diff| "
             f"{c.max_abs_error:.6g}{unit}{top1}; rmse {c.rmse:.3g}, cosine {c.cosine:.6f}")
 
 
