@@ -79,6 +79,9 @@ def test_what_is_not_proven_is_said():
         "p0[idx[3]] = 0;": "reads memory",
         "for (int32_t i = 0; i < 4; ++i) {\n  p0[(i - 2)] = 0;\n}": "may be negative",
         "int32_t k = 3;\nk = 4;\np0[k] = 0;": "does not have a known range",
+        "int32_t k = 3;\nk += 4;\np0[k] = 0;": "does not have a known range",
+        "int32_t k = 3;\n++k;\np0[k] = 0;": "does not have a known range",
+        "for (int32_t i = 0; i < 4; ++i) {\n  i += 10;\n  p0[i] = 0;\n}": "changes inside its loop",
     }
     for body, reason in cases.items():
         size, why = pointer_extent(body, "p0", "int16_t")

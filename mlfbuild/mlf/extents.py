@@ -79,7 +79,11 @@ def pointer_extent(body: str, name: str, element: str | None) -> tuple[int | Non
 def _highest_index(body: str, name: str, element: str | None) -> tuple[int | None, int]:
     access = re.compile(r"(?:\(\((\w+)\*\)" + name + r"\)|\b" + name + r")\[")
     scopes: list[dict[str, Interval | None]] = [{}]
-    reassigned = set(re.findall(r"^\s*(\w+) = ", body, re.M))
+    # A scalar assigned again, or stepped, anywhere but in a for loop's own header has no one range.
+    statements = re.sub(r"for \(.*?\) \{", "", body)
+    reassigned = set(re.findall(r"^\s*(\w+)\s*(?:[-+*/%&|^]|<<|>>)?=(?!=)", statements, re.M))
+    reassigned |= {name for pair in re.findall(r"(?:\+\+|--)\s*(\w+)|(\w+)\s*(?:\+\+|--)", statements)
+                   for name in pair if name}
     highest, size = None, 0
     for raw in body.split("\n"):
         line = raw.strip()
@@ -121,6 +125,8 @@ def _step(line: str, scopes: list[dict], reassigned: set[str]) -> None:
         return
     loop = _FOR.match(line)
     if loop:
+        if loop.group(1) in reassigned:
+            raise NotProven(f"loop variable {loop.group(1)} changes inside its loop")
         start, stop = _evaluate(loop.group(2), scopes), _evaluate(loop.group(3), scopes)
         if stop.high - 1 >= start.low:
             scopes.append({loop.group(1): Interval(start.low, stop.high - 1)})
