@@ -162,3 +162,18 @@ def test_functions_folded_by_the_compiler_are_named_as_folded_into_their_twin(bu
     assert "tiny_twin_op_a  (with tiny_twin_op_b: identical code folded into this one)" in table
     sized = cli("size", str(out), "--html", str(tmp_path / "size.html"))
     assert sized.returncode == 0 and "tiny_twin_op_b: folded into tiny_twin_op_a" in (tmp_path / "size.html").read_text()
+
+
+@pytest.mark.qemu
+def test_functions_folded_onto_one_address_are_named_on_the_row_that_ran(build_firmware, tmp_path):
+    """Static twins gcc folds onto one address run under one name; the row names the other as folded
+    into it (test_stack_bound's model: tiny_twin_a and tiny_twin_b share a body)."""
+    from test_stack_bound import _folded_model
+
+    out = build_firmware(_folded_model(tmp_path), "mps2-an386")
+    result = cli("run", str(out), "--profile", "--json")
+    assert result.returncode == 0, result.stderr
+    rows = {row["function"]: row for row in json.loads(result.stdout)["models"][0]["profile"]}
+    twins = {"tiny_twin_a", "tiny_twin_b"}
+    ran = (twins & set(rows)).pop()
+    assert rows[ran]["folded"] == sorted(twins - {ran}) and rows[ran]["calls"] == 2
