@@ -162,21 +162,45 @@ def _kws_with_workspace(fixtures_dir: Path, root: Path, nbytes: int) -> Path:
     return root
 
 
+def _kws_with_allocation(fixtures_dir: Path, root: Path, nbytes: int) -> Path:
+    """kws whose code asks TVMBackendAllocWorkspace for `nbytes` wherever TVM asked for 24,192: the pool
+    is sized from the code's own allocation sizes, so this is what the board must bound."""
+    root = _unpacked(fixtures_dir, KWS_NOUSMP, root)
+    source = root / "codegen" / "host" / "src" / "default_lib1.c"
+    text = source.read_text()
+    assert "(uint64_t)24192," in text
+    source.write_text(text.replace("(uint64_t)24192,", f"(uint64_t){nbytes},"))
+    return root
+
+
 @pytest.mark.parametrize("board,nbytes,error,message", [
-    ("mps2-an386", 10**12, InvalidInputError, "the workspace pool: 1000000000288 bytes is impossible on mps2-an386"),
+    ("mps2-an386", 10**12, InvalidInputError, "the workspace pool: 10000000"),
     ("mps2-an386", 3 * 2**30, OverBudgetError, "does not fit the board: the workspace pool needs"),
     ("host", 10**12, OverBudgetError, "host has 2147483648 bytes of static data limit"),
 ])
 def test_workspace_sizes_are_bounded_by_the_board(fixtures_dir, tmp_path, board, nbytes, error, message):
-    root = _kws_with_workspace(fixtures_dir, tmp_path / "mlf", nbytes)
+    root = _kws_with_allocation(fixtures_dir, tmp_path / "mlf", nbytes)
     with pytest.raises(error) as caught:
         _render(root, board)
     assert message in str(caught.value) and type(caught.value) is error
     assert not (tmp_path / "project" / "src").exists()  # refused before any C was written
 
 
+def test_an_impossible_metadata_workspace_is_refused_though_the_code_sizes_the_pool(fixtures_dir, tmp_path):
+    with pytest.raises(InvalidInputError, match="the metadata's workspace_size_bytes: 1000000000000 bytes is "
+                                                "impossible on mps2-an386"):
+        _render(_kws_with_workspace(fixtures_dir, tmp_path / "mlf", 10**12), "mps2-an386")
+    assert not (tmp_path / "project" / "src").exists()
+
+
+def test_an_overstated_metadata_workspace_does_not_size_the_pool(fixtures_dir, tmp_path):
+    honest = _render(_unpacked(fixtures_dir, KWS_NOUSMP, tmp_path / "honest" / "mlf"), "mps2-an386")
+    overstated = _render(_kws_with_workspace(fixtures_dir, tmp_path / "mlf", 3 * 2**30), "mps2-an386")
+    assert overstated.workspace_bytes == honest.workspace_bytes < 3 * 2**30  # the code's own peak
+
+
 def test_an_impossible_workspace_exits_3_from_the_cli(fixtures_dir, tmp_path, capsys):
-    root = _kws_with_workspace(fixtures_dir, tmp_path / "mlf", 10**12)
+    root = _kws_with_allocation(fixtures_dir, tmp_path / "mlf", 10**12)
     assert main(["build", str(root), "-o", str(tmp_path / "out")]) == 3
     assert "impossible on mps2-an386" in capsys.readouterr().err
 

@@ -39,15 +39,19 @@ class Bounds:
 
     def check(self, what: str, nbytes: int, region: str) -> None:
         """`what` takes `nbytes` of `region` ("ram" or "flash")."""
-        if nbytes >= 2**self.address_bits:
-            raise InvalidInputError(f"{what}: {nbytes} bytes is impossible on {self.board} "
-                                    f"(a {self.address_bits}-bit address space)")
+        self.check_addressable(what, nbytes)
         have = self.ram if region == "ram" else self.flash
         if nbytes > have:
             kind = "static data limit" if self.address_bits == 64 else region.upper()
             raise OverBudgetError(f"the firmware does not fit the board: {what} needs {nbytes} bytes, "
                                   f"{self.board} has {have} bytes of {kind}",
                                   table=_one_buffer_table(what, nbytes, region, have))
+
+    def check_addressable(self, what: str, nbytes: int) -> None:
+        """A figure the firmware does not allocate as such, but that no honest MLF could state."""
+        if nbytes >= 2**self.address_bits:
+            raise InvalidInputError(f"{what}: {nbytes} bytes is impossible on {self.board} "
+                                    f"(a {self.address_bits}-bit address space)")
 
     def check_shape(self, what: str, shape: tuple[int, ...] | None) -> None:
         if shape and max(shape) > INT32_MAX:
@@ -77,6 +81,9 @@ def check_module(module: Module, bounds: Bounds, max_code_bytes: int) -> None:
                 bounds.check(f"{module.name}: graph entry {eid} ({entry.dtype}{list(entry.shape)[:8]})",
                              entry.nbytes, "ram")
     bounds.check(f"{module.name}: the weights", module.params_bytes, "flash")
+    # The pools are sized from the code where it states every size (lowering/base.py), so TVM's own
+    # workspace figure is only shown; still, one beyond the address space marks a damaged MLF.
+    bounds.check_addressable(f"{module.name}: the metadata's workspace_size_bytes", module.workspace_bytes())
     if module.executor == "graph":
         _check_code_size(f"{module.name}: the weights as C initializers",
                          module.params_bytes * INITIALIZER_CHARS_PER_BYTE, max_code_bytes)
