@@ -254,4 +254,6 @@ def _record(mlf: Path, library: ModelLibrary, board: Board, project: Project, to
     }
     if project.cmsis_nn:
         record["cmsis_nn"] = project.cmsis_nn.to_json()
+    if project.app:
+        record["app"] = project.app
     return record

@@ -39,6 +39,10 @@ GUIDE: dict[str, tuple[tuple[str, ...], str]] = {
                   "(pip install 'mlfbuild[reference]'), 6 LiteRT did not finish, 9 disk full or read-only"),
     "size": (("size build/kws", "size build/kws --json > base.json && size build/kws --diff base.json"),
              "0 ok, 2 usage, 3 invalid input, 5 over budget, 9 disk full or read-only"),
+    "export": (("export model.tar -b mps2-an386 -o kws-export",
+                "export kws.tar ad.tar -b nucleo_f446re -o models --name models --json"),
+               "0 ok, 2 usage (or an output folder that is not an export), 3 invalid input (MLF, board file), "
+               "4 the prebuilt libraries failed to compile, 9 disk full or read-only"),
     "flash": (("flash build/f446 --port /dev/ttyUSB0",),
               "0 ok, 2 usage, 3 invalid input, 4 flashing tool missing (imgtool, pyOCD, OpenOCD), "
               "8 flash or verify failed"),
@@ -139,6 +143,8 @@ def apply_project_file(args: argparse.Namespace, command: str) -> None:
     for key in ("atol", "rtol"):
         if hasattr(args, key) and getattr(args, key) is None:
             setattr(args, key, take(key))
+    if hasattr(args, "app") and args.app is None:
+        args.app = take("app")
     if hasattr(args, "reference") and not args.reference:
         args.reference = list(take("references") or ())
     if getattr(args, "samples", 0) is None:

@@ -8,6 +8,7 @@
     samples = 100                        # as --samples
     atol = 0.01                          # tolerances of run, as --atol/--rtol (finite, >= 0)
     rtol = 0.0
+    app = "app"                          # your application's sources instead of mlfbuild's console (build --app)
     [budgets]
     flash = "256K"                       # bytes: 262144, 0x40000, 256K, 1M
     ram = "64K"
@@ -37,7 +38,7 @@ from .units import parse_byte_count, tolerance
 from .untrusted import read_regular
 
 PROJECT_FILE = "mlfbuild.toml"
-_KEYS = ("mlf", "board", "opt", "runtime", "references", "samples", "atol", "rtol", "budgets")
+_KEYS = ("mlf", "board", "opt", "runtime", "references", "samples", "atol", "rtol", "budgets", "app")
 _MAX_BYTES = 1 << 20
 MAX_SAMPLES = 100_000
 _BUDGET_KEYS = ("flash", "ram")
@@ -54,6 +55,7 @@ class ProjectFile:
     samples: int | None = None
     atol: float | None = None
     rtol: float | None = None
+    app: Path | None = None
     budget_flash: int | None = None
     budget_ram: int | None = None
 
@@ -85,6 +87,7 @@ def load_project_file(path: Path) -> ProjectFile:
                        opt=_string(path, data, "opt", OPT_LEVELS), runtime=_string(path, data, "runtime", RUNTIMES),
                        references=_strings(path, data, "references"), samples=_samples(path, data),
                        atol=_tolerance(path, data, "atol"), rtol=_tolerance(path, data, "rtol"),
+                       app=Path(_string(path, data, "app")) if _string(path, data, "app") else None,
                        budget_flash=_byte_count(path, budgets, "budgets.flash", "flash"),
                        budget_ram=_byte_count(path, budgets, "budgets.ram", "ram"))
 

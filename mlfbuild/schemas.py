@@ -12,3 +12,4 @@ PORTS = "mlfbuild-ports/1"          # mlfbuild ports --json
 RUN = "mlfbuild-run/1"              # mlfbuild run --json, OUT/run.json
 SIZE = "mlfbuild-size/1"            # mlfbuild size --json, OUT/size.json (a --diff base)
 SIZE_DIFF = "mlfbuild-size-diff/1"  # mlfbuild size --diff BASE.json --json
+EXPORT = "mlfbuild-export/1"        # mlfbuild export --json, DIR/mlfbuild-export.json

@@ -13,7 +13,8 @@ import pytest
 from mlfbuild.commands import COMMANDS, Command
 from conftest import REPO
 
-EXPECTED = ["inspect", "boards", "build", "run", "reference", "size", "flash", "monitor", "matrix", "ports", "example"]
+EXPECTED = ["inspect", "boards", "build", "run", "reference", "size", "export", "flash", "monitor", "matrix", "ports",
+            "example"]
 
 
 def _readme_rows() -> list[tuple[str, str]]:

@@ -149,8 +149,11 @@ def test_graph_fixture_plan_replays(fixtures_dir, tmp_path, name):
              re.findall(rf"DLTensor {prefix}_e(\d+) = {{ \(void\*\)&{prefix}_arena\[(\d+)\]", code)}
     regions = [(int(off), int(size)) for off, size in
                re.findall(rf"mlfrt_workspace_region\(&{prefix}_arena\[(\d+)\], (\d+)u\)", code)]
-    arena = int(re.search(rf"{prefix}_arena\[(\d+)\]", code).group(1))
-    assert arena == plan["arena_bytes"] and plan["arena_bytes"] >= plan["floor_bytes"]
+    header = (tmp_path / "p" / "include" / f"mlf_{module.name}.h").read_text()
+    arena = int(re.search(rf"#define MLF_{module.name.upper()}_ARENA_BYTES (\d+)", header).group(1))
+    assert arena == lowered.arena_bytes == plan["arena_bytes"] + (lowered.workspace_bytes and
+                                                               arena - plan["arena_bytes"])
+    assert plan["arena_bytes"] >= plan["floor_bytes"]
     param_entries = {eid for eid in range(len(graph.entries)) if eid not in where}
     calls, alias = _live_steps(graph, param_entries)
     inputs = {graph.entry_id(nid, 0) for nid in graph.arg_nodes} - param_entries

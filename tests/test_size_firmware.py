@@ -133,7 +133,7 @@ def test_usmp_on_off_diff_shows_the_workspace_change(fixtures_dir, build_firmwar
     workspace = next(m for m in changes.modules if m["kind"] == "workspace")
     assert workspace["current_linked"] == 56_192 and workspace["base_linked"] == pool["ram_base"]
     names = [s["name"] for s in changes.symbols[:3]]
-    assert "mlf_workspace_pool" in names and "global_workspace" in names
+    assert "mlf_kws_arena" in names and "global_workspace" in names
     assert "compared as 'kws'" in " ".join(changes.caveats)
     text = changes.format_text()
     assert "model/workspace pool" in text and "model/USMP workspace pool" in text and "+56,192" in text
@@ -159,7 +159,7 @@ def test_model_too_big_for_the_small_board_and_fine_on_the_big_one(fixtures_dir,
     table = caught.value.table
     assert f"+{small.ram.used - 65536:,}" in table
     biggest = table.split("biggest in ram:")[1].splitlines()[1]
-    assert "mlf_workspace_pool" in biggest and "105,360" in biggest
+    assert "mlf_default_arena" in biggest and "105,360" in biggest
 
 
 def test_budget_gate_on_the_small_board_where_it_links(fixtures_dir, build_firmware):

@@ -10,6 +10,7 @@ from .base import Command
 from .boards import BoardsCommand
 from .build import BuildCommand
 from .example import ExampleCommand
+from .export import ExportCommand
 from .flash import FlashCommand
 from .inspect import InspectCommand
 from .matrix import MatrixCommand
@@ -20,6 +21,7 @@ from .run import RunCommand
 from .size import SizeCommand
 
 COMMANDS: list[Command] = [InspectCommand(), BoardsCommand(), BuildCommand(), RunCommand(), ReferenceCommand(), SizeCommand(),
-                           FlashCommand(), MonitorCommand(), MatrixCommand(), PortsCommand(), ExampleCommand()]
+                           ExportCommand(), FlashCommand(), MonitorCommand(), MatrixCommand(), PortsCommand(),
+                           ExampleCommand()]
 
 __all__ = ["COMMANDS", "Command"]

@@ -51,6 +51,9 @@ def add_build_arguments(parser: argparse.ArgumentParser) -> None:
                         help="stop make and the compiler after this many seconds (exit 4; default 1800)")
     parser.add_argument("--build-memory", type=parse_size, default=None, metavar="N",
                         help="address space make and each compiler may use (exit 4 beyond it; default 4G)")
+    parser.add_argument("--app", type=Path, metavar="DIR",
+                        help="your application's C/C++ sources, instead of mlfbuild's console main.c "
+                             "(default: mlfbuild.toml's app; docs/export.md)")
     parser.add_argument("--stack-bytes", type=parse_size, metavar="N",
                         help="fixed .stack reserve, a multiple of 8 up to the board's RAM (default: the static "
                              "stack bound + 256 B, else the board's)")
@@ -66,7 +69,7 @@ def build_from_args(args: argparse.Namespace, mlf: Path, outdir: Path):
     options = ProjectOptions(runtime=args.runtime, crt_dir=args.crt_dir, cmsis_nn=args.cmsis_nn,
                              cmsis_core=args.cmsis_core,
                              optimize=args.opt, toolchain_prefix=args.toolchain_prefix,
-                             stack_bytes=args.stack_bytes, **limits)
+                             stack_bytes=args.stack_bytes, app=args.app, **limits)
     timeout = {"build_timeout": args.build_timeout} if args.build_timeout else {}
     quiet = getattr(args, "json", False)
     progress = None if quiet else show_build_line

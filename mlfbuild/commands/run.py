@@ -62,6 +62,8 @@ class RunCommand(Command):
             if not is_build_folder_or_mlf(args.target):
                 build_dir = args.output or Path(scratch) / "build"
                 build_from_args(args, args.target, build_dir)
+            if record.load(build_dir).data.get("app"):
+                return _run_app(args, build_dir)
             result = run_build(build_dir, port=args.port, baud=args.baud, inputs=args.input,
                                references=args.reference, atol=args.atol, rtol=args.rtol, repeat=args.repeat,
                                timeout=args.timeout, seed=args.seed, profile=args.profile, samples=args.samples,
@@ -82,3 +84,23 @@ class RunCommand(Command):
         if result.status == MISMATCH:
             raise MismatchError("outputs differ from the reference (see above)")
         return 0
+
+
+def _run_app(args, build_dir: Path) -> int:
+    """A build of the user's application: its console as it comes, its exit status as the verdict."""
+    from ..run import run_app_build
+
+    if args.reference or args.input or args.profile or args.repeat != 1:
+        print("mlfbuild: warning: --reference, --input, --repeat and --profile do not apply to an application "
+              "built with --app (it checks its own outputs)", file=sys.stderr)
+    out = sys.stderr if args.json else sys.stdout
+    echo = (lambda data: (out.buffer.write(data), out.flush())) if hasattr(out, "buffer") else None
+    result = run_app_build(build_dir, timeout=args.timeout, port=args.port, baud=args.baud, echo=echo)
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2, sort_keys=True))
+    else:
+        verdict = "pass" if result.passed else "FAIL"
+        print(coloured_verdict(f"\nresult: {verdict} — the application exited with status {result.exit_code}"))
+    if not result.passed:
+        raise MismatchError(f"the application exited with status {result.exit_code}")
+    return 0

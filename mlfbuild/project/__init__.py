@@ -16,15 +16,15 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from ..boards import Board
 from ..errors import BuildError, InvalidInputError, UsageError
-from ..mlf.model import ModelLibrary
+from ..mlf.model import ModelLibrary, c_identifier
 from ..resources import data_dir
 from ..toolchain import DEFAULT_BUILD_MEMORY
 from .abi import check_c_code, float_abi_for
-from .cmsis_nn import CmsisNnLibrary, describe_features, fix_status_checks, render_cmsis_nn
+from .cmsis_nn import CmsisNnLibrary, describe_features, render_cmsis_nn
 from .ctext import c_comment_text, c_string_body
-from .lowering import Lowered, lowering_for
-from .lowering.base import module_sources
-from .pool_plan import plan_usmp_pool
+from .library import render_library
+from .lowering import Lowered
+from .lowering.aot_c import io_tensors
 from .runtime import RuntimeChoice, RuntimeFiles, builtin_runtime_files
 from .tvm_runtime import tvm_runtime_files
 from .sizes import DEFAULT_MAX_CODE_BYTES, Bounds, check_lowered, check_module
@@ -49,6 +49,7 @@ class ProjectOptions:
     stack_bytes: int | None = None  # a fixed .stack reserve (else the computed bound + margin)
     build_memory: int = DEFAULT_BUILD_MEMORY  # address space of make and of each compiler it runs
     mlperf_model_id: str | None = None
+    app: Path | None = None  # the user's application sources (build --app), instead of our console
 
 
 @dataclass
@@ -63,6 +64,7 @@ class Project:
     template_hash: str
     notes: list[str] = field(default_factory=list)
     cmsis_nn: CmsisNnLibrary | None = None  # the CMSIS-NN tree compiled in, when the model calls it
+    app: dict | None = None  # build --app: {"folder", "files": {path: sha256}} (build.json "app")
 
 
 def template_environment() -> Environment:
@@ -71,6 +73,8 @@ def template_environment() -> Environment:
     env.filters["format_include"] = lambda path: f"-I{path}"
     env.filters["c_string"] = c_string_body
     env.filters["c_comment"] = c_comment_text
+    env.filters["c_macro"] = lambda name: c_identifier(name).upper()
+    env.filters["c_identifier"] = c_identifier
     return env
 
 
@@ -84,7 +88,7 @@ def templates_hash() -> str:
     return digest.hexdigest()[:16]
 
 
-class _Writer:
+class Writer:
     """Writes files under the project root, only when their bytes differ (keeps make's mtimes)."""
 
     def __init__(self, root: Path):
@@ -118,42 +122,31 @@ class _Writer:
             base.rmdir()
 
 
+_Writer = Writer  # the name project/cmsis_nn.py's annotations use
+
+
 def render_project(lib: ModelLibrary, board: Board, dest: Path, options: ProjectOptions = ProjectOptions(),
                    stack_bytes: int | None = None) -> Project:
     """`stack_bytes`: the .stack reserve to link with when options do not fix one (default: the board's)."""
-    if options.crt_dir is not None and options.runtime != "tvm":
-        raise UsageError("--crt-dir names TVM's standalone CRT: it goes with --runtime tvm")
-    for module in lib.modules:
-        if module.defects:
-            raise InvalidInputError(f"{module.name}: {module.defects[0]}")
-        check_c_code(board, module)
-    _check_link_collisions(lib)
+    check_library(lib, board, options)
     bounds = Bounds.of(board)
-    for module in lib.modules:
-        check_module(module, bounds, options.max_code_bytes)
     env = template_environment()
-    templates = data_dir("templates")
-    writer = _Writer(dest)
+    writer = Writer(dest)
     dest.mkdir(parents=True, exist_ok=True)
 
-    lowered = [lowering_for(m, options.runtime).lower(m, lib.root, env) for m in lib.modules]
-    workspace = max((item.workspace_bytes for item in lowered), default=0)
-    check_lowered(lowered, workspace, bounds, options.max_code_bytes)
-    for item in lowered:
-        writer.write(f"src/model_{item.module.name}.c", item.code)
-    models_c = env.get_template("project/src/models.c.j2").render(lowered=lowered, workspace_bytes=workspace,
-                                                                  runtime=options.runtime)
-    writer.write("src/models.c", models_c)
-    writer.copy(templates / "project" / "src" / "main.c", "src/main.c")
-    writer.copy(templates / "project" / "src" / "mlf_model.h", "src/mlf_model.h")
-
     float_abi = float_abi_for(board, [o for m in lib.modules for o in m.objects])
-    arch_flags = _arch_flags(board, float_abi)
-    cmsis_nn = render_cmsis_nn(lib, board, arch_flags, options.cmsis_nn, options.cmsis_core, writer,
-                               options.build_memory)
-    cmsis_nn = _scratch_in_pools(lib, lowered, cmsis_nn)
-    model_sources, model_objects, includes, status_fixes = _copy_model(lib, lowered, writer, cmsis_nn)
-    scratch_sources = _render_cmsis_nn_scratch(cmsis_nn, env, writer)
+    arch_flags = arch_flags_for(board, float_abi)
+    library = render_library(lib, writer, env, options.runtime, check=lambda lowered: check_lowered(
+        lowered, sum(item.workspace_bytes for item in lowered), bounds, options.max_code_bytes),
+        cmsis_nn=lambda: render_cmsis_nn(lib, board, arch_flags, options.cmsis_nn, options.cmsis_core, writer,
+                                       options.build_memory))
+    lowered, cmsis_nn = library.lowered, library.cmsis_nn
+    workspace = sum(item.workspace_bytes for item in lowered)
+    if options.app is None:
+        app_sources, app_record = render_console_app(lowered, writer, env, options.runtime), None
+    else:
+        app_sources, app_record = copy_user_app(options.app, writer)
+
     runtime = _runtime_files(RuntimeChoice(options.runtime, options.crt_dir), lib, board, writer)
     library_includes = list(cmsis_nn.includes) if cmsis_nn else []
 
@@ -165,87 +158,79 @@ def render_project(lib: ModelLibrary, board: Board, dest: Path, options: Project
     toolchain = toolchain_names(board, options.toolchain_prefix)
     makefile = env.get_template("project/Makefile.j2").render(
         board=board, toolchain=toolchain, arch_flags=arch_flags, opt_flags=[options.optimize, "-g"],
-        werror=options.werror, defines=defines, includes=["src", *runtime.includes, *includes, *library_includes],
+        werror=options.werror, defines=defines,
+        includes=["app" if options.app else "src", *library.includes, *runtime.includes, *library_includes],
         ld_flags=_ld_flags(board), ld_libs=["-lm"], linker_script=linker_script,
-        our_sources=["src/main.c", "src/models.c", *[f"src/model_{i.module.name}.c" for i in lowered],
-                     *scratch_sources, *runtime.sources],
-        model_sources=model_sources, model_objects=model_objects, library_sources=runtime.library_sources,
+        our_sources=[*[s for s in app_sources if s.endswith(".c")], *library.sources, *runtime.sources],
+        cxx_sources=[s for s in app_sources if not s.endswith(".c")],
+        model_sources=library.model_sources, model_objects=library.model_objects,
+        library_sources=runtime.library_sources,
         library_flags=runtime.library_flags, libraries_note="TVM CRT" if runtime.library_sources else "",
         cmsis_nn_sources=cmsis_nn.sources if cmsis_nn else [], cmsis_nn_flags=cmsis_nn.flags if cmsis_nn else [])
     writer.write("Makefile", makefile)
-    for folder in ("src", "crt", "model", "lib", "tvm_crt"):
+    for folder in ("src", "app", "include", "crt", "model", "lib", "tvm_crt"):
         writer.prune(folder)
     notes = [note for item in lowered for note in item.notes] + runtime.notes
-    if status_fixes:
-        notes.append(f"patched TVM's inverted CMSIS-NN status check (switch (!status)) in {status_fixes} places, "
-                     "so that a failing CMSIS-NN kernel fails its operator")
+    if library.status_fixes:
+        notes.append(f"patched TVM's inverted CMSIS-NN status check (switch (!status)) in {library.status_fixes} "
+                     "places, so that a failing CMSIS-NN kernel fails its operator")
     if cmsis_nn:
         notes.append(f"CMSIS-NN paths: {describe_features(cmsis_nn.features)} ({cmsis_nn.reason})"
                      + (f"; {cmsis_nn.scratch.summary()}" if cmsis_nn.scratch else ""))
     return Project(path=dest, board=board, lowered=lowered, cflags=arch_flags + [options.optimize], float_abi=float_abi,
                    workspace_bytes=workspace, runtime=options.runtime, template_hash=templates_hash(), notes=notes,
-                   cmsis_nn=cmsis_nn)
+                   cmsis_nn=cmsis_nn, app=app_record)
 
 
-def _copy_model(lib: ModelLibrary, lowered: list[Lowered], writer: _Writer,
-                cmsis_nn: CmsisNnLibrary | None) -> tuple[list[str], list[str], list[str], int]:
-    """Copy each module's generated code under model/, keeping TVM's relative layout, with a re-planned
-    workspace pool's offsets rewritten; CMSIS-NN callers get their status checks fixed (returns how many)
-    and their scratch buffers and kernel sums."""
-    sources, objects = [], []
-    status_fixes = 0
-    for module, item in zip(lib.modules, lowered):
-        rewritten = item.pool.sources if item.pool else {}
-        for rel in module.sources:
-            code = rewritten[rel].encode(errors="surrogateescape") if rel in rewritten else (lib.root / rel).read_bytes()
-            if module.cmsis_nn and rel in module.cmsis_nn.sources:
-                code, fixed = fix_status_checks(code)
-                status_fixes += fixed
-                if cmsis_nn and cmsis_nn.scratch:
-                    code = cmsis_nn.scratch.rewrite(rel, code.decode("utf-8", errors="surrogateescape")).encode(
-                        "utf-8", errors="surrogateescape")
-            writer.write(f"model/{rel}", code)
-            sources.append(f"model/{rel}")
-        for obj in module.objects:
-            writer.copy(lib.root / obj.path, f"model/{obj.path}")
-            objects.append(f"model/{obj.path}")
-        if module.header:
-            writer.copy(lib.root / module.header, f"model/{module.header}")
-    includes = ["model/codegen/host/include"] if any(m.header for m in lib.modules) else []
-    return sources, objects, includes, status_fixes
+APP_SOURCES = (".c", ".cc", ".cpp")
+_APP_FILES = (*APP_SOURCES, ".h", ".hh", ".hpp", ".inc")
 
 
-def _scratch_in_pools(lib: ModelLibrary, lowered: list[Lowered], cmsis_nn: CmsisNnLibrary | None) -> CmsisNnLibrary | None:
-    """CMSIS-NN scratch buffers as regions of their model's re-planned USMP pool, each live during its
-    call, where the pool grows by less than the shared scratch region shrinks (kws: not at all)."""
-    if not cmsis_nn or not cmsis_nn.scratch or not cmsis_nn.scratch.wanted():
-        return cmsis_nn
-    scratch, pooled = cmsis_nn.scratch, {}
+def copy_user_app(folder: Path, writer: Writer) -> tuple[list[str], dict]:
+    """The user's application (build --app) under app/: its C/C++ sources and headers, with hashes."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise UsageError(f"--app {folder}: no such folder")
+    files = sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix in _APP_FILES
+                   and not any(part.startswith(".") for part in p.relative_to(folder).parts))
+    sources = [p for p in files if p.suffix in APP_SOURCES]
+    if not sources:
+        raise UsageError(f"--app {folder}: no C or C++ sources ({', '.join('*' + s for s in APP_SOURCES)})")
+    hashes = {}
+    for path in files:
+        relative = f"app/{path.relative_to(folder).as_posix()}"
+        data = path.read_bytes()
+        writer.write(relative, data)
+        hashes[relative] = hashlib.sha256(data).hexdigest()
+    return [f"app/{p.relative_to(folder).as_posix()}" for p in sources], {"folder": str(folder), "files": hashes}
+
+
+def check_library(lib: ModelLibrary, board: Board, options: ProjectOptions) -> None:
+    """What must hold before a model library is rendered for a board (one line each when it does not)."""
+    if options.crt_dir is not None and options.runtime != "tvm":
+        raise UsageError("--crt-dir names TVM's standalone CRT: it goes with --runtime tvm")
+    for module in lib.modules:
+        if module.defects:
+            raise InvalidInputError(f"{module.name}: {module.defects[0]}")
+        check_c_code(board, module)
+    _check_link_collisions(lib)
+    bounds = Bounds.of(board)
+    for module in lib.modules:
+        check_module(module, bounds, options.max_code_bytes)
+
+
+def render_console_app(lowered: list[Lowered], writer: Writer, env: Environment, runtime: str) -> list[str]:
+    """Our application: the console protocol (main.c) over a table of the models' buffers (models.c)."""
+    templates = data_dir("templates")
+    io = []
     for item in lowered:
-        if not (item.pool and item.pool.kind == "usmp"):
-            continue
-        trial = plan_usmp_pool(module_sources(item.module, lib.root), item.module.name, scratch.wanted())
-        if not (trial and trial.replanned and trial.scratch):
-            continue
-        before = item.pool.bytes + scratch.region_bytes_without(set(pooled))
-        after = trial.bytes + scratch.region_bytes_without(set(pooled) | set(trial.scratch))
-        if after <= before:
-            item.pool = trial
-            item.notes = [trial.note(item.module.name)]
-            pooled.update(trial.scratch)
-    if not pooled:
-        return cmsis_nn
-    return dataclasses.replace(cmsis_nn, scratch=dataclasses.replace(scratch, pooled=tuple(sorted(pooled.items()))))
-
-
-def _render_cmsis_nn_scratch(cmsis_nn: CmsisNnLibrary | None, env: Environment, writer: _Writer) -> list[str]:
-    """src/mlf_cmsis_nn_scratch.[ch]: the region the CMSIS-NN calls share, when mlfbuild supplies buffers."""
-    if not cmsis_nn or not cmsis_nn.scratch:
-        return []
-    for name in ("mlf_cmsis_nn_scratch.h", "mlf_cmsis_nn_scratch.c"):
-        writer.write(f"src/{name}", env.get_template(f"project/src/{name}.j2").render(
-            region_bytes=cmsis_nn.scratch.region_bytes))
-    return ["src/mlf_cmsis_nn_scratch.c"]
+        inputs, outputs = io_tensors(item.module, f"mlf_{item.module.name}")
+        io.append({"inputs": inputs, "outputs": outputs})
+    writer.write("src/models.c", env.get_template("project/src/models.c.j2").render(lowered=lowered, io=io,
+                                                                                      runtime=runtime))
+    writer.copy(templates / "project" / "src" / "main.c", "src/main.c")
+    writer.copy(templates / "project" / "src" / "mlf_model.h", "src/mlf_model.h")
+    return ["src/main.c", "src/models.c"]
 
 
 def _check_link_collisions(lib: ModelLibrary) -> None:
@@ -255,7 +240,7 @@ def _check_link_collisions(lib: ModelLibrary) -> None:
                                 "be linked into one firmware; export all but one without system-lib")
 
 
-def _arch_flags(board: Board, float_abi: str | None) -> list[str]:
+def arch_flags_for(board: Board, float_abi: str | None) -> list[str]:
     if board.is_host:
         return []
     flags = [f for f in board.cpu.cflags if not f.startswith("-mfloat-abi=")]
@@ -266,7 +251,7 @@ def _arch_flags(board: Board, float_abi: str | None) -> list[str]:
     return flags
 
 
-def _runtime_files(choice: RuntimeChoice, lib: ModelLibrary, board: Board, writer: _Writer) -> RuntimeFiles:
+def _runtime_files(choice: RuntimeChoice, lib: ModelLibrary, board: Board, writer: Writer) -> RuntimeFiles:
     if choice.name == "builtin":
         return builtin_runtime_files(board, writer)
     if choice.name == "tvm":
@@ -313,8 +298,8 @@ def render_oversize_linker_script(board: Board, project: Path) -> Path:
 
 def toolchain_names(board: Board, prefix: str) -> dict[str, str]:
     if board.is_host:
-        return {"cc": "gcc", "objcopy": "objcopy"}
-    return {"cc": f"{prefix}gcc", "objcopy": f"{prefix}objcopy"}
+        return {"cc": "gcc", "cxx": "g++", "objcopy": "objcopy"}
+    return {"cc": f"{prefix}gcc", "cxx": f"{prefix}g++", "objcopy": f"{prefix}objcopy"}
 
 
 def _mlperf_model_id(lib: ModelLibrary, options: ProjectOptions) -> str:
@@ -334,5 +319,5 @@ def _app_defines(lib: ModelLibrary, board: Board, options: ProjectOptions) -> li
     return defines
 
 
-__all__ = ["Project", "ProjectOptions", "render_project", "linker_script_text", "linked_stack_bytes", "render_oversize_linker_script", "template_environment",
+__all__ = ["Project", "ProjectOptions", "Writer", "arch_flags_for", "check_library", "render_project", "linker_script_text", "linked_stack_bytes", "render_oversize_linker_script", "template_environment",
            "templates_hash"]

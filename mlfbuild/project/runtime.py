@@ -14,6 +14,9 @@ from ..resources import data_dir
 
 # Sources of crt/src that belong to one platform only; every other file is portable.
 _PLATFORM_ONLY = {"host": ("platform_host.c",), "mcu": ("platform_cortexm.c", "startup_cortexm.c", "newlib_syscalls.c")}
+# Sources of crt/src that are board support (start-up, console, timer, exit), not what a model calls:
+# an application on its own BSP links the model library without them.
+_BOARD_SUPPORT = ("platform_host.c", "platform_cortexm.c", "startup_cortexm.c", "newlib_syscalls.c", "mlfrt_common.c")
 # console.uart -> the C macros that select its driver in crt/src/platform_cortexm.c.
 UART_DRIVER_MACROS = {
     "cmsdk": ("MLFRT_UART_CMSDK",),  # Arm CMSDK APB UART (MPS2/MPS3)
@@ -33,6 +36,11 @@ def crt_sources(board: Board) -> list[str]:
     platform = "host" if board.is_host else "mcu"
     excluded = {name for kind, names in _PLATFORM_ONLY.items() if kind != platform for name in names}
     return [f"src/{path.name}" for path in sorted((data_dir("crt") / "src").glob("*.c")) if path.name not in excluded]
+
+
+def is_board_support(source: str) -> bool:
+    """Whether a crt_sources() entry is board support rather than the runtime a model calls."""
+    return source.rsplit("/", 1)[-1] in _BOARD_SUPPORT
 
 
 def crt_defines(board: Board) -> list[str]:

@@ -342,3 +342,14 @@ def _run_model(client: Client, model: dict, feed: dict[str, np.ndarray], referen
                                        model_derived=run.model_derived,
                                        classifier=is_classifier(spec["shape"], input_elements)))
     return run
+
+
+def run_app_build(build_dir: Path, *, timeout: float = 60.0, port: str | None = None, baud: int = 115200,
+                  echo=None):
+    """Run a build of the user's application (build --app): its console streamed to `echo`, its exit
+    status the verdict (run/app.py)."""
+    from .app import run_app
+
+    record = build_folder.load(build_dir).data
+    transport = make_transport(build_dir, record, port=port, baud=baud)
+    return run_app(transport, target=str(build_dir), board=record["board"]["name"], timeout=timeout, echo=echo)

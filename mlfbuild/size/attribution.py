@@ -67,6 +67,7 @@ class ModelFacts:
     modules: tuple[str, ...]
     operators: dict[str, str]  # operator function name -> module
     usmp: dict[str, bool]
+    planned: frozenset[str] = frozenset()  # modules whose arena holds a memory plan (lowered graphs)
 
     @classmethod
     def from_record(cls, record: dict) -> "ModelFacts":
@@ -83,7 +84,12 @@ class ModelFacts:
                 operators.setdefault(module["entry_function"], name)
         if not modules:
             modules = [m.get("name", "") for m in record.get("models") or []]
-        return cls(modules=tuple(sorted(modules, key=len, reverse=True)), operators=operators, usmp=usmp)
+        planned = frozenset(m.get("name", "") for m in record.get("models") or [] if m.get("memory_plan"))
+        return cls(modules=tuple(sorted(modules, key=len, reverse=True)), operators=operators, usmp=usmp,
+                   planned=planned)
+
+
+_IO_BUFFER = re.compile(r"^mlf_.+_(input|output)\d+_data$")
 
 
 class Classifier:
@@ -138,11 +144,11 @@ class Classifier:
                 return "model"
             if path.startswith("src/model_"):
                 return "model"
-            if path == "src/models.c":
-                return "model" if name.startswith("mlf_workspace_pool") else "app"
+            if path == "src/models.c":  # the console's table; the models' I/O buffers count as theirs
+                return "model" if name.startswith("mlf_workspace_pool") or _IO_BUFFER.search(name) else "app"
             if path == _CMSIS_NN_SCRATCH_FILE:
                 return "model"
-            if path.startswith("src/"):
+            if path.startswith(("src/", "app/")):  # our console, or the user's application (build --app)
                 return "app"
             if path.startswith("crt/"):
                 return "board" if path.rsplit("/", 1)[-1] in _BOARD_FILES else "runtime"
@@ -186,9 +192,9 @@ class Classifier:
         if name == _CMSIS_NN_SCRATCH:
             return "CMSIS-NN scratch"
         if path.startswith("src/model_") or name.startswith("mlf_"):
-            if name.endswith("_arena"):
-                return "graph arena"
-            if re.search(r"_(input|output)\d+_data$", name):
+            if name.endswith("_arena"):  # a module's arena: its planned tensors, or only its workspace pool
+                return "graph arena" if module in self.facts.planned else "workspace pool"
+            if _IO_BUFFER.search(name):
                 return "io buffers"
             if re.search(r"_param\d+$", name):
                 return "weights (params file)"

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import InvalidInputError
+from ...mlf import csource
 from ...mlf.model import Module
 from ..pool_plan import plan_usmp_pool
 from .base import CTensor, Lowered, Lowering, allocator_pool, module_sources, shape_of
@@ -37,12 +38,19 @@ class AotCInterface(Lowering):
             raise InvalidInputError(f"{module.name}: external USMP workspace pools / BYOC device handles in "
                                     f"tvmgen_{module.name}.h are not supported yet; export with internal pools")
         prefix = f"mlf_{module.name}"
-        inputs, outputs = io_tensors(module, prefix)
-        code = self.render(env, m=module, prefix=prefix, symbol=f"mlf_model_{module.name}", inputs=inputs, outputs=outputs)
         if module.usmp:  # operators inside may still allocate: those get a pool of their own
             workspace, _ = allocator_pool(module, root)
             pool = plan_usmp_pool(module_sources(module, root), module.name)
         else:
             workspace, pool = allocator_pool(module, root)
-        return Lowered(module=module, symbol=f"mlf_model_{module.name}", code=code, workspace_bytes=workspace,
-                       pool=pool, notes=[pool.note(module.name)] if pool else [])
+        notes = [pool.note(module.name)] if pool else []
+        if not workspace:  # TVM's own tvmgen_<mod>_run is the whole interface
+            return Lowered(module=module, symbol=prefix, code="", pool=pool, notes=notes)
+        rename = f"tvmgen_{module.name}_run_tvm"
+        if not any(f"tvmgen_{module.name}_run" in csource.defined_functions((root / rel).read_text(errors="replace"))
+                   for rel in module.sources):
+            raise InvalidInputError(f"{module.name}: tvmgen_{module.name}_run allocates from TVMBackendAllocWorkspace "
+                                    "but is not defined by the generated C sources")
+        code = self.render(env, m=module, entry_rename=rename, pool_bytes=workspace)
+        return Lowered(module=module, symbol=prefix, code=code, workspace_bytes=workspace, entry_rename=rename,
+                       pool=pool, notes=notes)

@@ -36,12 +36,17 @@ class AotPacked(Lowering):
     def lower(self, module: Module, root: Path, env) -> Lowered:
         prefix = f"mlf_{module.name}"
         inputs, outputs = io_tensors(module, prefix)
-        code = self.render(env, description="AOT executor, packed interface.", m=module, prefix=prefix, symbol=f"mlf_model_{module.name}",
-                           inputs=inputs, outputs=outputs, entry=packed_entry(module, root))
+        entry = packed_entry(module, root)
+        rename = None
+        if entry == f"tvmgen_{module.name}_run":  # the packed function takes the C interface's name
+            rename = entry = f"tvmgen_{module.name}_run_packed"
         if module.usmp:  # operators inside may still allocate: those get a pool of their own
             workspace, _ = allocator_pool(module, root)
             pool = plan_usmp_pool(module_sources(module, root), module.name)
         else:
             workspace, pool = allocator_pool(module, root)
-        return Lowered(module=module, symbol=f"mlf_model_{module.name}", code=code, workspace_bytes=workspace,
+        code = self.render(env, description="AOT executor, packed interface.", m=module, prefix=prefix,
+                           inputs=inputs, outputs=outputs, entry=entry, pool_bytes=workspace)
+        return Lowered(module=module, symbol=prefix, code=code, workspace_bytes=workspace, entry_rename=rename,
+                       interface_header=self.interface_header(env, module, "AOT executor, packed interface"),
                        pool=pool, notes=[pool.note(module.name)] if pool else [])

@@ -53,17 +53,32 @@ def shape_of(spec: TensorSpec) -> tuple[int, ...]:
 
 @dataclass
 class Lowered:
-    """The C for one module and what the firmware must provide for it."""
+    """The model library's C for one module: `code` defines `tvmgen_<mod>_run(&inputs, &outputs)` (the
+    AOT C interface) unless the MLF's own code does, and the module's arena; `interface_header` is the
+    tvmgen_<mod>.h declaring it when the MLF brings none."""
 
     module: Module
-    symbol: str  # the mlf_model_t this code defines
-    code: str
-    workspace_bytes: int = 0  # TVMBackendAllocWorkspace pool the module needs (0: none)
+    symbol: str  # kept for the lowerings' callers: the module's prefix (mlf_<mod>)
+    code: str  # "" when the MLF's own code is all the library needs
+    workspace_bytes: int = 0  # TVMBackendAllocWorkspace pool the module needs (0: none), inside its arena
+    interface_header: str | None = None  # generated tvmgen_<mod>.h (None: the MLF's own)
+    entry_rename: str | None = None  # the name the MLF's own tvmgen_<mod>_run is compiled under (ours wraps it)
     notes: list[str] = field(default_factory=list)
     buffers: list[tuple[str, int, str]] = field(default_factory=list)  # (what, bytes, "ram"|"flash") it declares
     memory_plan: dict | None = None  # the arena plan, when the lowering made one (MemoryPlan.to_json())
     planned_scratch: bool = False  # operators take their scratch from regions of the planned arena
     pool: PoolPlan | None = None  # the module's workspace pool: TVM's size, the firmware's, the floor
+
+    @property
+    def arena_bytes(self) -> int:
+        """RAM of the module's arena (mlf_<mod>_arena): the planned tensors, then the workspace pool."""
+        planned = self.memory_plan["arena_bytes"] if self.memory_plan else 0
+        return arena_pool_offset(planned) + self.workspace_bytes if self.workspace_bytes else planned
+
+
+def arena_pool_offset(planned_bytes: int) -> int:
+    """Where the workspace pool starts in a module's arena: after the planned tensors, aligned."""
+    return _align(planned_bytes)
 
 
 class Lowering:
@@ -77,6 +92,11 @@ class Lowering:
 
     def render(self, env: Environment, **context) -> str:
         return env.get_template(f"lowering/{self.template}").render(**context)
+
+    @staticmethod
+    def interface_header(env: Environment, module: Module, what: str) -> str:
+        """tvmgen_<mod>.h for a module whose MLF brings none: TVM's AOT C interface, same shape."""
+        return env.get_template("lowering/tvmgen.h.j2").render(m=module, what=what)
 
 
 def module_sources(module: Module, root: Path) -> dict[str, str]:

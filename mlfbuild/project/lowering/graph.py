@@ -15,8 +15,8 @@ from ...errors import InvalidInputError
 from ...mlf.graph import Graph, Node
 from ...mlf.model import Module
 from ..memory_plan import Buffer, MemoryPlan, plan_memory
-from .base import (WORKSPACE_ALIGNMENT, CTensor, Lowered, Lowering, allocation_sites, operator_scratch,
-                   workspace_with_slack)
+from .base import (WORKSPACE_ALIGNMENT, CTensor, Lowered, Lowering, allocation_sites, arena_pool_offset,
+                   operator_scratch, workspace_with_slack)
 
 
 @dataclass
@@ -111,29 +111,30 @@ class GraphExecutor(Lowering):
 
         inputs = [entry(eid) for eid in input_entries]
         outputs = [entry(graph.entry_id(nid, k)) for nid, k in graph.heads]
-        for tensor, spec in zip(inputs, module.inputs):
-            tensor.name = spec.name
-        output_views = [_Entry(name=spec.name, dtype=e.dtype, shape=e.shape, nbytes=e.nbytes, data=e.data, id=e.id)
-                        for e, spec in zip(outputs, module.outputs)]
+        copies_in = [{"field": spec.c_name, "data": e.data, "nbytes": min(e.nbytes, spec.nbytes)}
+                     for e, spec in zip(inputs, module.inputs)]
+        copies_out = [{"field": spec.c_name, "data": e.data, "nbytes": min(e.nbytes, spec.nbytes)}
+                      for e, spec in zip(outputs, module.outputs)]
 
         arena_bytes = memory.arena_bytes
-        code = self.render(env, m=module, prefix=prefix, symbol=f"mlf_model_{module.name}",
-                           graph_source=module.graph_path, functions=functions, buffers=len(memory.buffers),
-                           arena_bytes=arena_bytes, floor_bytes=memory.floor_bytes, params=params,
-                           params_bytes=sum(p.nbytes for p in params),
-                           entries=sorted(entries.values(), key=lambda e: e.id), calls=calls, max_args=max_args,
-                           linked=linked, linked_ids={item["entry"] for item in linked},
-                           inputs=inputs, outputs=output_views)
         if scratch is None:
             workspace = max((op.workspace_size_bytes for op in module.operators), default=0)
             pool = workspace_with_slack(workspace, module, root)
             note = (f"arena {arena_bytes} B for {len(memory.buffers)} tensors (floor {memory.floor_bytes} B); operator "
-                    f"scratch from a separate pool of {pool} B (its sizes are not literals in the C code)")
+                    f"scratch from a pool of {pool} B after them (its sizes are not literals in the C code)")
         else:
             pool = 0
             note = (f"arena {arena_bytes} B for {len(memory.buffers)} tensors and operator scratch regions "
                     f"(floor {memory.floor_bytes} B)")
-        return Lowered(module=module, symbol=f"mlf_model_{module.name}", code=code, workspace_bytes=pool,
+        code = self.render(env, m=module, prefix=prefix, graph_source=module.graph_path, functions=functions,
+                           buffers=len(memory.buffers), arena_bytes=arena_bytes, floor_bytes=memory.floor_bytes,
+                           params=params, params_bytes=sum(p.nbytes for p in params),
+                           entries=sorted(entries.values(), key=lambda e: e.id), calls=calls, max_args=max_args,
+                           linked=linked, linked_ids={item["entry"] for item in linked},
+                           copies_in=copies_in, copies_out=copies_out,
+                           pool_bytes=pool, pool_offset=arena_pool_offset(arena_bytes))
+        return Lowered(module=module, symbol=prefix, code=code, workspace_bytes=pool,
+                       interface_header=self.interface_header(env, module, "graph executor, lowered to C"),
                        notes=[note + f"; {len(params)} params in flash"], memory_plan=memory.to_json(),
                        planned_scratch=scratch is not None,
                        buffers=[("the arena", arena_bytes, "ram"),

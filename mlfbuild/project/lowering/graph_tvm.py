@@ -47,6 +47,7 @@ PAGE_BYTES, PAGE_METADATA_BYTES = 256, 88
 @dataclass
 class _Io(CTensor):
     graph_name: str = ""  # the graph's input node name (SetInput looks it up)
+    c_name: str = ""  # its field in struct tvmgen_<mod>_inputs/outputs
 
 
 def _c_string(text: str) -> str:
@@ -79,24 +80,24 @@ class GraphTvmExecutor(Lowering):
             raise InvalidInputError(f"{module.name}: the graph has {len(input_nodes)} input(s) that are not parameters, "
                                     f"the metadata lists {len(module.inputs)}")
 
-        def tensor(kind: str, index: int, eid: int, name: str, graph_name: str = "") -> _Io:
+        def tensor(eid: int, spec, graph_name: str = "") -> _Io:
             entry = graph.entries[eid]
-            return _Io(name=name, dtype=entry.dtype, shape=tuple(entry.shape), nbytes=entry.nbytes,
-                       data=f"{prefix}_{kind}{index}_data", graph_name=graph_name)
+            return _Io(name=spec.name, dtype=entry.dtype, shape=tuple(entry.shape), nbytes=entry.nbytes,
+                       data="", graph_name=graph_name, c_name=spec.c_name)
 
-        inputs = [tensor("input", i, graph.entry_id(nid, 0), spec.name, graph.nodes[nid].name)
-                  for i, (nid, spec) in enumerate(zip(input_nodes, module.inputs))]
-        outputs = [tensor("output", i, graph.entry_id(nid, k), spec.name)
-                   for i, ((nid, k), spec) in enumerate(zip(graph.heads, module.outputs))]
+        inputs = [tensor(graph.entry_id(nid, 0), spec, graph.nodes[nid].name)
+                  for nid, spec in zip(input_nodes, module.inputs)]
+        outputs = [tensor(graph.entry_id(nid, k), spec) for (nid, k), spec in zip(graph.heads, module.outputs)]
 
         pool, live = pool_estimate(module, len(json_text.encode()), linked)
-        code = self.render(env, m=module, prefix=prefix, symbol=f"mlf_model_{module.name}",
+        code = self.render(env, m=module, prefix=prefix,
                            graph_source=module.graph_path, params_source=module.params_path,
                            json_literal=_c_string(json_text), json_bytes=len(json_text.encode()),
                            params=_initializer(blob) if blob else "", params_bytes=len(blob), linked=linked,
                            pool=pool, live=live, inputs=inputs, outputs=outputs)
         buffers = [("the graph JSON", len(json_text.encode()), "flash"), ("the params blob", len(blob), "flash")]
-        return Lowered(module=module, symbol=f"mlf_model_{module.name}", code=code, workspace_bytes=pool, buffers=buffers, notes=[
+        return Lowered(module=module, symbol=prefix, code=code, workspace_bytes=pool, buffers=buffers,
+                       interface_header=self.interface_header(env, module, "graph executor, TVM's CRT"), notes=[
             f"{module.name}: TVM's graph executor, created at the first run, over a page-allocator pool of {pool} B "
             f"(estimated live peak {live} B + {FRAGMENTATION_MARGIN_PERCENT - 100} % for fragmentation + page bookkeeping); "
             f"graph JSON {len(json_text.encode())} B and params {len(blob)} B in flash, "

@@ -18,7 +18,8 @@ class OperatorExport(Lowering):
     def lower(self, module: Module, root: Path, env) -> Lowered:
         prefix = f"mlf_{module.name}"
         inputs, outputs = io_tensors(module, prefix)
-        code = self.render(env, description="operator-style export, run as a test firmware.", m=module, prefix=prefix, symbol=f"mlf_model_{module.name}",
-                           inputs=inputs, outputs=outputs, entry=module.entry_function)
-        return Lowered(module=module, symbol=f"mlf_model_{module.name}", code=code,
-                       workspace_bytes=workspace_with_slack(0, module, root))
+        pool = workspace_with_slack(0, module, root)
+        code = self.render(env, description="operator-style export.", m=module, prefix=prefix,
+                           inputs=inputs, outputs=outputs, entry=module.entry_function, pool_bytes=pool)
+        return Lowered(module=module, symbol=prefix, code=code, workspace_bytes=pool,
+                       interface_header=self.interface_header(env, module, f"operator {module.entry_function}"))

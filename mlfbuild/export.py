@@ -1,0 +1,206 @@
+"""`mlfbuild export` as a library call: MLFs + board → a folder a user copies into their own firmware.
+
+The folder holds the model library exactly as `build` renders it (project/library.py: the MLF's code,
+the lowered executors, mlf_<mod>.h and tvmgen_<mod>.h), the runtime a model calls (crt/), the board
+support our firmware runs on (crt/'s start-up, console and exit, and board/linker.ld), prebuilt
+static libraries for the board's CPU and float ABI, and the build glue: a CMake package usable with
+add_subdirectory() or find_package(), an arm-none-eabi toolchain file and a Makefile fragment.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import __version__, outfolder, schemas
+from .boards import Board, load_board
+from .errors import BuildError, InvalidInputError, UsageError
+from .mlf.archive import DEFAULT_MAX_TOTAL_BYTES
+from .mlf.model import ModelLibrary, c_identifier
+from .mlf.reader import read_mlf
+from .project import (ProjectOptions, Writer, arch_flags_for, check_library, linker_script_text, template_environment,
+                      toolchain_names)
+from .project.abi import float_abi_for
+from .project.library import LibraryFiles, render_library
+from .project.runtime import builtin_runtime_files, crt_defines, is_board_support
+from .toolchain import find_tools
+
+MARKER = "mlfbuild-export.json"  # what makes a folder an export (and what `export --json` prints)
+_TOOLCHAIN_FILE = "cmake/arm-none-eabi.cmake"
+_LINKER_SCRIPT = "board/linker.ld"
+_MODEL_WARNINGS = ["-Wno-error", "-Wno-error=incompatible-pointer-types"]
+
+
+@dataclass
+class ExportResult:
+    folder: Path
+    description: dict  # the export's JSON (mlfbuild-export.json)
+
+
+def export(mlfs: list[Path], board_name: str, folder: Path, *, name: str | None = None,
+           board_files: tuple[Path, ...] = (), options: ProjectOptions = ProjectOptions(), jobs: int = 2,
+           max_mlf_bytes: int = DEFAULT_MAX_TOTAL_BYTES) -> ExportResult:
+    board = load_board(board_name, list(board_files))
+    folder = Path(folder)
+    _check_folder(folder)
+    folder = outfolder.prepare(folder)
+    with outfolder.locked(folder), tempfile.TemporaryDirectory(prefix=".unpack-", dir=folder) as unpack:
+        libraries = [read_mlf(Path(mlf), Path(unpack) / str(i), max_total_bytes=max_mlf_bytes)
+                     for i, mlf in enumerate(mlfs)]
+        _check_names(libraries)
+        for lib in libraries:
+            check_library(lib, board, options)
+        return _export(mlfs, libraries, board, folder, name, options, jobs)
+
+
+def _check_folder(folder: Path) -> None:
+    """An export may replace an earlier export, never a folder of something else."""
+    if folder.exists() and (not folder.is_dir() or (any(folder.iterdir()) and not (folder / MARKER).is_file())):
+        raise UsageError(f"{folder}: exists and is not an mlfbuild export (no {MARKER}); "
+                         "name a new or empty folder, or a previous export")
+
+
+def _check_names(libraries: list[ModelLibrary]) -> None:
+    seen: set[str] = set()
+    for lib in libraries:
+        for module in lib.modules:
+            if module.name in seen:
+                raise InvalidInputError(f"two modules are named '{module.name}': their symbols (tvmgen_{module.name}_*) "
+                                        "would clash in one image; export them with different module names")
+            seen.add(module.name)
+            if module.cmsis_nn:
+                raise UsageError(f"{module.name}: calls CMSIS-NN, which export does not package yet; use "
+                                 "mlfbuild build --app")
+
+
+def _export(mlfs: list[Path], libraries: list[ModelLibrary], board: Board, folder: Path, name: str | None,
+            options: ProjectOptions, jobs: int) -> ExportResult:
+    env = template_environment()
+    writer = Writer(folder)
+    name = c_identifier(name or "_".join(m.name for lib in libraries for m in lib.modules))
+    package = f"mlf_{name}"  # the CMake package and library; its target's alias is mlf::<name>
+    rendered: list[tuple[Path, ModelLibrary, LibraryFiles]] = []
+    for index, (mlf, lib) in enumerate(zip(mlfs, libraries)):
+        model_dir = "model" if len(libraries) == 1 else f"model/{index}_{c_identifier(Path(mlf).stem)}"
+        rendered.append((Path(mlf), lib, render_library(lib, writer, env, source_name=Path(mlf).name,
+                                                        model_dir=model_dir)))
+    runtime = builtin_runtime_files(board, writer)
+    float_abi = float_abi_for(board, [o for lib in libraries for m in lib.modules for o in m.objects])
+    arch_flags = arch_flags_for(board, float_abi)
+    if not board.is_host:
+        writer.write(_LINKER_SCRIPT, linker_script_text(board))
+
+    files = _file_lists(rendered, runtime.sources)
+    context = dict(package=package, name=name, board=board, arch_flags=arch_flags, opt=options.optimize, files=files,
+                   crt_defines=[d[2:] for d in crt_defines(board)], model_warnings=_MODEL_WARNINGS,
+                   toolchain=toolchain_names(board, options.toolchain_prefix), prefix=options.toolchain_prefix,
+                   version=__version__, linker_script=None if board.is_host else _LINKER_SCRIPT,
+                   toolchain_file=_TOOLCHAIN_FILE,
+                   models=[item for _, _, lib_files in rendered for item in lib_files.lowered])
+    for template, target in (("CMakeLists.txt.j2", "CMakeLists.txt"), ("targets.cmake.j2", f"{package}-targets.cmake"),
+                             ("config.cmake.j2", f"{package}-config.cmake"), ("mlf.mk.j2", "mlf.mk"),
+                             ("README.md.j2", "README.md"), ("main.c.j2", "example/main.c")):
+        writer.write(target, env.get_template(f"export/{template}").render(**context))
+    if not board.is_host:
+        writer.write(_TOOLCHAIN_FILE, env.get_template("export/arm-none-eabi.cmake.j2").render(**context))
+    shutil.rmtree(folder / "prebuilt", ignore_errors=True)
+    libraries_built = _prebuild(folder, files, board, arch_flags, options, package, jobs)
+    description = _describe(folder, package, name, board, arch_flags, float_abi, rendered, files, libraries_built)
+    writer.write(MARKER, json.dumps(description, indent=2) + "\n")
+    for sub in ("src", "include", "crt", "model", "board", "cmake", "example"):
+        writer.prune(sub)
+    return ExportResult(folder=folder, description=description)
+
+
+def _file_lists(rendered, crt_sources: list[str]) -> dict[str, list[str]]:
+    model, objects, includes, headers = [], [], [], []
+    for _, _, files in rendered:
+        model += files.sources + files.model_sources
+        objects += files.model_objects
+        includes += [i for i in files.includes if i not in includes]
+        headers += files.headers
+    return {"model": model, "model_objects": objects, "model_includes": includes, "headers": headers,
+            "our_model": [s for _, _, f in rendered for s in f.sources],
+            "runtime": [s for s in crt_sources if not is_board_support(s)],
+            "board": [s for s in crt_sources if is_board_support(s)], "runtime_includes": ["crt/include"]}
+
+
+def _prebuild(folder: Path, files: dict, board: Board, arch_flags: list[str], options: ProjectOptions,
+              package: str, jobs: int) -> dict[str, str]:
+    """Compile the model library and the runtime into static libraries for the board's CPU."""
+    cc = toolchain_names(board, options.toolchain_prefix)["cc"]
+    ar = "ar" if board.is_host else f"{options.toolchain_prefix}ar"
+    find_tools([cc, ar], None if board.is_host else options.toolchain_prefix)
+    includes = [f"-I{folder / i}" for i in files["model_includes"] + files["runtime_includes"]]
+    common = [*arch_flags, options.optimize, "-g", "-std=gnu11", "-ffunction-sections", "-fdata-sections",
+              f"-ffile-prefix-map={folder}=.", *includes]
+    built = {}
+    with tempfile.TemporaryDirectory(prefix=".objects-", dir=folder) as work:
+        for library, sources, extra in ((f"prebuilt/lib{package}.a", files["model"], _MODEL_WARNINGS),
+                                        ("prebuilt/libmlfbuild_runtime.a", files["runtime"], [])):
+            objects = _compile(cc, sources, folder, Path(work) / Path(library).stem, common + extra, jobs)
+            if library.startswith(f"prebuilt/lib{package}"):
+                objects += [folder / o for o in files["model_objects"]]
+            target = folder / library
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.unlink(missing_ok=True)
+            done = subprocess.run([ar, "rcsD", str(target), *map(str, objects)], capture_output=True, text=True)
+            if done.returncode != 0:
+                raise BuildError(f"{ar} failed on {library}: {done.stderr.strip()[:300]}")
+            built[Path(library).stem.removeprefix("lib")] = library
+    return built
+
+
+def _compile(cc: str, sources: list[str], folder: Path, out: Path, flags: list[str], jobs: int) -> list[Path]:
+    def one(source: str) -> Path:
+        obj = out / (source.rsplit(".", 1)[0] + ".o")
+        obj.parent.mkdir(parents=True, exist_ok=True)
+        done = subprocess.run([cc, *flags, "-c", str(folder / source), "-o", str(obj)], capture_output=True,
+                              text=True, cwd=folder)
+        if done.returncode != 0:
+            first = next((line for line in done.stderr.splitlines() if "error" in line), done.stderr.strip()[:200])
+            raise BuildError(f"compiling {source} for the prebuilt library failed: {first}")
+        return obj
+
+    with ThreadPoolExecutor(max_workers=max(jobs, 1)) as pool:
+        return list(pool.map(one, sources))
+
+
+def _describe(folder: Path, package: str, name: str, board: Board, arch_flags: list[str], float_abi: str | None,
+              rendered, files: dict, built: dict[str, str]) -> dict:
+    models = []
+    for mlf, lib, lib_files in rendered:
+        for item in lib_files.lowered:
+            module = item.module
+            models.append({
+                "name": module.name, "mlf": mlf.name, "mlf_sha256": lib.sha256,
+                "executor": module.executor or "operator", "interface_api": module.interface_api,
+                "header": f"include/mlf_{module.name}.h",
+                "interface_header": next(h for h in lib_files.headers if h.endswith(f"/tvmgen_{module.name}.h")),
+                "run": f"tvmgen_{module.name}_run", "inputs_struct": f"struct tvmgen_{module.name}_inputs",
+                "outputs_struct": f"struct tvmgen_{module.name}_outputs",
+                "arena": {"symbol": f"mlf_{module.name}_arena" if item.arena_bytes else None,
+                          "bytes": item.arena_bytes, "align": 16},
+                "inputs": [t.to_json() for t in module.inputs], "outputs": [t.to_json() for t in module.outputs]})
+    return {
+        "schema": schemas.EXPORT, "mlfbuild_version": __version__, "folder": str(folder),
+        "board": board.name, "cpu_flags": arch_flags, "float_abi": float_abi,
+        "cmake": {"package": package, "model_target": f"mlf::{name}", "runtime_target": "mlfbuild::runtime",
+                  "board_target": f"mlfbuild::board_{c_identifier(board.name)}",
+                  "toolchain_file": None if board.is_host else _TOOLCHAIN_FILE},
+        "make_fragment": "mlf.mk", "include_dirs": files["model_includes"] + files["runtime_includes"],
+        "libraries": built, "linker_script": None if board.is_host else _LINKER_SCRIPT,
+        "models": models,
+        "files": {path: hashlib.sha256((folder / path).read_bytes()).hexdigest()
+                  for path in sorted(files["headers"])},
+    }
+
+
+__all__ = ["export", "ExportResult", "MARKER"]

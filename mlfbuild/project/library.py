@@ -1,0 +1,191 @@
+"""The model library: what a model is in C, the same for our firmware and for an export.
+
+Per module: the MLF's generated code (copied under model/, TVM's layout kept), the lowered executor
+behind `tvmgen_<mod>_run` (src/model_<mod>.c), the interface header when the MLF brings none
+(include/tvmgen_<mod>.h) and the header an application plans with (include/mlf_<mod>.h: tensors,
+arena, sections, version). The runtime a model calls and the board support are not in it (runtime.py,
+board_support.py); the application that calls it is either our console (src/main.c, src/models.c)
+or the user's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Callable
+
+from jinja2 import Environment
+
+from .. import __version__
+from ..mlf.model import ModelLibrary, Module, c_identifier
+from .cmsis_nn import CmsisNnLibrary, fix_status_checks
+from .lowering import Lowered, lowering_for
+from .lowering.base import CTensor, module_sources, shape_of
+from .pool_plan import plan_usmp_pool
+
+INCLUDE_DIR = "include"
+
+
+@dataclass(frozen=True)
+class TensorQuantization:
+    """Affine quantization of one tensor (real = scale * (q - zero_point)), where a source states it."""
+
+    scale: float
+    zero_point: int
+
+    @property
+    def scale_literal(self) -> str:
+        return f"{self.scale!r}f"
+
+
+@dataclass
+class _HeaderTensor(CTensor):
+    c_name: str = ""
+    quantization: TensorQuantization | None = None
+
+
+# (module name, "input"|"output", index) -> its quantization; empty until a source of them is read.
+Quantizations = dict[tuple[str, str, int], TensorQuantization]
+
+
+@dataclass
+class LibraryFiles:
+    """What the model library holds, as paths relative to the folder it was rendered into."""
+
+    lowered: list[Lowered]
+    sources: list[str]  # mlfbuild's C: the lowered executors
+    model_sources: list[str]  # the MLF's C, compiled with the model's own warnings
+    model_objects: list[str]  # the MLF's object files (LLVM targets)
+    includes: list[str]
+    headers: list[str]  # the application's headers: mlf_<mod>.h and every tvmgen_<mod>.h
+    status_fixes: int = 0  # TVM's inverted CMSIS-NN status checks patched
+    cmsis_nn: CmsisNnLibrary | None = None  # the CMSIS-NN library compiled in, when the model calls it
+    notes: list[str] = field(default_factory=list)
+
+
+def render_library(lib: ModelLibrary, writer, env: Environment, runtime: str = "builtin",
+                   quantizations: Quantizations | None = None, source_name: str | None = None,
+                   model_dir: str = "model", check: Callable[[list[Lowered]], None] | None = None,
+                   cmsis_nn: Callable[[], CmsisNnLibrary | None] | None = None) -> LibraryFiles:
+    """`model_dir`: where the MLF's code goes (one folder per MLF when several are rendered together);
+    `check` sees the lowered modules before anything is written; `cmsis_nn` renders the CMSIS-NN
+    library the model calls (its scratch buffers change the model's code)."""
+    lowered = [lowering_for(m, runtime).lower(m, lib.root, env) for m in lib.modules]
+    if check:
+        check(lowered)
+    kernels = _scratch_in_pools(lib, lowered, cmsis_nn()) if cmsis_nn else None
+    files = _copy_model(lib, lowered, writer, kernels, model_dir)
+    files.cmsis_nn = kernels
+    files.sources += _render_cmsis_nn_scratch(kernels, env, writer)
+    for item in lowered:
+        name = item.module.name
+        if item.code:
+            writer.write(f"src/model_{name}.c", item.code)
+            files.sources.append(f"src/model_{name}.c")
+        if item.interface_header is not None:
+            writer.write(f"{INCLUDE_DIR}/tvmgen_{name}.h", item.interface_header)
+            files.headers.append(f"{INCLUDE_DIR}/tvmgen_{name}.h")
+        else:
+            files.headers.append(f"{model_dir}/{item.module.header}")
+        writer.write(f"{INCLUDE_DIR}/mlf_{name}.h",
+                     model_header(env, item, lib, quantizations or {}, source_name or lib.root.name))
+        files.headers.append(f"{INCLUDE_DIR}/mlf_{name}.h")
+    files.lowered = lowered
+    return files
+
+
+def model_header(env: Environment, item: Lowered, lib: ModelLibrary, quantizations: Quantizations,
+                 source_name: str) -> str:
+    module = item.module
+
+    def tensors(kind: str, specs) -> list[_HeaderTensor]:
+        return [_HeaderTensor(name=s.name, dtype=s.dtype, shape=shape_of(s), nbytes=s.nbytes, data="",
+                              c_name=s.c_name, quantization=quantizations.get((module.name, kind, i)))
+                for i, s in enumerate(specs)]
+
+    usmp_pool = item.pool.bytes if item.pool and item.pool.kind == "usmp" else 0
+    return env.get_template("library/mlf_model.h.j2").render(
+        m=module, M=c_identifier(module.name).upper(), version=__version__,
+        mlf_name=source_name, mlf_sha256=lib.sha256, executor=_executor(module),
+        inputs=tensors("input", module.inputs), outputs=tensors("output", module.outputs),
+        arena_bytes=item.arena_bytes, arena_what=_arena_what(item), usmp_pool_bytes=usmp_pool)
+
+
+def _executor(module: Module) -> str:
+    if module.style == "operator":
+        return "operator"
+    return f"{module.executor}/{module.interface_api}" if module.executor == "aot" else str(module.executor)
+
+
+def _arena_what(item: Lowered) -> str:
+    parts = []
+    if item.memory_plan:
+        parts.append(f"{item.memory_plan['arena_bytes']} B of planned activations")
+    if item.workspace_bytes:
+        parts.append(f"a {item.workspace_bytes} B pool for TVMBackendAllocWorkspace")
+    return " and ".join(parts) or "none"
+
+
+def _copy_model(lib: ModelLibrary, lowered: list[Lowered], writer, cmsis_nn: CmsisNnLibrary | None,
+                model_dir: str) -> LibraryFiles:
+    """Copy each module's generated code under `model_dir`, keeping TVM's relative layout, with a
+    re-planned workspace pool's offsets rewritten. CMSIS-NN callers get their status checks fixed and
+    their scratch buffers and kernel sums; a module whose tvmgen_<mod>_run mlfbuild wraps gets a first
+    line that compiles TVM's function under another name (as -D would, but any build of the file sees it)."""
+    files = LibraryFiles(lowered=[], sources=[], model_sources=[], model_objects=[], includes=[INCLUDE_DIR], headers=[])
+    for module, item in zip(lib.modules, lowered):
+        rewritten = item.pool.sources if item.pool else {}
+        for rel in module.sources:
+            code = rewritten[rel].encode(errors="surrogateescape") if rel in rewritten else (lib.root / rel).read_bytes()
+            if module.cmsis_nn and rel in module.cmsis_nn.sources:
+                code, fixed = fix_status_checks(code)
+                files.status_fixes += fixed
+                if cmsis_nn and cmsis_nn.scratch:
+                    code = cmsis_nn.scratch.rewrite(rel, code.decode("utf-8", errors="surrogateescape")).encode(
+                        "utf-8", errors="surrogateescape")
+            if item.entry_rename:
+                code = (f"#define tvmgen_{module.name}_run {item.entry_rename}  /* mlfbuild: "
+                        f"src/model_{module.name}.c defines tvmgen_{module.name}_run around it */\n").encode() + code
+            writer.write(f"{model_dir}/{rel}", code)
+            files.model_sources.append(f"{model_dir}/{rel}")
+        for obj in module.objects:
+            writer.copy(lib.root / obj.path, f"{model_dir}/{obj.path}")
+            files.model_objects.append(f"{model_dir}/{obj.path}")
+        if module.header:
+            writer.copy(lib.root / module.header, f"{model_dir}/{module.header}")
+    if any(m.header for m in lib.modules):
+        files.includes.append(f"{model_dir}/codegen/host/include")
+    return files
+
+
+def _scratch_in_pools(lib: ModelLibrary, lowered: list[Lowered], cmsis_nn: CmsisNnLibrary | None) -> CmsisNnLibrary | None:
+    """CMSIS-NN scratch buffers as regions of their model's re-planned USMP pool, each live during its
+    call, where the pool grows by less than the shared scratch region shrinks (kws: not at all)."""
+    if not cmsis_nn or not cmsis_nn.scratch or not cmsis_nn.scratch.wanted():
+        return cmsis_nn
+    scratch, pooled = cmsis_nn.scratch, {}
+    for item in lowered:
+        if not (item.pool and item.pool.kind == "usmp"):
+            continue
+        trial = plan_usmp_pool(module_sources(item.module, lib.root), item.module.name, scratch.wanted())
+        if not (trial and trial.replanned and trial.scratch):
+            continue
+        before = item.pool.bytes + scratch.region_bytes_without(set(pooled))
+        after = trial.bytes + scratch.region_bytes_without(set(pooled) | set(trial.scratch))
+        if after <= before:
+            item.pool = trial
+            item.notes = [trial.note(item.module.name)]
+            pooled.update(trial.scratch)
+    if not pooled:
+        return cmsis_nn
+    return dataclasses.replace(cmsis_nn, scratch=dataclasses.replace(scratch, pooled=tuple(sorted(pooled.items()))))
+
+
+def _render_cmsis_nn_scratch(cmsis_nn: CmsisNnLibrary | None, env: Environment, writer) -> list[str]:
+    """src/mlf_cmsis_nn_scratch.[ch]: the region the CMSIS-NN calls share, when mlfbuild supplies buffers."""
+    if not cmsis_nn or not cmsis_nn.scratch:
+        return []
+    for name in ("mlf_cmsis_nn_scratch.h", "mlf_cmsis_nn_scratch.c"):
+        writer.write(f"src/{name}", env.get_template(f"project/src/{name}.j2").render(
+            region_bytes=cmsis_nn.scratch.region_bytes))
+    return ["src/mlf_cmsis_nn_scratch.c"]

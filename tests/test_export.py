@@ -1,0 +1,284 @@
+"""mlfbuild export and build --app: the model in the user's own firmware.
+
+One representative fixture per executor kind is exported once per session; one CMake project
+(Debian's cmake, the export's toolchain file) builds examples/check-app for all of them, half from the
+sources and half from the prebuilt libraries, and each image runs on mps2-an386 in QEMU against TVM's
+reference: int8 models bit for bit, float ones within 1e-5 (check-app exits 0 only when every
+output matches).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from elftools.elf.elffile import ELFFile
+
+from conftest import REPO, cli
+from mlfbuild.export import MARKER, export
+
+pytestmark = pytest.mark.cross
+
+BOARD = "mps2-an386"
+APP = REPO / "examples" / "check-app"
+# fixture -> {module: reference}; one per executor kind (AOT C with and without USMP, AOT packed C
+# and LLVM objects, graph and graph link-params, a multi-module MLF).
+FIXTURES = {
+    "kws_aot_c_unpacked_usmp": {"kws": "tvm-0.13/kws"},
+    "kws_aot_c_unpacked_nousmp": {"default": "tvm-0.13/kws"},
+    "kws_aot_packed": {"default": "tvm-0.13/kws"},
+    "kws_graph_c": {"default": "tvm-0.13/kws"},
+    "kws_graph_c_linkparams": {"kws": "tvm-0.13/kws"},
+    "op_matmul_llvm_cm4": {"matmul": "tvm-0.13/op_matmul"},  # LLVM objects (the one that builds: an operator, float)
+    "multi_kws_ad_aot_c_usmp": {"kws": "tvm-0.13/kws", "ad": "tvm-0.13/ad"},
+}
+PREBUILT = {"kws_aot_c_unpacked_nousmp", "op_matmul_llvm_cm4", "kws_graph_c_linkparams"}
+APP_BUILDS = ("kws_aot_c_unpacked_nousmp", "kws_graph_c", "op_matmul_llvm_cm4")  # also via build --app
+
+
+def _mlf(fixtures: Path, name: str) -> Path:
+    return fixtures / "tvm-0.13" / f"{name}.tar"
+
+
+def _qemu(elf: Path, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run(["qemu-system-arm", "-M", BOARD, "-display", "none", "-monitor", "none", "-serial", "stdio",
+                           "-semihosting-config", "enable=on,target=native", "-kernel", str(elf)],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def _reference_h(description: Path, references: dict[str, str], fixtures: Path, out: Path) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    pairs = [f"{mod}={fixtures / (ref + '.npz')}" for mod, ref in references.items()]
+    subprocess.run([sys.executable, str(APP / "reference.py"), str(description), *pairs, "-o", str(out / "reference.h")],
+                   check=True)
+    return out
+
+
+def _app_folder(reference_dir: Path, out: Path) -> Path:
+    """check-app as a folder of its own (build --app): its sources and the generated reference.h."""
+    out.mkdir(parents=True, exist_ok=True)
+    for name in ("main.c", "check_model.inc"):
+        shutil.copy(APP / name, out / name)
+    shutil.copy(reference_dir / "reference.h", out / "reference.h")
+    return out
+
+
+@pytest.fixture(scope="session")
+def exports(fixtures_dir, tmp_path_factory):
+    root = tmp_path_factory.mktemp("exports")
+    return {name: export([_mlf(fixtures_dir, name)], BOARD, root / name, name=name).folder for name in FIXTURES}
+
+
+@pytest.fixture(scope="session")
+def cmake_apps(exports, fixtures_dir, tmp_path_factory):
+    """check-app for every export, with one CMake configure and build per set of CPU flags (what is
+    linked into one image shares them: op_matmul's LLVM objects make its export softfp); {fixture: elf}."""
+    root = tmp_path_factory.mktemp("cmake")
+    groups: dict[tuple, list[str]] = {}
+    for name, folder in exports.items():
+        groups.setdefault(tuple(json.loads((folder / MARKER).read_text())["cpu_flags"]), []).append(name)
+    apps = {}
+    for index, names in enumerate(groups.values()):
+        project = root / str(index)
+        lines = ["cmake_minimum_required(VERSION 3.19)", "project(checks C)"]
+        for name in names:
+            folder = exports[name]
+            package = json.loads((folder / MARKER).read_text())["cmake"]["package"]
+            refs = _reference_h(folder / MARKER, FIXTURES[name], fixtures_dir, root / "refs" / name)
+            if name in PREBUILT:
+                lines.append(f'set({package.upper()}_PREBUILT ON CACHE BOOL "" FORCE)')
+            lines += [f'add_subdirectory("{folder}" "{package}")',
+                      f'add_executable({name} "{APP / "main.c"}")',
+                      f'set_target_properties({name} PROPERTIES SUFFIX ".elf")',
+                      f'target_include_directories({name} PRIVATE "{APP}" "{refs}")',
+                      f"target_compile_options({name} PRIVATE -Wall -Wextra -Werror)",
+                      f"target_link_libraries({name} PRIVATE mlf::{name} mlfbuild::board_mps2_an386)"]
+            apps[name] = project / "build" / f"{name}.elf"
+        project.mkdir()
+        (project / "CMakeLists.txt").write_text("\n".join(lines) + "\n")
+        toolchain = exports[names[0]] / "cmake" / "arm-none-eabi.cmake"
+        subprocess.run(["cmake", "-S", str(project), "-B", str(project / "build"),
+                        f"-DCMAKE_TOOLCHAIN_FILE={toolchain}", "-DCMAKE_BUILD_TYPE=Release"], check=True, capture_output=True)
+        subprocess.run(["cmake", "--build", str(project / "build"), "-j2"], check=True, capture_output=True)
+    return apps
+
+
+@pytest.mark.qemu
+@pytest.mark.parametrize("name", list(FIXTURES))
+def test_cmake_app_matches_the_reference(cmake_apps, name):
+    done = _qemu(cmake_apps[name])
+    assert done.returncode == 0, done.stdout + done.stderr
+    for module in FIXTURES[name]:
+        assert f"{module}: status 0, 0 element(s) differ" in done.stdout
+    assert "check-app: all outputs match" in done.stdout
+
+
+@pytest.mark.qemu
+def test_a_wrong_reference_fails_the_app(exports, fixtures_dir, tmp_path):
+    """The check can fail: one expected byte changed, the same app exits 1 under build --app."""
+    refs = _reference_h(exports["kws_aot_c_unpacked_usmp"] / MARKER, {"kws": "tvm-0.13/kws"}, fixtures_dir, tmp_path / "refs")
+    text = (refs / "reference.h").read_text()
+    head, _, tail = text.partition("kws_expected0[12] __attribute__((aligned(16))) = {\n  0x")
+    (refs / "reference.h").write_text(head + "kws_expected0[12] __attribute__((aligned(16))) = {\n  0x"
+                                      + f"{(int(tail[:2], 16) + 1) % 256:02x}" + tail[2:])
+    app = _app_folder(refs, tmp_path / "app")
+    mlf = fixtures_dir / "tvm-0.13" / "kws_aot_c_unpacked_usmp.tar"
+    assert cli("build", str(mlf), "-b", BOARD, "-o", str(tmp_path / "b"), "--app", str(app)).returncode == 0
+    done = cli("run", str(tmp_path / "b"))
+    assert done.returncode == 7, done.stdout + done.stderr
+    assert "kws: status 0, 1 element(s) differ" in done.stdout
+    assert "the application exited with status 1" in done.stderr
+
+
+@pytest.mark.qemu
+@pytest.mark.parametrize("name", APP_BUILDS)
+def test_build_app_gives_the_same_outputs(exports, cmake_apps, fixtures_dir, tmp_path, name):
+    refs = _reference_h(exports[name] / MARKER, FIXTURES[name], fixtures_dir, tmp_path / "refs")
+    app = _app_folder(refs, tmp_path / "app")
+    built = cli("build", str(_mlf(fixtures_dir, name)), "-b", BOARD, "-o", str(tmp_path / "b"),
+                "--app", str(app))
+    assert built.returncode == 0, built.stderr
+    record = json.loads((tmp_path / "b" / "build.json").read_text())
+    assert set(record["app"]["files"]) == {"app/main.c", "app/check_model.inc", "app/reference.h"}
+    done = cli("run", str(tmp_path / "b"), "--timeout", "60")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "result: pass — the application exited with status 0" in done.stdout
+    assert done.stdout.splitlines()[:len(FIXTURES[name]) + 1] == _qemu(cmake_apps[name]).stdout.splitlines()
+    size = json.loads(cli("size", str(tmp_path / "b"), "--json").stdout)
+    assert any(item["category"] == "app" and item["file"] == "app/main.c" for item in size["symbols"])
+
+
+def _model_symbols(elf: Path, modules) -> dict[str, int]:
+    """Sizes of the model's own symbols: TVM's code and pools, and mlfbuild's arena, weights and executor."""
+    with open(elf, "rb") as stream:
+        symbols = ELFFile(stream).get_section_by_name(".symtab").iter_symbols()
+        return {s.name: s["st_size"] for s in symbols if s["st_size"] and (
+            s.name.startswith("tvmgen_") or s.name in ("global_workspace", "global_const_workspace")
+            or any(re.fullmatch(rf"mlf_{m}_(arena|param\d+|tensors|codes|shape\d+|args|e\d+|e\d+_shape)", s.name)
+                   for m in modules))}
+
+
+@pytest.mark.parametrize("name", ["kws_aot_c_unpacked_usmp", "kws_graph_c", "kws_aot_c_unpacked_nousmp"])
+def test_exported_model_is_the_firmware_model(cmake_apps, build_firmware, fixtures_dir, name):
+    """The same code, weights and planned arena as in `build`'s firmware: nothing copied, nothing re-planned."""
+    firmware = build_firmware(_mlf(fixtures_dir, name), BOARD) / "firmware.elf"
+    exported = _model_symbols(cmake_apps[name], FIXTURES[name])
+    assert exported and exported == _model_symbols(firmware, FIXTURES[name])
+
+
+def test_export_description(exports):
+    description = json.loads((exports["multi_kws_ad_aot_c_usmp"] / MARKER).read_text())
+    assert description["schema"] == "mlfbuild-export/1" and description["board"] == BOARD
+    assert description["cmake"]["model_target"] == "mlf::multi_kws_ad_aot_c_usmp"
+    assert {m["name"]: m["run"] for m in description["models"]} == {"kws": "tvmgen_kws_run", "ad": "tvmgen_ad_run"}
+    for model in description["models"]:
+        assert (exports["multi_kws_ad_aot_c_usmp"] / model["header"]).is_file()
+        assert (exports["multi_kws_ad_aot_c_usmp"] / model["interface_header"]).is_file()
+    for library in description["libraries"].values():
+        assert (exports["multi_kws_ad_aot_c_usmp"] / library).stat().st_size > 0
+
+
+@pytest.mark.qemu
+def test_two_models_exported_separately_in_one_app_with_an_arena_placed_by_the_app(
+        exports, fixtures_dir, tmp_path):
+    """kws (AOT C, USMP) and mlp (AOT C, its own workspace pool) from two exports, one runtime, through
+    the example's own CMakeLists.txt; the app defines mlp's arena in a section of its own."""
+    mlp = export([fixtures_dir / "tvm-0.13" / "mlp_aot_c_unpacked_nousmp.tar"], BOARD, tmp_path / "mlp").folder
+    kws = exports["kws_aot_c_unpacked_usmp"]
+    refs = tmp_path / "refs"
+    _reference_h(kws / MARKER, {"kws": "tvm-0.13/kws"}, fixtures_dir, refs / "k")
+    _reference_h(mlp / MARKER, {"mlp": "tvm-0.13/mlp"}, fixtures_dir, refs / "m")
+    blocks = [(refs / d / "reference.h").read_text().split("#define REFERENCE_MODELS")[0].split("#define REFERENCE_H_")[1]
+              for d in ("k", "m")]
+    (refs / "reference.h").write_text("#ifndef REFERENCE_H_\n#define REFERENCE_H_\n" + "".join(blocks)
+                                      + "#define REFERENCE_MODELS(X) X(kws) X(mlp)\n#endif\n")
+    (tmp_path / "arena.c").write_text('#include "mlf_mlp.h"\n'
+                                      "uint8_t mlf_mlp_arena[MLF_MLP_ARENA_BYTES]\n"
+                                      '    __attribute__((aligned(MLF_MLP_ARENA_ALIGN), section(".bss.app_sram2")));\n')
+    build = tmp_path / "build"
+    subprocess.run(["cmake", "-S", str(APP), "-B", str(build), f"-DCMAKE_TOOLCHAIN_FILE={kws}/cmake/arm-none-eabi.cmake",
+                    f"-DMLF_EXPORTS={kws};{mlp}", "-DMLF_BOARD_TARGET=mlfbuild::board_mps2_an386",
+                    f"-DREFERENCE_DIR={refs}", f"-DAPP_SOURCES={tmp_path / 'arena.c'}", "-DCMAKE_BUILD_TYPE=Release"],
+                   check=True, capture_output=True)
+    subprocess.run(["cmake", "--build", str(build), "-j2"], check=True, capture_output=True)
+    done = _qemu(build / "check-app.elf")
+    assert done.returncode == 0, done.stdout
+    assert "kws: status 0, 0 element(s) differ" in done.stdout and "mlp: status 0, 0 element(s) differ" in done.stdout
+    link_map = (build / "check-app.map").read_text()
+    placed = re.search(r"^ \.bss\.app_sram2\s*\n?\s+0x([0-9a-f]+)\s+0x([0-9a-f]+) .*arena\.c", link_map, re.M)
+    assert placed, "the map shows no .bss.app_sram2 input section from arena.c"
+    with open(build / "check-app.elf", "rb") as stream:
+        symbols = [s for s in ELFFile(stream).get_section_by_name(".symtab").iter_symbols() if s.name == "mlf_mlp_arena"]
+    assert len(symbols) == 1 and symbols[0]["st_value"] == int(placed.group(1), 16)  # the app's, not the library's
+
+
+def test_headers_compile_in_cpp(exports, tmp_path):
+    """mlf_<mod>.h (and the tvmgen_<mod>.h it includes, TVM's or ours) in a C++ application."""
+    chosen = {"kws_aot_c_unpacked_usmp": "kws", "kws_graph_c": "default", "multi_kws_ad_aot_c_usmp": "ad"}
+    source = tmp_path / "app.cpp"
+    source.write_text("".join(f'#include "mlf_{m}.h"\n' for m in chosen.values()) + """
+static uint8_t in[MLF_KWS_INPUT_0_BYTES], out[MLF_KWS_OUTPUT_0_BYTES];
+static const int32_t shape[] = MLF_KWS_INPUT_0_SHAPE;
+int run() {
+  tvmgen_kws_inputs inputs{};
+  inputs.MLF_KWS_INPUT_0_C_NAME = in;
+  tvmgen_kws_outputs outputs{};
+  outputs.MLF_KWS_OUTPUT_0_C_NAME = out;
+  static_assert(MLF_DEFAULT_ARENA_BYTES > 0 && MLF_AD_NUM_INPUTS == 1, "planned at compile time");
+  return tvmgen_kws_run(&inputs, &outputs) + shape[0] + tvmgen_default_run(nullptr, nullptr);
+}
+""")
+    includes = [f"-I{exports[f] / d}" for f in chosen for d in ("include", "model/codegen/host/include")]
+    done = subprocess.run(["arm-none-eabi-g++", "-Wall", "-Wextra", "-Werror", "-std=c++17", "-c", str(source),
+                           "-o", str(tmp_path / "app.o"), *includes], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def test_host_export_runs_natively(fixtures_dir, tmp_path):
+    folder = export([fixtures_dir / "tvm-0.13" / "kws_graph_c_linkparams.tar"], "host", tmp_path / "export").folder
+    refs = _reference_h(folder / MARKER, {"kws": "tvm-0.13/kws"}, fixtures_dir, tmp_path / "refs")
+    subprocess.run(["cmake", "-S", str(APP), "-B", str(tmp_path / "build"), f"-DMLF_EXPORTS={folder}",
+                    "-DMLF_BOARD_TARGET=mlfbuild::board_host", f"-DREFERENCE_DIR={refs}"], check=True, capture_output=True)
+    subprocess.run(["cmake", "--build", str(tmp_path / "build"), "-j2"], check=True, capture_output=True)
+    done = subprocess.run([str(tmp_path / "build" / "check-app.elf")], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "kws: status 0, 0 element(s) differ" in done.stdout, done.stdout
+
+
+def test_export_refuses_a_folder_that_is_not_an_export(fixtures_dir, tmp_path):
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep me")
+    done = cli("export", str(fixtures_dir / "tvm-0.13" / "kws_aot_c_unpacked_usmp.tar"), "-b", BOARD,
+               "-o", str(tmp_path / "mine"))
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "is not an mlfbuild export" in done.stderr
+    assert [p.name for p in (tmp_path / "mine").iterdir()] == ["notes.txt"]
+
+
+def test_export_json_and_re_export(fixtures_dir, tmp_path):
+    mlf = fixtures_dir / "tvm-0.13" / "kws_aot_c_unpacked_usmp.tar"
+    first = cli("export", str(mlf), "-b", BOARD, "-o", str(tmp_path / "e"), "--json")
+    assert first.returncode == 0, first.stderr
+    described = json.loads(first.stdout)
+    assert described["models"][0]["arena"] == {"symbol": None, "bytes": 0, "align": 16}
+    assert cli("export", str(mlf), "-b", BOARD, "-o", str(tmp_path / "e")).returncode == 0  # over its own export
+
+
+def test_unknown_board_and_bad_apps(fixtures_dir, tmp_path):
+    mlf = str(fixtures_dir / "tvm-0.13" / "kws_aot_c_unpacked_usmp.tar")
+    unknown = cli("export", mlf, "-b", "no-such-board", "-o", str(tmp_path / "e"))
+    assert unknown.returncode == 3 and len(unknown.stderr.strip().splitlines()) == 1
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "README").write_text("no sources here")
+    empty = cli("build", mlf, "-b", BOARD, "-o", str(tmp_path / "b1"), "--app", str(tmp_path / "empty"))
+    assert empty.returncode == 2 and "no C or C++ sources" in empty.stderr
+    assert len(empty.stderr.strip().splitlines()) == 1
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "main.c").write_text("int main(void) { return undeclared_thing; }\n")
+    broken = cli("build", mlf, "-b", BOARD, "-o", str(tmp_path / "b2"), "--app", str(tmp_path / "broken"))
+    assert broken.returncode == 4, broken.stderr
+    assert "app/main.c" in broken.stderr and "undeclared_thing" in broken.stderr and "build.log" in broken.stderr
