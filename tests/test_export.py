@@ -239,14 +239,29 @@ int run() {
     assert done.returncode == 0, done.stderr
 
 
-def test_host_export_runs_natively(fixtures_dir, tmp_path):
-    folder = export([fixtures_dir / "tvm-0.13" / "kws_graph_c_linkparams.tar"], "host", tmp_path / "export").folder
-    refs = _reference_h(folder / MARKER, {"kws": "tvm-0.13/kws"}, fixtures_dir, tmp_path / "refs")
+def test_host_export_of_two_mlfs_runs_natively_with_find_package_and_make(fixtures_dir, tmp_path):
+    """Two MLFs exported together for the host, found by find_package (the config file) and,
+    separately, built by make through mlf.mk: check-app runs natively and both models match."""
+    mlfs = [fixtures_dir / "tvm-0.13" / f"{name}.tar" for name in ("kws_graph_c_linkparams", "mlp_aot_c_unpacked_nousmp")]
+    folder = export(mlfs, "host", tmp_path / "export", name="models").folder
+    refs = _reference_h(folder / MARKER, {"kws": "tvm-0.13/kws", "mlp": "tvm-0.13/mlp"}, fixtures_dir, tmp_path / "refs")
     subprocess.run(["cmake", "-S", str(APP), "-B", str(tmp_path / "build"), f"-DMLF_EXPORTS={folder}",
-                    "-DMLF_BOARD_TARGET=mlfbuild::board_host", f"-DREFERENCE_DIR={refs}"], check=True, capture_output=True)
+                    "-DMLF_FIND_PACKAGE=ON", "-DMLF_BOARD_TARGET=mlfbuild::board_host", f"-DREFERENCE_DIR={refs}"],
+                   check=True, capture_output=True)
     subprocess.run(["cmake", "--build", str(tmp_path / "build"), "-j2"], check=True, capture_output=True)
-    done = subprocess.run([str(tmp_path / "build" / "check-app.elf")], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0 and "kws: status 0, 0 element(s) differ" in done.stdout, done.stdout
+    for app in (tmp_path / "build" / "check-app.elf", _make_app(folder, refs, tmp_path)):
+        done = subprocess.run([str(app)], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stdout
+        assert "kws: status 0, 0 element(s) differ" in done.stdout and "mlp: status 0, 0 element(s) differ" in done.stdout
+
+
+def _make_app(folder: Path, refs: Path, tmp_path: Path) -> Path:
+    (tmp_path / "Makefile").write_text(
+        f"MLF_DIR := {folder}\ninclude $(MLF_DIR)/mlf.mk\n"
+        f"app: {APP}/main.c $(MLF_MODELS_SOURCES) $(MLFBUILD_RUNTIME_SOURCES) $(MLFBUILD_BOARD_SOURCES)\n"
+        f"\tgcc -Os -I{APP} -I{refs} $(MLF_MODELS_CFLAGS) $(MLFBUILD_BOARD_CFLAGS) $^ $(MLFBUILD_BOARD_LDFLAGS) -lm -o $@\n")
+    subprocess.run(["make", "-C", str(tmp_path), "app"], check=True, capture_output=True)
+    return tmp_path / "app"
 
 
 def test_export_refuses_a_folder_that_is_not_an_export(fixtures_dir, tmp_path):
