@@ -46,7 +46,9 @@ class ExportResult:
 
 def export(mlfs: list[Path], board_name: str, folder: Path, *, name: str | None = None,
            board_files: tuple[Path, ...] = (), options: ProjectOptions = ProjectOptions(), jobs: int = 2,
-           max_mlf_bytes: int = DEFAULT_MAX_TOTAL_BYTES) -> ExportResult:
+           max_mlf_bytes: int = DEFAULT_MAX_TOTAL_BYTES, models: list[str] = ()) -> ExportResult:
+    """`models`: `[MODULE=]MODEL.tflite` items, the original models whose scale and zero point the
+    headers give (each checked to describe its module's graph)."""
     board = load_board(board_name, list(board_files))
     folder = Path(folder)
     _check_folder(folder)
@@ -57,7 +59,17 @@ def export(mlfs: list[Path], board_name: str, folder: Path, *, name: str | None 
         _check_names(libraries)
         for lib in libraries:
             check_library(lib, board, options)
-        return _export(mlfs, libraries, board, folder, name, options, jobs)
+        return _export(mlfs, libraries, board, folder, name, options, jobs, _quantizations(libraries, list(models)))
+
+
+def _quantizations(libraries: list[ModelLibrary], models: list[str]) -> dict[str, dict[str, tuple[float, int]]]:
+    if not models:
+        return {}
+    from .run.references import resolve
+
+    modules = [m.to_json() for lib in libraries for m in lib.modules]
+    chosen = resolve(models, modules)
+    return {m["name"]: chosen[m["name"]].quantization_of(m) for m in modules if m["name"] in chosen}
 
 
 def _check_folder(folder: Path) -> None:
@@ -81,7 +93,7 @@ def _check_names(libraries: list[ModelLibrary]) -> None:
 
 
 def _export(mlfs: list[Path], libraries: list[ModelLibrary], board: Board, folder: Path, name: str | None,
-            options: ProjectOptions, jobs: int) -> ExportResult:
+            options: ProjectOptions, jobs: int, quantizations: dict) -> ExportResult:
     env = template_environment()
     writer = Writer(folder)
     name = c_identifier(name or "_".join(m.name for lib in libraries for m in lib.modules))
@@ -90,7 +102,7 @@ def _export(mlfs: list[Path], libraries: list[ModelLibrary], board: Board, folde
     for index, (mlf, lib) in enumerate(zip(mlfs, libraries)):
         model_dir = "model" if len(libraries) == 1 else f"model/{index}_{c_identifier(Path(mlf).stem)}"
         rendered.append((Path(mlf), lib, render_library(lib, writer, env, source_name=Path(mlf).name,
-                                                        model_dir=model_dir)))
+                                                        model_dir=model_dir, quantizations=quantizations)))
     runtime = builtin_runtime_files(board, writer)
     float_abi = float_abi_for(board, [o for lib in libraries for m in lib.modules for o in m.objects])
     arch_flags = arch_flags_for(board, float_abi)

@@ -264,6 +264,18 @@ def _make_app(folder: Path, refs: Path, tmp_path: Path) -> Path:
     return tmp_path / "app"
 
 
+def test_quantization_from_the_original_model(fixtures_dir, models_dir, tmp_path):
+    done = cli("export", str(fixtures_dir / "tvm-0.13" / "kws_aot_c_unpacked_usmp.tar"), "-b", BOARD,
+               "-o", str(tmp_path / "e"), "--model", str(models_dir / "kws_ref_model.tflite"))
+    assert done.returncode == 0, done.stderr
+    header = (tmp_path / "e" / "include" / "mlf_kws.h").read_text()
+    assert "#define MLF_KWS_INPUT_0_SCALE 0.5847029089927673f" in header
+    assert "#define MLF_KWS_INPUT_0_ZERO_POINT 83" in header and "#define MLF_KWS_OUTPUT_0_ZERO_POINT -128" in header
+    wrong = cli("export", str(fixtures_dir / "tvm-0.13" / "kws_aot_c_unpacked_usmp.tar"), "-b", BOARD,
+                "-o", str(tmp_path / "e"), "--model", str(models_dir / "ad01_int8.tflite"))
+    assert wrong.returncode == 3 and len(wrong.stderr.strip().splitlines()) == 1, wrong.stderr
+
+
 def test_export_refuses_a_folder_that_is_not_an_export(fixtures_dir, tmp_path):
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("keep me")

@@ -23,6 +23,9 @@ class ExportCommand(Command):
         parser.add_argument("--opt", choices=("-Os", "-O2", "-O3", "-O1", "-O0", "-Og"),
                             help="optimisation level of the prebuilt libraries (default -Os)")
         parser.add_argument("--toolchain-prefix", default="arm-none-eabi-", help="cross compiler prefix")
+        parser.add_argument("--model", action="append", default=[], metavar="[MODULE=]MODEL.tflite",
+                            help="the original model of a module: its inputs' and outputs' scale and zero point "
+                                 "go into mlf_<mod>.h (checked to describe the same graph)")
         parser.add_argument("--json", action="store_true", help="print the export's description (docs/json.md)")
 
     def run(self, args):
@@ -32,7 +35,7 @@ class ExportCommand(Command):
         apply_project_file(args, self.name)
         options = ProjectOptions(optimize=args.opt or "-Os", toolchain_prefix=args.toolchain_prefix)
         result = export(args.mlf, args.board, args.output, name=args.name, board_files=tuple(args.board_file),
-                        options=options)
+                        options=options, models=args.model)
         if args.json:
             print(json.dumps(result.description, indent=2))
         else:

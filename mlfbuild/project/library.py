@@ -44,8 +44,9 @@ class _HeaderTensor(CTensor):
     quantization: TensorQuantization | None = None
 
 
-# (module name, "input"|"output", index) -> its quantization; empty until a source of them is read.
-Quantizations = dict[tuple[str, str, int], TensorQuantization]
+# Module name -> tensor name -> (scale, zero point), where a source states them (the original model:
+# run/references.py); tensors it does not name get no quantization macros.
+Quantizations = dict[str, dict[str, tuple[float, int]]]
 
 
 @dataclass
@@ -98,16 +99,17 @@ def model_header(env: Environment, item: Lowered, lib: ModelLibrary, quantizatio
                  source_name: str) -> str:
     module = item.module
 
-    def tensors(kind: str, specs) -> list[_HeaderTensor]:
-        return [_HeaderTensor(name=s.name, dtype=s.dtype, shape=shape_of(s), nbytes=s.nbytes, data="",
-                              c_name=s.c_name, quantization=quantizations.get((module.name, kind, i)))
-                for i, s in enumerate(specs)]
+    def tensors(specs) -> list[_HeaderTensor]:
+        known = quantizations.get(module.name, {})
+        return [_HeaderTensor(name=s.name, dtype=s.dtype, shape=shape_of(s), nbytes=s.nbytes, data="", c_name=s.c_name,
+                              quantization=TensorQuantization(*known[s.name]) if s.name in known else None)
+                for s in specs]
 
     usmp_pool = item.pool.bytes if item.pool and item.pool.kind == "usmp" else 0
     return env.get_template("library/mlf_model.h.j2").render(
         m=module, M=c_identifier(module.name).upper(), version=__version__,
         mlf_name=source_name, mlf_sha256=lib.sha256, executor=_executor(module),
-        inputs=tensors("input", module.inputs), outputs=tensors("output", module.outputs),
+        inputs=tensors(module.inputs), outputs=tensors(module.outputs),
         arena_bytes=item.arena_bytes, arena_what=_arena_what(item), usmp_pool_bytes=usmp_pool)
 
 
