@@ -161,7 +161,7 @@ def function_ranges(build_dir: Path, record: dict) -> list[_Range]:
         model_code |= _defined_functions(obj)
     executors = {}
     for index, name in enumerate(models):
-        for pattern in (rf"mlf_{re.escape(name)}_run", rf"tvmgen_{re.escape(name)}_run(_model)?",
+        for pattern in (rf"tvmgen_{re.escape(name)}_run(_model|_tvm|_packed)?",
                         rf"tvmgen_{re.escape(name)}___tvm_main__"):
             executors[pattern] = index
     found: dict[int, _Range] = {}
