@@ -54,6 +54,8 @@ def export(mlfs: list[Path], board_name: str, folder: Path, *, name: str | None 
     _check_folder(folder)
     folder = outfolder.prepare(folder)
     with outfolder.locked(folder), tempfile.TemporaryDirectory(prefix=".unpack-", dir=folder) as unpack:
+        if not (folder / MARKER).is_file():  # an export that fails half-way may still be written over
+            (folder / MARKER).write_text(json.dumps({"schema": schemas.EXPORT, "complete": False}) + "\n")
         libraries = [read_mlf(Path(mlf), Path(unpack) / str(i), max_total_bytes=max_mlf_bytes)
                      for i, mlf in enumerate(mlfs)]
         _check_names(libraries)
@@ -74,7 +76,9 @@ def _quantizations(libraries: list[ModelLibrary], models: list[str]) -> dict[str
 
 def _check_folder(folder: Path) -> None:
     """An export may replace an earlier export, never a folder of something else."""
-    if folder.exists() and (not folder.is_dir() or (any(folder.iterdir()) and not (folder / MARKER).is_file())):
+    ours = {MARKER, outfolder.LOCK_FILE}
+    if folder.exists() and (not folder.is_dir() or (any(p.name not in ours for p in folder.iterdir())
+                                                    and not (folder / MARKER).is_file())):
         raise UsageError(f"{folder}: exists and is not an mlfbuild export (no {MARKER}); "
                          "name a new or empty folder, or a previous export")
 
@@ -202,7 +206,7 @@ def _describe(folder: Path, package: str, name: str, board: Board, arch_flags: l
                           "bytes": item.arena_bytes, "align": 16},
                 "inputs": [t.to_json() for t in module.inputs], "outputs": [t.to_json() for t in module.outputs]})
     return {
-        "schema": schemas.EXPORT, "mlfbuild_version": __version__, "folder": str(folder),
+        "schema": schemas.EXPORT, "complete": True, "mlfbuild_version": __version__, "folder": str(folder),
         "board": board.name, "cpu_flags": arch_flags, "float_abi": float_abi,
         "cmake": {"package": package, "model_target": f"mlf::{name}", "runtime_target": "mlfbuild::runtime",
                   "board_target": f"mlfbuild::board_{c_identifier(board.name)}",
