@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from ..cliargs import apply_project_file
+from ..project import OPT_LEVELS
 from .base import Command
 from .common import add_board_arguments
 
@@ -20,7 +21,7 @@ class ExportCommand(Command):
         parser.add_argument("-o", "--output", type=Path, required=True,
                             help="the export folder (new, empty, or a previous export)")
         parser.add_argument("--name", help="the CMake package and library name (default: the module names)")
-        parser.add_argument("--opt", choices=("-Os", "-O2", "-O3", "-O1", "-O0", "-Og"),
+        parser.add_argument("--opt", choices=OPT_LEVELS,
                             help="optimisation level of the prebuilt libraries (default -Os)")
         parser.add_argument("--toolchain-prefix", default="arm-none-eabi-", help="cross compiler prefix")
         parser.add_argument("--model", action="append", default=[], metavar="[MODULE=]MODEL.tflite",
@@ -33,7 +34,7 @@ class ExportCommand(Command):
         from ..project import ProjectOptions
 
         apply_project_file(args, self.name)
-        options = ProjectOptions(optimize=args.opt or "-Os", toolchain_prefix=args.toolchain_prefix)
+        options = ProjectOptions(optimize=args.opt, toolchain_prefix=args.toolchain_prefix)
         result = export(args.mlf, args.board, args.output, name=args.name, board_files=tuple(args.board_file),
                         options=options, models=args.model)
         if args.json:
