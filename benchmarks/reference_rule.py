@@ -19,11 +19,9 @@ Needs LiteRT (`pip install 'mlfbuild[reference]'`). Prints Markdown tables.
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import subprocess
 import sys
-import tarfile
 import tempfile
 from pathlib import Path
 
@@ -31,8 +29,10 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))
 
 from mlfbuild.reference.litert import run_model  # noqa: E402
+from mlfwriter import negate_convolution_weights  # noqa: E402
 
 REFERENCE_INPUTS = (("tvm-0.18/kws.npz", "kws_ref_model.tflite"), ("tvm-0.13/kws.npz", "kws_ref_model.tflite"),
                     ("tvm-0.8/kws.npz", "kws_ref_model.tflite"), ("tvm-0.18/vww.npz", "vww_96_int8.tflite"),
@@ -57,22 +57,6 @@ def litert_against_tvm(fixtures: Path, models: Path) -> None:
         diff = np.abs(ours.astype(int).reshape(-1) - tvm)
         top1 = "agrees" if np.argmax(ours) == np.argmax(tvm) else "differs"
         print(f"| {npz} | {model} | {diff.max()} | {np.count_nonzero(diff)} of {diff.size} | {top1} |")
-
-
-def damaged(mlf: Path, out: Path) -> Path:
-    """The MLF with every weight of one convolution negated (as tests/test_reference.py does)."""
-    with tarfile.open(mlf) as source, tarfile.open(out, "w") as target:
-        for member in source.getmembers():
-            data = source.extractfile(member).read() if member.isfile() else None
-            if data is not None and member.name.endswith("_lib0.c"):
-                text = data.decode()
-                start = text.index(".fused_constant_8_let = {")
-                end = text.index("}", start)
-                block = text[start:end].replace("+0x", "#").replace("-0x", "+0x").replace("#", "-0x")
-                data = (text[:start] + block + text[end:]).encode()
-                member.size = len(data)
-            target.addfile(member, io.BytesIO(data) if data is not None else None)
-    return out
 
 
 def firmware_rows(label: str, build: Path, references: list[str], seeds: int, samples: int) -> None:
@@ -131,7 +115,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="mlfbuild-reference-rule-") as work:
         builds = {}
         for label, mlf in (("kws", args.fixtures / KWS), ("kws+ad", args.fixtures / MULTI),
-                           ("kws, damaged", damaged(args.fixtures / KWS, Path(work) / "damaged.tar")),
+                           ("kws, damaged", negate_convolution_weights(args.fixtures / KWS, Path(work) / "damaged.tar")),
                            ("vww", args.fixtures / VWW)):
             builds[label] = Path(work) / label.replace(" ", "").replace(",", "-").replace("+", "-")
             library = ["--cmsis-nn", str(args.cmsis_nn)] if label == "vww" else []

@@ -318,6 +318,23 @@ def with_cmsis_nn(model: TinyModel, targets: list[str], scratch_bytes: list[int]
     return files
 
 
+def negate_convolution_weights(mlf: Path, out: Path) -> Path:
+    """A copy of a real kws MLF with every weight of one convolution (fused_constant_8) negated: the same
+    graph computing something else (one weight alone may not change the outputs)."""
+    with tarfile.open(mlf) as source, tarfile.open(out, "w") as target:
+        for member in source.getmembers():
+            data = source.extractfile(member).read() if member.isfile() else None
+            if data is not None and member.name.endswith("_lib0.c"):
+                text = data.decode()
+                start = text.index(".fused_constant_8_let = {")
+                end = text.index("}", start)
+                block = text[start:end].replace("+0x", "#").replace("-0x", "+0x").replace("#", "-0x")
+                data = (text[:start] + block + text[end:]).encode()
+                member.size = len(data)
+            target.addfile(member, io.BytesIO(data) if data is not None else None)
+    return out
+
+
 def write_example(folder: Path) -> tuple[Path, Path]:
     """The bundled default: examples/tiny_aot.tar and its reference examples/tiny_aot.npz."""
     model = TinyModel()

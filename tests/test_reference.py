@@ -5,11 +5,9 @@ run is in test_reference_qemu below."""
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import re
-import tarfile
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +15,7 @@ import pytest
 from hypothesis import example, given, settings, strategies as st
 
 from conftest import cli
+from mlfwriter import negate_convolution_weights
 from mlfbuild.errors import BuildError, InvalidInputError, RunError
 from mlfbuild.reference import litert
 from mlfbuild.reference.signature import mismatch
@@ -233,22 +232,6 @@ def test_other_outputs_within_eight_lsb_and_files_exact():
 
 # --- firmware against the original model (host builds) ---------------------------------------------------
 
-def _damaged(mlf: Path, out: Path) -> Path:
-    """The MLF with every weight of one convolution negated: the same graph computing something else."""
-    with tarfile.open(mlf) as source, tarfile.open(out, "w") as target:
-        for member in source.getmembers():
-            data = source.extractfile(member).read() if member.isfile() else None
-            if data is not None and member.name.endswith("_lib0.c"):
-                text = data.decode()
-                start = text.index(".fused_constant_8_let = {")
-                end = text.index("}", start)
-                block = text[start:end].replace("+0x", "#").replace("-0x", "+0x").replace("#", "-0x")
-                data = (text[:start] + block + text[end:]).encode()
-                member.size = len(data)
-            target.addfile(member, io.BytesIO(data) if data is not None else None)
-    return out
-
-
 def _run_json(*args: str, env=None) -> tuple[int, dict | None, str]:
     done = cli("run", *args, "--json", env=env, timeout=600)
     return done.returncode, json.loads(done.stdout) if done.stdout.strip() else None, done.stderr
@@ -267,7 +250,7 @@ def test_kws_against_its_tflite_over_100_samples(build_firmware, fixtures_dir, m
 
 
 def test_damaged_weights_fail_against_the_tflite(build_firmware, fixtures_dir, models_dir, tmp_path):
-    damaged = _damaged(fixtures_dir / KWS_AOT, tmp_path / "damaged.tar")
+    damaged = negate_convolution_weights(fixtures_dir / KWS_AOT, tmp_path / "damaged.tar")
     build = build_firmware(damaged, "host")
     code, result, _ = _run_json(str(build), "--reference", str(models_dir / KWS_MODEL), "--samples", "50")
     assert code == 7
