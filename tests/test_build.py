@@ -14,7 +14,7 @@ import pytest
 
 from conftest import REPO, cli, entry_id, fixture_boards
 from mlfbuild.build import build
-from mlfbuild.errors import InvalidInputError, OverBudgetError
+from mlfbuild.errors import InvalidInputError
 from mlfbuild.project import ProjectOptions
 
 EXAMPLE = REPO / "examples" / "tiny_aot.tar"
