@@ -183,7 +183,7 @@ def _explain_overflow(overflow: OverBudgetError, mlf: Path, library: ModelLibrar
     say by how much and what is biggest. Falls back to the linker's words if that link fails too."""
     if board.is_host:
         return overflow
-    render_oversize_linker_script(board, project.path)
+    render_oversize_linker_script(board, project.path, linked_stack_bytes(project.path))  # the reserve that overflowed
     try:
         run_make(project.path, jobs=1, log=log, append=True, targets=["build/oversize.elf"], timeout=timeout,
                  memory=memory)

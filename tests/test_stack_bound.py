@@ -132,6 +132,19 @@ def test_stack_bytes_the_board_cannot_hold_is_refused_before_anything_is_written
     assert not out.exists()
 
 
+@pytest.mark.cross
+def test_a_stack_reserve_the_ram_cannot_hold_beside_the_data_shows_the_size_table(tmp_path):
+    # The whole of RAM for .stack: the data no longer fits. The diagnostic link must keep the
+    # reserve asked for, or it fits and the error falls back to the linker's words.
+    result = subprocess.run([sys.executable, "-m", "mlfbuild", "build", str(EXAMPLE), "-b", "mps2-an386",
+                             "-o", str(tmp_path / "o"), "--stack-bytes", str(0x400000)],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 5, result.stderr
+    first = next(line for line in result.stderr.splitlines() if line.startswith("mlfbuild: error:"))
+    assert re.search(r"does not fit the board: ram [\d,]+ B > 4,194,304 B by [\d,]+ B", first), first
+    assert "overflowed" not in first and "over by" in result.stderr and ".stack" in result.stderr, result.stderr
+
+
 @pytest.mark.qemu
 def test_a_run_that_fills_the_stack_reserve_warns(build_firmware):
     out = build_firmware(EXAMPLE, "mps2-an386", stack_bytes=8)

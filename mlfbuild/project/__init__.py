@@ -285,14 +285,16 @@ def linked_stack_bytes(project: Path) -> int | None:
 _OVERSIZE_REGION = 0x08000000
 
 
-def render_oversize_linker_script(board: Board, project: Path) -> Path:
-    """oversize.ld: the board's memory map with roomier regions (see the Makefile's oversize.elf)."""
+def render_oversize_linker_script(board: Board, project: Path, stack_bytes: int | None = None) -> Path:
+    """oversize.ld: the board's memory map with roomier regions (see the Makefile's oversize.elf) and the
+    .stack reserve `stack_bytes` (default: the board's), so the diagnostic link counts the reserve asked for."""
     memory = board.memory
     roomy = dataclasses.replace(memory, flash=dataclasses.replace(memory.flash, length=_OVERSIZE_REGION),
                                 ram=dataclasses.replace(memory.ram, length=_OVERSIZE_REGION))
     path = project / "oversize.ld"
     path.write_text(template_environment().get_template("linker.ld.j2").render(
-        board=dataclasses.replace(board, memory=roomy), stack_bytes=memory.stack_bytes, heap_bytes=memory.heap_bytes))
+        board=dataclasses.replace(board, memory=roomy), stack_bytes=stack_bytes or memory.stack_bytes,
+        heap_bytes=memory.heap_bytes))
     return path
 
 
