@@ -65,8 +65,11 @@ def build(mlf: Path, board_name: str, outdir: Path, *, options: ProjectOptions =
 
 def _check_stack_bytes(stack_bytes: int | None, board: Board) -> None:
     """--stack-bytes: a reserve the board's RAM can hold, in the 8-byte units of the AAPCS stack."""
-    if stack_bytes is None or board.is_host:
+    if stack_bytes is None:
         return
+    if board.is_host:
+        raise UsageError(f"--stack-bytes does not apply to the host board {board.name}: its stack is the "
+                         "operating system's, with no .stack reserve to fix")
     ram = board.memory.ram.length
     if stack_bytes % 8 or not 8 <= stack_bytes <= ram:
         raise UsageError(f"--stack-bytes {stack_bytes}: the .stack reserve on {board.name} must be a multiple of 8 "

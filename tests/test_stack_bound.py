@@ -132,6 +132,16 @@ def test_stack_bytes_the_board_cannot_hold_is_refused_before_anything_is_written
     assert not out.exists()
 
 
+def test_stack_bytes_on_the_host_is_refused_before_anything_is_written(tmp_path, capsys):
+    from mlfbuild.cli import main
+
+    out = tmp_path / "out"
+    assert main(["build", str(EXAMPLE), "-b", "host", "-o", str(out), "--stack-bytes", "4096"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--stack-bytes does not apply to the host board" in err, err
+    assert not out.exists()
+
+
 @pytest.mark.cross
 def test_a_stack_reserve_the_ram_cannot_hold_beside_the_data_shows_the_size_table(tmp_path):
     # The whole of RAM for .stack: the data no longer fits. The diagnostic link must keep the

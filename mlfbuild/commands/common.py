@@ -55,8 +55,8 @@ def add_build_arguments(parser: argparse.ArgumentParser) -> None:
                         help="your application's C/C++ sources, instead of mlfbuild's console main.c "
                              "(default: mlfbuild.toml's app; docs/export.md)")
     parser.add_argument("--stack-bytes", type=parse_size, metavar="N",
-                        help="fixed .stack reserve, a multiple of 8 up to the board's RAM (default: the static "
-                             "stack bound + 256 B, else the board's)")
+                        help="fixed .stack reserve, a multiple of 8 up to the board's RAM; not on the host (default: "
+                             "the static stack bound + 256 B, else the board's)")
 
 
 def build_from_args(args: argparse.Namespace, mlf: Path, outdir: Path):
