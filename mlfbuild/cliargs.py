@@ -15,7 +15,7 @@ from typing import Iterator
 
 from .errors import MlfError, UsageError
 from .suggest import did_you_mean
-from .units import parse_byte_count, seconds, tolerance
+from .units import build_memory, parse_byte_count, seconds, tolerance
 
 # Per command: examples (command lines after `mlfbuild`) and the exit codes it can end with.
 GUIDE: dict[str, tuple[tuple[str, ...], str]] = {
@@ -143,6 +143,8 @@ def apply_project_file(args: argparse.Namespace, command: str) -> None:
     for key in ("atol", "rtol"):
         if hasattr(args, key) and getattr(args, key) is None:
             setattr(args, key, take(key))
+    if hasattr(args, "build_memory") and args.build_memory is None:
+        args.build_memory = take("build_memory")
     if hasattr(args, "app") and args.app is None:
         args.app = take("app")
     if hasattr(args, "reference") and not args.reference:
@@ -229,6 +231,11 @@ def tolerance_arg(flag: str):
 def seconds_arg(flag: str):
     """An argparse type for a time limit flag; a wrong value is one line naming the flag (exit 2)."""
     return _checked_arg(flag, seconds)
+
+
+def build_memory_arg(flag: str):
+    """An argparse type for the build's memory limit; a wrong value is one line naming the flag (exit 2)."""
+    return _checked_arg(flag, build_memory)
 
 
 def _checked_arg(flag: str, rule):

@@ -9,6 +9,7 @@
     atol = 0.01                          # tolerances of run, as --atol/--rtol (finite, >= 0)
     rtol = 0.0
     app = "app"                          # your application's sources instead of mlfbuild's console (build --app)
+    build_memory = "8G"                  # as --build-memory: address space of make and each compiler (64M..1024G)
     [budgets]
     flash = "256K"                       # bytes: 262144, 0x40000, 256K, 1M
     ram = "64K"
@@ -34,11 +35,11 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.10
 from .errors import InvalidInputError
 from .project import OPT_LEVELS, RUNTIMES
 from .suggest import did_you_mean
-from .units import parse_byte_count, tolerance
+from .units import build_memory, parse_byte_count, tolerance
 from .untrusted import read_regular
 
 PROJECT_FILE = "mlfbuild.toml"
-_KEYS = ("mlf", "board", "opt", "runtime", "references", "samples", "atol", "rtol", "budgets", "app")
+_KEYS = ("mlf", "board", "opt", "runtime", "references", "samples", "atol", "rtol", "budgets", "app", "build_memory")
 _MAX_BYTES = 1 << 20
 MAX_SAMPLES = 100_000
 _BUDGET_KEYS = ("flash", "ram")
@@ -56,6 +57,7 @@ class ProjectFile:
     atol: float | None = None
     rtol: float | None = None
     app: Path | None = None
+    build_memory: int | None = None
     budget_flash: int | None = None
     budget_ram: int | None = None
 
@@ -88,6 +90,7 @@ def load_project_file(path: Path) -> ProjectFile:
                        references=_strings(path, data, "references"), samples=_samples(path, data),
                        atol=_tolerance(path, data, "atol"), rtol=_tolerance(path, data, "rtol"),
                        app=Path(_string(path, data, "app")) if _string(path, data, "app") else None,
+                       build_memory=_build_memory(path, data),
                        budget_flash=_byte_count(path, budgets, "budgets.flash", "flash"),
                        budget_ram=_byte_count(path, budgets, "budgets.ram", "ram"))
 
@@ -142,6 +145,17 @@ def _samples(path: Path, data: dict) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SAMPLES:
         _fail(path, "samples", f"must be a whole number from 1 to {MAX_SAMPLES:,}, got {value!r}")
     return value
+
+
+def _build_memory(path: Path, data: dict) -> int | None:
+    value = data.get("build_memory")
+    if value is None:
+        return None
+    try:
+        return build_memory(value)
+    except ValueError as exc:
+        _fail(path, "build_memory", str(exc))
+    return None  # not reached
 
 
 def _byte_count(path: Path, table: dict, key: str, name: str) -> int | None:

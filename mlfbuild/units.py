@@ -40,6 +40,23 @@ def tolerance(value: object) -> float:
     return number
 
 
+MIN_BUILD_MEMORY, MAX_BUILD_MEMORY = 64 << 20, 1 << 40
+
+
+def build_memory(value: object) -> int:
+    """The address space make and each compiler may map: a byte count (4294967296, "4G") from 64 MiB
+    (below it cc1 crashes instead of saying it ran out) to 1 TiB (well inside setrlimit's range)."""
+    if isinstance(value, str):
+        nbytes = parse_byte_count(value)
+    elif isinstance(value, int) and not isinstance(value, bool):
+        nbytes = value
+    else:
+        raise ValueError(f"not a size: {value!r} (examples: 4294967296, 4G, 512M)")
+    if not MIN_BUILD_MEMORY <= nbytes <= MAX_BUILD_MEMORY:
+        raise ValueError(f"must be from 64M to 1024G, got {value!r}")
+    return nbytes
+
+
 def seconds(value: object) -> float:
     """A time limit: a finite number of seconds > 0 (no limit at all is never what a limit means)."""
     number = _number(value)

@@ -363,6 +363,44 @@ def test_a_compiler_that_grows_without_end_stops_at_the_memory_limit(tmp_path, c
     assert len(err) == 1 and "tiny_lib1.c): the compiler ran out of its 256 MiB of memory (cc1: out of memory" in err[0]
 
 
+def test_the_memory_limit_from_the_project_file_and_in_matrix_builds(tmp_path, monkeypatch, capsys):
+    from mlfbuild.matrix.stage import build_task
+
+    mlf = _model_including("/dev/zero", tmp_path)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mlfbuild.toml").write_text(f'mlf = "{mlf}"\nboard = "host"\nbuild_memory = "256M"\n')
+    assert main(["build", "-o", str(tmp_path / "out")]) == 4
+    assert "ran out of its 256 MiB of memory" in capsys.readouterr().err
+    assert main(["build", "-o", str(tmp_path / "flag"), "--build-memory", "320M"]) == 4  # a flag wins over the file
+    assert "ran out of its 320 MiB of memory" in capsys.readouterr().err
+    spec = {"mlf_name": "model.tar", "board": "host", "board_file_names": [], "opt": "-Os", "runtime": "builtin",
+            "budget_flash": None, "budget_ram": None, "build_memory": 288 << 20, "timeout": 300}
+    built = build_task(spec, mlf.read_bytes(), [], None)
+    assert built["status"] == "build error" and "ran out of its 288 MiB of memory" in built["message"], built
+
+
+@pytest.mark.parametrize("value, why", [("0", "must be from 64M to 1024G, got '0'"), ("1K", "must be from 64M"),
+                                        ("2048G", "must be from 64M"), (str(2**64), "must be from 64M"),
+                                        ("lots", "not a size: 'lots'")])
+def test_a_memory_limit_out_of_range_is_one_line_in_flag_project_file_and_matrix(value, why, tmp_path,
+                                                                                 monkeypatch, capsys):
+    from mlfbuild.matrix import BuildConfig
+    from mlfbuild.errors import UsageError
+
+    monkeypatch.chdir(tmp_path)
+    for command in (["build", str(REPO / "examples" / "tiny_aot.tar"), "-b", "host"], ["matrix", "--build-only"]):
+        assert main([*command, "-o", str(tmp_path / "out"), "--build-memory", value]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and f"--build-memory: {why}" in err, err
+    (tmp_path / "mlfbuild.toml").write_text(f'build_memory = "{value}"\n')
+    assert main(["build", str(REPO / "examples" / "tiny_aot.tar"), "-b", "host", "-o", str(tmp_path / "out")]) == 3
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"mlfbuild.toml: build_memory: {why}" in err, err
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(UsageError, match="build_memory: "):
+        BuildConfig(build_memory=int(value) if value.isdigit() else value)
+
+
 def _set(data: dict, path: tuple, value) -> None:
     for key in path[:-1]:
         data = data[key]

@@ -82,7 +82,7 @@ def test_local_matrix_junit_cache_and_retry_failed(fixtures_dir, tmp_path):
 def test_worker_stages_are_pure_functions_of_bytes(tmp_path):
     """The worker gets bytes and gives back plain data: no path of the submitter is needed."""
     spec = {"mlf_name": "model.tar", "board": "host", "board_file_names": [], "opt": "-Os", "runtime": "builtin", "budget_flash": None,
-            "budget_ram": None, "timeout": 300}
+            "budget_ram": None, "build_memory": 4 << 30, "timeout": 300}
     built = build_task(spec, EXAMPLE.read_bytes(), [], None)
     assert built["status"] == "built" and built["runnable"] and built["flash"] > 0
     assert {"firmware.elf", "build.json", "size.html"} <= set(built["files"])
@@ -98,11 +98,19 @@ def test_worker_stages_are_pure_functions_of_bytes(tmp_path):
 
 
 def test_build_only_budget_timeout_and_bad_input_on_the_local_cluster(tmp_path):
+    from mlfwriter import TinyModel, tar_tree
+
     missing = tmp_path / "missing.tar"
-    result = _matrix(EXAMPLE, missing, "--board", "host", "-o", tmp_path / "a", "--build-only", "--json")
+    files = TinyModel().files()  # C that makes the compiler read /dev/zero until its memory limit stops it
+    files["codegen/host/src/tiny_lib1.c"] = b'#include "/dev/zero"\n' + files["codegen/host/src/tiny_lib1.c"]
+    greedy = tar_tree(files, tmp_path / "greedy.tar")
+    result = _matrix(EXAMPLE, missing, greedy, "--board", "host", "-o", tmp_path / "a", "--build-only",
+                     "--build-memory", "256M", "--json")
     jobs = {r["id"]: r for r in json.loads(result.stdout)["jobs"]}
     assert jobs["000-tiny_aot-host"]["status"] == "not run" and jobs["000-tiny_aot-host"]["outcome"] == "skipped"
     assert jobs["001-missing-host"]["status"] == "invalid input" and "cannot read this MLF" in jobs["001-missing-host"]["message"]
+    assert jobs["002-greedy-host"]["status"] == "build error" \
+        and "ran out of its 256 MiB of memory" in jobs["002-greedy-host"]["message"], jobs["002-greedy-host"]
     assert result.returncode == 3
 
     junit, board_file = tmp_path / "budget.xml", tmp_path / "my-host.toml"
@@ -235,7 +243,7 @@ def test_a_reference_whose_header_declares_2_to_the_40_elements_is_invalid_input
     import numpy as np
 
     spec = {"mlf_name": "model.tar", "board": "host", "board_file_names": [], "opt": "-Os", "runtime": "builtin",
-            "budget_flash": None, "budget_ram": None, "timeout": 300}
+            "budget_flash": None, "budget_ram": None, "build_memory": 4 << 30, "timeout": 300}
     built = build_task(spec, EXAMPLE.read_bytes(), [], None)
     header = io.BytesIO()
     np.lib.format.write_array_header_1_0(header, {"descr": "|i1", "fortran_order": False, "shape": (1 << 40,)})

@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from ..cliargs import parse_size, seconds_arg
+from ..cliargs import build_memory_arg, parse_size, seconds_arg
 from ..errors import InvalidInputError
 from ..project import OPT_LEVELS, RUNTIMES
 from ..record import BUILD_RECORD, is_build_folder
@@ -49,8 +49,9 @@ def add_build_arguments(parser: argparse.ArgumentParser) -> None:
                         help="refuse to generate more C than this per build (default 64M)")
     parser.add_argument("--build-timeout", type=seconds_arg("--build-timeout"), default=None, metavar="S",
                         help="stop make and the compiler after this many seconds (exit 4; default 1800)")
-    parser.add_argument("--build-memory", type=parse_size, default=None, metavar="N",
-                        help="address space make and each compiler may use (exit 4 beyond it; default 4G)")
+    parser.add_argument("--build-memory", type=build_memory_arg("--build-memory"), default=None, metavar="N",
+                        help="address space make and each compiler may use, 64M to 1024G (exit 4 beyond it; "
+                             "default 4G)")
     parser.add_argument("--app", type=Path, metavar="DIR",
                         help="your application's C/C++ sources, instead of mlfbuild's console main.c "
                              "(default: mlfbuild.toml's app; docs/export.md)")
@@ -64,7 +65,7 @@ def build_from_args(args: argparse.Namespace, mlf: Path, outdir: Path):
     from ..project import ProjectOptions
 
     limits = {"max_code_bytes": args.max_code_size} if args.max_code_size else {}
-    if args.build_memory:
+    if args.build_memory is not None:
         limits["build_memory"] = args.build_memory
     options = ProjectOptions(runtime=args.runtime, crt_dir=args.crt_dir, cmsis_nn=args.cmsis_nn,
                              cmsis_core=args.cmsis_core,

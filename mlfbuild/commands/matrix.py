@@ -8,10 +8,11 @@ import os
 import sys
 from pathlib import Path
 
-from ..cliargs import parse_size, seconds_arg
+from ..cliargs import build_memory_arg, parse_size, seconds_arg
 from ..matrix.cluster import CONNECT_TIMEOUT
 from ..outfolder import prepare, write_file as write_report_file
 from ..style import printable
+from ..toolchain import DEFAULT_BUILD_MEMORY
 from .base import Command
 
 
@@ -53,6 +54,9 @@ class MatrixCommand(Command):
         parser.add_argument("--opt", default="-Os", choices=["-Os", "-O2", "-O3", "-O1", "-O0", "-Og"])
         parser.add_argument("--budget-flash", type=parse_size, metavar="N", help="a failure above this flash use")
         parser.add_argument("--budget-ram", type=parse_size, metavar="N", help="a failure above this RAM use")
+        parser.add_argument("--build-memory", type=build_memory_arg("--build-memory"), default=DEFAULT_BUILD_MEMORY,
+                            metavar="N", help="address space make and each compiler of a build may use, 64M to "
+                                              "1024G (default 4G)")
         parser.add_argument("--junit", type=Path, help="write a JUnit XML report")
         parser.add_argument("--json", action="store_true", help="print the results as versioned JSON")
 
@@ -65,7 +69,7 @@ class MatrixCommand(Command):
             raise UsageError("nothing to do: give MLFs, --jobs-file or --retry-failed (or the filters left no job)")
         config = matrix.BuildConfig(opt=args.opt, runtime=args.runtime, board_files=tuple(args.board_file),
                                     cmsis_nn=args.cmsis_nn, budget_flash=args.budget_flash,
-                                    budget_ram=args.budget_ram)
+                                    budget_ram=args.budget_ram, build_memory=args.build_memory)
         limits = matrix.Limits(build_only=args.build_only, job_timeout=args.job_timeout, reply_timeout=args.timeout)
         prepare(args.output)  # before any work: a path that cannot be a folder loses no results
         cache = matrix.BuildCache(None if args.no_cache else prepare(args.cache or args.output / "cache", "--cache"))

@@ -23,7 +23,8 @@ from ..boards import load_board
 from ..errors import EXIT_INFRASTRUCTURE, EXIT_INVALID_INPUT, InfrastructureError, InvalidInputError, UsageError
 from ..project import ProjectOptions
 from ..toolchain import compiler_identity
-from ..units import seconds
+from ..toolchain import DEFAULT_BUILD_MEMORY
+from ..units import build_memory, seconds
 from ..untrusted import MAX_INPUT_BYTES, read_regular
 from .cache import BuildCache, DamagedEntry, build_key, digest
 from .jobs import Job
@@ -41,6 +42,15 @@ class BuildConfig:
     cmsis_nn: Path | None = None
     budget_flash: int | None = None
     budget_ram: int | None = None
+    # A limit, not an input: the firmware it allows is the same, so the cache key leaves it out
+    # (only builds that succeeded are cached).
+    build_memory: int = DEFAULT_BUILD_MEMORY
+
+    def __post_init__(self) -> None:  # the library's callers too, by the rule of --build-memory
+        try:
+            build_memory(self.build_memory)
+        except ValueError as exc:
+            raise UsageError(f"build_memory: {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -121,7 +131,7 @@ class _Submission:
         spec = {"mlf_name": Path(job.mlf).name, "board": job.board, "opt": config.opt, "runtime": config.runtime,
                 "board_file_names": [Path(p).name for p in config.board_files],
                 "budget_flash": config.budget_flash, "budget_ram": config.budget_ram,
-                "timeout": self.limits.job_timeout}
+                "build_memory": config.build_memory, "timeout": self.limits.job_timeout}
         future = self.client.submit(build_task, spec, self.content(mlf), [self.content(b) for b in self.board_files],
                                     self.content(self.cmsis_nn) if self.cmsis_nn is not None else None,
                                     key=f"build-{key[:16]}-{self.session}")

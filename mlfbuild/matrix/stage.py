@@ -35,7 +35,7 @@ SPEC, RESULT, OUT = "spec.json", "result.json", "out"
 
 def build_task(spec: dict, mlf: bytes, board_files: list[bytes], cmsis_nn: bytes | None) -> dict:
     """Build one firmware. spec: mlf_name, board, board_file_names, opt, runtime, budget_flash, budget_ram,
-    timeout."""
+    build_memory, timeout."""
     with tempfile.TemporaryDirectory(prefix="mlfbuild-build-") as work:
         folder = Path(work)
         (folder / spec["mlf_name"]).write_bytes(mlf)
@@ -146,7 +146,7 @@ def _build_stage(folder: Path, spec: dict) -> dict:
     from ..size.html import format_html
 
     out = folder / OUT
-    options = ProjectOptions(runtime=spec["runtime"], optimize=spec["opt"],
+    options = ProjectOptions(runtime=spec["runtime"], optimize=spec["opt"], build_memory=spec["build_memory"],
                              cmsis_nn=folder / spec["cmsis_nn"] if spec["cmsis_nn"] else None)
     result = {"status": BUILT, "exit_code": 0, "message": "", "flash": None, "ram": None, "runnable": False}
     try:
