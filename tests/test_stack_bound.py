@@ -55,6 +55,44 @@ def test_walker_names_recursion_and_unresolved_pointers():
     assert walker.depth("main")[0] is None and "__stack_size: called, but not found" in walker.unbounded.pop()
 
 
+def test_a_cycle_closed_by_a_pointer_call_says_so():
+    functions = {"a": Function(frame=8, indirect=True), "b": Function(frame=8, calls={"a"})}
+    walker = _Walker(functions, ["b"])
+    assert walker.depth("a")[0] is None
+    [why] = walker.unbounded
+    assert why.startswith("a: recursion (a -> (pointer) b -> a), closed by a call through a pointer"), why
+
+
+@pytest.mark.cross
+def test_newlibs_guarded_stdio_set_up_is_walked_twice_not_taken_for_recursion(build_firmware, fixtures_dir):
+    from mlfbuild.size import libc_guards
+    from mlfbuild.size.stack import _disassembly, _symbol_address
+
+    out = build_firmware(fixtures_dir / "tvm-0.13" / "kws_aot_packed.tar", "mps2-an386", runtime="tvm")
+    stack = json.loads((out / "build.json").read_text())["stack"]
+    assert not any("__sinit" in why for why in stack["unbounded"]), stack["unbounded"]
+    # What is left is said as what it is: newlib's flush reaches printf's helper only as a pointer call may.
+    assert any("-> (pointer) __sfputs_r), closed by a call through a pointer" in why
+               for why in stack["unbounded"]), stack["unbounded"]
+
+    elf = out / "firmware.elf"
+    pointer = _symbol_address(elf, "_global_impure_ptr")
+    functions, listing = _disassembly(elf, "arm-none-eabi-objdump")
+    assert libc_guards.unroll_newlib_sinit(functions, listing, pointer)
+    depth, path = _Walker(functions, []).depth("__sinit.part.0")
+    assert path[:4] == ("__sinit.part.0", "__sfp", "__sinit.part.0 [global reent]", "__sfp [stdio set up]"), path
+    frames = functions["__sinit.part.0"].frame + functions["__sfp"].frame
+    assert depth > 2 * frames
+    # Without the store that sets the flag before __sfp, the guard is not shown: the cycle stays.
+    functions, listing = _disassembly(elf, "arm-none-eabi-objdump")
+    listing["__sinit.part.0"] = [i for i in listing["__sinit.part.0"] if not i[1].startswith("streq")]
+    assert not libc_guards.unroll_newlib_sinit(functions, listing, pointer)
+    assert _Walker(functions, []).depth("__sinit.part.0")[0] is None
+    functions, listing = _disassembly(elf, "arm-none-eabi-objdump")  # nor when __sfp tests another word
+    listing["__sfp"] = [(a, m, o.replace("#24]", "#28]")) for a, m, o in listing["__sfp"]]
+    assert not libc_guards.unroll_newlib_sinit(functions, listing, pointer)
+
+
 def test_branch_targets_are_resolved_by_address_not_by_objdumps_label():
     # With flash at 0, objdump may label a code address with an absolute linker-script symbol of the
     # same value: a function's start, or a jump inside a function.

@@ -22,6 +22,9 @@ function (or a cold part's way back into its parent), whatever symbol happens to
 an absolute linker symbol such as `__stack_size` can. Functions gcc folded into another
 (identical-code folding at -Os/-O2) are known by the name the image shows at their address.
 
+One recursion libc's own guard bounds — newlib's stdio set-up, `__sinit.part.0 -> __sfp` — is walked
+as the chain it can be (the body twice, `libc_guards.py`) once the image's instructions show the guard.
+
 Where no bound exists — recursion, a stack pointer moved by a run-time amount, an indirect call with
 no candidate — the result names the functions and has no bound.
 """
@@ -34,6 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from elftools.elf.elffile import ELFFile
+
+from .libc_guards import GUARDED, unroll_newlib_sinit
 
 # Words the core stacks on exception entry (ARMv7-M/ARMv8-M ARM, B1.5.6): R0-R3, R12, LR, PC, xPSR,
 # plus S0-S15, FPSCR and a reserved word when the FPU context is active; +4 B for STKALIGN.
@@ -81,7 +86,7 @@ class StackBound:
 
 
 def compute_stack_bound(elf_path: Path, build_dir: Path, objdump: str, fpu: bool) -> StackBound:
-    functions = _disassembly(elf_path, objdump)
+    functions, listing = _disassembly(elf_path, objdump)
     in_image = set(functions)
     gcc = _gcc_reports(build_dir)
     for name, info in gcc.items():
@@ -91,6 +96,7 @@ def compute_stack_bound(elf_path: Path, build_dir: Path, objdump: str, fpu: bool
             functions[name].indirect |= info.indirect
             functions[name].source = "gcc"
     vectors, address_taken = _vectors_and_address_taken(elf_path, functions)
+    unroll_newlib_sinit(functions, listing, _symbol_address(elf_path, "_global_impure_ptr"))
     frame = FPU_FRAME if fpu else BASIC_FRAME
     walker = _Walker(functions, None if address_taken is None else sorted(address_taken))
     thread, thread_path = walker.depth("Reset_Handler") if "Reset_Handler" in functions else (None, ())
@@ -127,7 +133,7 @@ class _Walker:
 
     def depth(self, name: str, active: tuple[str, ...] = ()) -> tuple[int | None, tuple[str, ...]]:
         if name in active:
-            self.unbounded.add(f"{name}: recursion ({' -> '.join(active[active.index(name):] + (name,))})")
+            self.unbounded.add(self._recursion(active[active.index(name):] + (name,)))
             return None, ()
         if name in self.memo:
             return self.memo[name]
@@ -164,6 +170,19 @@ class _Walker:
         return self.memo[name]
 
 
+    def _recursion(self, cycle: tuple[str, ...]) -> str:
+        """Why a cycle gives no bound; a step taken only as a call through a pointer is marked, as
+        such a call is taken to reach every function whose address the image stores."""
+        steps = [cycle[0]]
+        for caller, callee in zip(cycle, cycle[1:]):
+            steps.append(callee if callee in self.functions[caller].calls else f"(pointer) {callee}")
+        text = f"{cycle[0]}: recursion ({' -> '.join(steps)})"
+        if len(steps) != sum(1 for s in steps if not s.startswith("(pointer)")):
+            text += (", closed by a call through a pointer, which is taken to reach every function whose address "
+                     "the image stores (so the cycle may not be real; no bound is claimed)")
+        return text
+
+
 def _gcc_reports(build_dir: Path) -> dict[str, Function]:
     """Frames (.su) and calls (.ci) of every object compiled in `build_dir`, keyed by function name
     (a static function's name may repeat across files: the largest frame and every call are kept)."""
@@ -194,13 +213,15 @@ def _gcc_reports(build_dir: Path) -> dict[str, Function]:
     return functions
 
 
-def _disassembly(elf_path: Path, objdump: str) -> dict[str, Function]:
+def _disassembly(elf_path: Path, objdump: str) -> tuple[dict[str, Function], dict[str, list]]:
+    """Every function's frame and calls, and the instructions of the functions libc_guards reads."""
     try:
         text = subprocess.run([objdump, "-d", "--no-show-raw-insn", str(elf_path)], check=True,
                               capture_output=True, text=True).stdout
     except (OSError, subprocess.CalledProcessError) as exc:
         raise RuntimeError(f"{objdump} could not disassemble {elf_path}: {exc}") from None
     functions: dict[str, Function] = {}
+    listing: dict[str, list] = {}
     heads = {int(m.group(1), 16): m.group(2) for m in map(_FUNCTION_HEAD.match, text.splitlines()) if m}
     current: Function | None = None
     name = ""
@@ -214,7 +235,9 @@ def _disassembly(elf_path: Path, objdump: str) -> dict[str, Function]:
         if current is None or not match:
             continue
         _read_instruction(current, name, match.group(1), match.group(2), heads)
-    return functions
+        if name in GUARDED:
+            listing.setdefault(name, []).append((int(line.split(":")[0], 16), match.group(1), match.group(2)))
+    return functions, listing
 
 
 def _read_instruction(function: Function, name: str, mnemonic: str, operands: str, heads: dict[int, str]) -> None:
@@ -310,6 +333,13 @@ def _vectors_and_address_taken(elf_path: Path, functions: dict[str, Function]) -
                     taken.add(by_address[address])
     # Handlers are entered by the core, not called; a stored word that equals one is taken as data.
     return sorted(vectors), None if taken is None else taken - vectors
+
+
+def _symbol_address(elf_path: Path, name: str) -> int | None:
+    with open(elf_path, "rb") as stream:
+        symtab = ELFFile(stream).get_section_by_name(".symtab")
+        symbol = symtab.get_symbol_by_name(name) if symtab else None
+        return symbol[0]["st_value"] if symbol else None
 
 
 def _words(data: bytes) -> list[int]:
