@@ -4,9 +4,11 @@ run the wrong firmware, write outside its folders, hang, or answer with more tha
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -279,6 +281,60 @@ def test_a_listener_that_does_not_speak_dask_is_exit_9_in_time(tmp_path, http):
     line = _one_line(result)
     assert result.returncode == 9 and f"127.0.0.1:{listener.port}" in line, line
     assert elapsed < 60
+
+
+class _HandshakeListener:
+    """A local TCP server that sends Dask's handshake (the framing of distributed/comm/tcp.py, a
+    msgpack'd dict as distributed/comm/core.py sends), answers the client's first message with a
+    message no scheduler sends, then closes."""
+
+    def __init__(self):
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    @staticmethod
+    def _message(value) -> bytes:
+        import msgpack
+
+        frame = msgpack.dumps(value)
+        body = struct.pack("<QQ", 1, len(frame)) + frame
+        return struct.pack("<Q", len(body)) + body
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._talk, args=(conn,), daemon=True).start()
+
+    def _talk(self, conn):
+        with conn, contextlib.suppress(OSError):
+            conn.sendall(self._message({"op": "handshake", "compression": None, "python": (3, 11, 0),
+                                        "pickle-protocol": 5}))
+            conn.recv(65536)
+            conn.sendall(self._message({"op": "no-such-reply"}))
+            time.sleep(0.2)
+
+    def close(self):
+        self.server.close()
+
+
+def test_a_listener_that_speaks_dasks_handshake_and_then_nonsense_is_one_prompt_line(tmp_path):
+    listener = _HandshakeListener()
+    try:
+        started = time.monotonic()
+        result = cli("matrix", str(EXAMPLE), "-b", "host", "-o", str(tmp_path / "out"), "--connect-timeout", "8",
+                     "--scheduler", f"tcp://127.0.0.1:{listener.port}", timeout=90)
+        elapsed = time.monotonic() - started
+    finally:
+        listener.close()
+    line = _one_line(result)
+    assert result.returncode == 9 and line.startswith(f"mlfbuild: error: cannot reach the Dask scheduler at "
+                                                      f"tcp://127.0.0.1:{listener.port}: it spoke Dask's handshake"), line
+    assert "Traceback" not in result.stderr
+    assert elapsed < 8  # not the Client's close timeout (twice --connect-timeout) on top
 
 
 @pytest.mark.parametrize("address", ["ucx://127.0.0.1:8786", "tcp://", "tcp://host:port", "tcp://h:99999",

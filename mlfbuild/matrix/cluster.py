@@ -9,7 +9,8 @@ is checked first, then a Dask scheduler is expected to send its handshake as soo
 connection (distributed/comm/core.py: both ends write their handshake, then read the other's; a
 message is a u64 count of the bytes read at once, then a u64 frame count, a u64 length per frame
 and the frames — distributed/comm/tcp.py and protocol/utils.py; x86 and Arm: little-endian). A listener that says nothing within the
-connect timeout, or says something else (an HTTP or SSH server), is not a scheduler: exit 9, one line.
+connect timeout, or says something else (an HTTP or SSH server), is not a scheduler: exit 9, one line;
+so is one whose handshake is Dask's but whose next words are not a scheduler's (`_connected_client`).
 """
 
 from __future__ import annotations
@@ -130,21 +131,37 @@ def _end_all(processes: list, grace: float = 5.0) -> None:
 
 @contextmanager
 def _remote_client(scheduler: str, connect_timeout: float) -> Iterator:
-    from distributed import Client
-
     host, port = scheduler_address(scheduler)
     _expect_dask(scheduler, host, port, connect_timeout)
-    try:
-        client = Client(f"tcp://{_joined(host, port)}", timeout=f"{connect_timeout}s", set_as_default=False)
-    except (OSError, TimeoutError, ValueError, TypeError) as exc:
-        raise InfrastructureError(f"cannot reach the Dask scheduler at {scheduler}: {_first_line(exc)}") from None
-    with client:
+    with _connected_client(scheduler, f"tcp://{_joined(host, port)}", connect_timeout) as client:
         try:
             client.wait_for_workers(1, timeout=WORKERS_TIMEOUT)
         except TimeoutError:
             raise InfrastructureError(f"the Dask scheduler at {scheduler} has no workers (start some with "
                                       f"`dask worker {scheduler}`)") from None
         yield client
+
+
+def _connected_client(scheduler: str, address: str, timeout: float):
+    """A Client of `address`, or InfrastructureError at once. A listener that sends Dask's handshake and
+    then anything else (or closes) can make the Client's start raise any exception (a KeyError, an
+    AssertionError on the reply); the half-made Client is then marked closed, or its __del__ would wait
+    2 x `timeout` for the connection to close and print a traceback."""
+    from distributed import Client
+
+    client = Client.__new__(Client)
+    try:
+        client.__init__(address, timeout=f"{timeout}s", set_as_default=False)
+    except Exception as exc:  # noqa: BLE001 - whatever the remote end made the Client raise
+        client.status = "closed"
+        if isinstance(exc, TimeoutError):
+            why = f"it spoke Dask's handshake, then did not answer as a scheduler within {timeout:g} s"
+        elif isinstance(exc, OSError):
+            why = _first_line(exc)
+        else:
+            why = f"it spoke Dask's handshake, then not as a scheduler does ({type(exc).__name__}: {_first_line(exc)})"
+        raise InfrastructureError(f"cannot reach the Dask scheduler at {scheduler}: {why}") from None
+    return client
 
 
 def scheduler_address(text: str) -> tuple[str, int]:
