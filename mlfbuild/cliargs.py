@@ -248,14 +248,17 @@ def _checked_arg(flag: str, rule):
     return convert
 
 
-def positive_int(text: str) -> int:
-    """A count of samples for argparse: 1 .. 100,000."""
+def _sample_count(text: str) -> int:
+    """A count of samples: 1 .. 100,000."""
     from .projectfile import MAX_SAMPLES
 
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: '{text}'") from None
+        raise ValueError(f"not a whole number: '{text}'") from None
     if not 1 <= value <= MAX_SAMPLES:
-        raise argparse.ArgumentTypeError(f"must be between 1 and {MAX_SAMPLES:,}, got {value}")
+        raise ValueError(f"must be between 1 and {MAX_SAMPLES:,}, got {value}")
     return value
+
+
+samples_arg = _checked_arg("--samples", _sample_count)  # run, reference and matrix: one rule, one line

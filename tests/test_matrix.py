@@ -151,6 +151,25 @@ def test_jobs_file_boards_tolerances_and_errors(tmp_path):
     assert result.returncode == 2 and "give no MLFs or --jobs-file with it" in result.stderr
 
 
+def test_samples_default_for_jobs_that_give_none(tmp_path):
+    from mlfbuild.matrix import with_default_samples
+
+    jobs_file = tmp_path / "jobs.json"
+    jobs_file.write_text(json.dumps([{"mlf": "a.tar", "samples": 5}, {"mlf": "b.tar"}]))
+    jobs = cross(entries_from_file(jobs_file), ["host"])
+    assert [j.samples for j in with_default_samples(jobs, 3)] == [5, 3]
+    assert [j.samples for j in with_default_samples(jobs, None)] == [5, None]
+    for bad in ("0", "100001", "many"):
+        result = _matrix(EXAMPLE, "-b", "host", "-o", tmp_path / "out", "--samples", bad)
+        assert result.returncode == 2 and result.stderr.startswith("mlfbuild: error: --samples: "), result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
+
+    result = _matrix(EXAMPLE, "-b", "host", "-o", tmp_path / "ran", "--samples", "3", "--json")
+    [job] = json.loads(result.stdout)["jobs"]
+    assert job["job"]["samples"] == 3 and result.returncode == 0, result.stderr
+    assert json.loads((Path(job["folder"]) / "run.json").read_text())["models"][0]["samples"] == 3
+
+
 def test_filters(fixtures_dir):
     folder = fixtures_dir / "tvm-0.8"
     entries = [Entry(str(folder / name)) for name in ("mlp_graph_c.tar", "mlp_aot_c_unpacked.tar", "op_vector_add_c.tar")]

@@ -223,7 +223,8 @@ def test_a_jobs_file_tolerance_that_passes_anything_is_refused(tmp_path, value):
 @pytest.mark.parametrize("args", [("run", "x", "--atol=inf"), ("run", "x", "--rtol", "nan"), ("run", "x", "--atol", "-1"),
                                   ("run", "x", "--timeout", "nan"), ("run", "x", "--build-timeout", "-5"),
                                   ("matrix", "x", "--job-timeout", "nan"), ("matrix", "x", "--job-timeout", "-1"),
-                                  ("matrix", "x", "--timeout", "inf"), ("matrix", "x", "--connect-timeout", "0")],
+                                  ("matrix", "x", "--timeout", "inf"), ("matrix", "x", "--connect-timeout", "0"),
+                                  ("run", "x", "--samples", "0"), ("reference", "m.tflite", "--samples", "-1")],
                          ids=" ".join)
 def test_flags_refuse_infinite_negative_and_nan_values(tmp_path, args):
     result = cli(*args, cwd=tmp_path, timeout=60)

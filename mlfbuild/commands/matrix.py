@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from ..cliargs import build_memory_arg, parse_size, seconds_arg
+from ..cliargs import build_memory_arg, parse_size, samples_arg, seconds_arg
 from ..matrix.cluster import CONNECT_TIMEOUT
 from ..outfolder import prepare, write_file as write_report_file
 from ..style import printable
@@ -39,6 +39,8 @@ class MatrixCommand(Command):
         parser.add_argument("--build-only", action="store_true", help="build every job, run none")
         parser.add_argument("--cache", type=Path, help="build cache folder (default OUTPUT/cache)")
         parser.add_argument("--no-cache", action="store_true", help="neither read nor fill the build cache")
+        parser.add_argument("--samples", type=samples_arg, metavar="N",
+                            help="inputs per run, as run --samples, for every job whose entry gives no samples")
         parser.add_argument("--timeout", type=seconds_arg("--timeout"), default=60.0, help="seconds to wait for any reply of a firmware")
         parser.add_argument("--job-timeout", type=seconds_arg("--job-timeout"), default=900.0,
                             help="seconds a job's build, and then its run, may take (default 900)")
@@ -102,6 +104,7 @@ def _matrix_jobs(args: argparse.Namespace) -> list:
     if args.jobs_file:
         entries += matrix.entries_from_file(args.jobs_file)
     jobs = matrix.jobs_to_retry(args.retry_failed) if args.retry_failed else matrix.cross(entries, args.board)
+    jobs = matrix.with_default_samples(jobs, args.samples)
     filters = matrix.Filters(boards=args.filter_board, models=args.filter_model, executors=args.filter_executor,
                              interfaces=args.filter_interface)
     return matrix.apply_filters(jobs, filters)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from ..cliargs import positive_int
+from ..cliargs import samples_arg
 from ..outfolder import write_file
 from .base import Command
 
@@ -18,7 +18,7 @@ class ReferenceCommand(Command):
     def add_arguments(self, parser):
         parser.add_argument("model", type=Path, help="the original model: a .tflite file")
         source = parser.add_mutually_exclusive_group()
-        source.add_argument("--samples", type=positive_int, metavar="N",
+        source.add_argument("--samples", type=samples_arg, metavar="N",
                             help="N seeded random inputs, as `mlfbuild run --samples N` makes them (default 1)")
         source.add_argument("--input", type=Path,
                             help="inputs (.npz keyed by input name, a leading axis of N samples; float values "

@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 
 from .. import record
-from ..cliargs import (RepeatProgress, apply_project_file, positive_int, seconds_arg, temporary_folder_hidden,
+from ..cliargs import (RepeatProgress, apply_project_file, samples_arg, seconds_arg, temporary_folder_hidden,
                        tolerance_arg)
 from ..errors import MismatchError
 from ..outfolder import write_file as write_report_file
@@ -33,7 +33,7 @@ class RunCommand(Command):
                             help="expected outputs: a .npz (keys output_0.. or output names; inputs too when "
                                  "--input is absent) or the original model, a .tflite run with LiteRT on the "
                                  "same inputs (pip install 'mlfbuild[reference]')")
-        parser.add_argument("--samples", type=positive_int, metavar="N",
+        parser.add_argument("--samples", type=samples_arg, metavar="N",
                             help="run N seeded random inputs (or the first N samples of a file) in one session")
         parser.add_argument("--dequantize", action="store_true",
                             help="show the last sample's outputs as real numbers (scale and zero point from "

@@ -6,7 +6,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..errors import InvalidInputError
@@ -151,6 +151,11 @@ def cross(entries: list[Entry], boards: list[str]) -> list[Job]:
                             references=entry.references, atol=entry.atol, rtol=entry.rtol,
                             samples=entry.samples))
     return jobs
+
+
+def with_default_samples(jobs: list[Job], samples: int | None) -> list[Job]:
+    """`matrix --samples N`: the count of every job that gives none of its own (a jobs file's entry does)."""
+    return [job if job.samples is not None or samples is None else replace(job, samples=samples) for job in jobs]
 
 
 def apply_filters(jobs: list[Job], filters: Filters) -> list[Job]:
