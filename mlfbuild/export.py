@@ -28,6 +28,7 @@ from .mlf.reader import read_mlf
 from .project import (ProjectOptions, Writer, arch_flags_for, check_library, linker_script_text, template_environment,
                       toolchain_names)
 from .project.abi import float_abi_for
+from .project.cmsis_nn import CmsisNnLibrary, render_cmsis_nn
 from .project.library import LibraryFiles, render_library
 from .project.runtime import builtin_runtime_files, crt_defines, is_board_support
 from .toolchain import find_tools
@@ -61,7 +62,8 @@ def export(mlfs: list[Path], board_name: str, folder: Path, *, name: str | None 
         _check_names(libraries)
         for lib in libraries:
             check_library(lib, board, options)
-        return _export(mlfs, libraries, board, folder, name, options, jobs, _quantizations(libraries, list(models)))
+        return _export(mlfs, libraries, board, folder, name, options, jobs, _quantizations(libraries, list(models)),
+                       Path(unpack) / "cmsis-nn-probe")
 
 
 def _quantizations(libraries: list[ModelLibrary], models: list[str]) -> dict[str, dict[str, tuple[float, int]]]:
@@ -91,30 +93,35 @@ def _check_names(libraries: list[ModelLibrary]) -> None:
                 raise InvalidInputError(f"two modules are named '{module.name}': their symbols (tvmgen_{module.name}_*) "
                                         "would clash in one image; export them with different module names")
             seen.add(module.name)
-            if module.cmsis_nn:
-                raise UsageError(f"{module.name}: calls CMSIS-NN, which export does not package yet; use "
-                                 "mlfbuild build --app")
+    callers = [lib for lib in libraries if any(m.cmsis_nn for m in lib.modules)]
+    if len(callers) > 1:
+        raise UsageError(f"{len(callers)} of the MLFs call CMSIS-NN: one export compiles the library and its "
+                         "scratch region for one MLF's calls; export one CMSIS-NN MLF at a time")
 
 
 def _export(mlfs: list[Path], libraries: list[ModelLibrary], board: Board, folder: Path, name: str | None,
-            options: ProjectOptions, jobs: int, quantizations: dict) -> ExportResult:
+            options: ProjectOptions, jobs: int, quantizations: dict, probe_dir: Path) -> ExportResult:
     env = template_environment()
     writer = Writer(folder)
     name = c_identifier(name or "_".join(m.name for lib in libraries for m in lib.modules))
     package = f"mlf_{name}"  # the CMake package and library; its target's alias is mlf::<name>
+    float_abi = float_abi_for(board, [o for lib in libraries for m in lib.modules for o in m.objects])
+    arch_flags = arch_flags_for(board, float_abi)
     rendered: list[tuple[Path, ModelLibrary, LibraryFiles]] = []
     for index, (mlf, lib) in enumerate(zip(mlfs, libraries)):
         model_dir = "model" if len(libraries) == 1 else f"model/{index}_{c_identifier(Path(mlf).stem)}"
+        cmsis_nn = (lambda lib=lib: render_cmsis_nn(lib, board, arch_flags, options.cmsis_nn, options.cmsis_core,
+                                                    writer, options.build_memory, probe_dir))
         rendered.append((Path(mlf), lib, render_library(lib, writer, env, source_name=Path(mlf).name,
-                                                        model_dir=model_dir, quantizations=quantizations)))
+                                                        model_dir=model_dir, quantizations=quantizations,
+                                                        cmsis_nn=cmsis_nn)))
     runtime = builtin_runtime_files(board, writer)
-    float_abi = float_abi_for(board, [o for lib in libraries for m in lib.modules for o in m.objects])
-    arch_flags = arch_flags_for(board, float_abi)
+    cmsis = next((f.cmsis_nn for _, _, f in rendered if f.cmsis_nn), None)
     if not board.is_host:
         writer.write(_LINKER_SCRIPT, linker_script_text(board))
 
-    files = _file_lists(rendered, runtime.sources)
-    context = dict(package=package, name=name, board=board, arch_flags=arch_flags, opt=options.optimize, files=files,
+    files = _file_lists(rendered, runtime.sources, cmsis)
+    context = dict(cmsis_nn=cmsis, cmsis_nn_json=cmsis.to_json() if cmsis else None, package=package, name=name, board=board, arch_flags=arch_flags, opt=options.optimize, files=files,
                    crt_defines=[d[2:] for d in crt_defines(board)], model_warnings=_MODEL_WARNINGS,
                    toolchain=toolchain_names(board, options.toolchain_prefix), prefix=options.toolchain_prefix,
                    version=__version__, linker_script=None if board.is_host else _LINKER_SCRIPT,
@@ -128,21 +135,28 @@ def _export(mlfs: list[Path], libraries: list[ModelLibrary], board: Board, folde
         writer.write(_TOOLCHAIN_FILE, env.get_template("export/arm-none-eabi.cmake.j2").render(**context))
     shutil.rmtree(folder / "prebuilt", ignore_errors=True)
     libraries_built = _prebuild(folder, files, board, arch_flags, options, package, jobs)
-    description = _describe(folder, package, name, board, arch_flags, float_abi, rendered, files, libraries_built)
+    description = _describe(folder, package, name, board, arch_flags, float_abi, rendered, files, libraries_built,
+                            cmsis)
     writer.write(MARKER, json.dumps(description, indent=2) + "\n")
-    for sub in ("src", "include", "crt", "model", "board", "cmake", "example"):
+    for sub in ("src", "include", "crt", "model", "board", "cmake", "example", "lib"):
         writer.prune(sub)
     return ExportResult(folder=folder, description=description)
 
 
-def _file_lists(rendered, crt_sources: list[str]) -> dict[str, list[str]]:
+def _file_lists(rendered, crt_sources: list[str], cmsis_nn: CmsisNnLibrary | None) -> dict[str, list]:
+    """The export's files by how they are compiled; CMSIS-NN's sources take its flags (the feature macros
+    of the paths the build chose) on top of the model's."""
     model, objects, includes, headers = [], [], [], []
     for _, _, files in rendered:
         model += files.sources + files.model_sources
         objects += files.model_objects
         includes += [i for i in files.includes if i not in includes]
         headers += files.headers
+    if cmsis_nn:
+        # The model's CMSIS-NN calls include arm_nnfunctions.h, and mlf_cmsis_nn_scratch.h from src/.
+        includes += [*cmsis_nn.includes, *(["src"] if cmsis_nn.scratch else [])]
     return {"model": model, "model_objects": objects, "model_includes": includes, "headers": headers,
+            "cmsis_nn": list(cmsis_nn.sources) if cmsis_nn else [], "cmsis_nn_flags": list(cmsis_nn.flags) if cmsis_nn else [],
             "our_model": [s for _, _, f in rendered for s in f.sources],
             "runtime": [s for s in crt_sources if not is_board_support(s)],
             "board": [s for s in crt_sources if is_board_support(s)], "runtime_includes": ["crt/include"]}
@@ -163,6 +177,8 @@ def _prebuild(folder: Path, files: dict, board: Board, arch_flags: list[str], op
                                         ("prebuilt/libmlfbuild_runtime.a", files["runtime"], [])):
             objects = _compile(cc, sources, folder, Path(work) / Path(library).stem, common + extra, jobs)
             if library.startswith(f"prebuilt/lib{package}"):
+                objects += _compile(cc, files["cmsis_nn"], folder, Path(work) / Path(library).stem,
+                                    common + files["cmsis_nn_flags"] + _MODEL_WARNINGS, jobs)
                 objects += [folder / o for o in files["model_objects"]]
             target = folder / library
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -190,7 +206,7 @@ def _compile(cc: str, sources: list[str], folder: Path, out: Path, flags: list[s
 
 
 def _describe(folder: Path, package: str, name: str, board: Board, arch_flags: list[str], float_abi: str | None,
-              rendered, files: dict, built: dict[str, str]) -> dict:
+              rendered, files: dict, built: dict[str, str], cmsis_nn: CmsisNnLibrary | None) -> dict:
     models = []
     for mlf, lib, lib_files in rendered:
         for item in lib_files.lowered:
@@ -204,6 +220,8 @@ def _describe(folder: Path, package: str, name: str, board: Board, arch_flags: l
                 "outputs_struct": f"struct tvmgen_{module.name}_outputs",
                 "arena": {"symbol": f"mlf_{module.name}_arena" if item.arena_bytes else None,
                           "bytes": item.arena_bytes, "align": 16},
+                "usmp_pool_bytes": item.pool.bytes if item.pool and item.pool.kind == "usmp" else 0,
+                "cmsis_nn_scratch_bytes": _scratch_bytes(lib_files.cmsis_nn, module.cmsis_nn is not None),
                 "inputs": [t.to_json() for t in module.inputs], "outputs": [t.to_json() for t in module.outputs]})
     return {
         "schema": schemas.EXPORT, "complete": True, "mlfbuild_version": __version__, "folder": str(folder),
@@ -214,9 +232,16 @@ def _describe(folder: Path, package: str, name: str, board: Board, arch_flags: l
         "make_fragment": "mlf.mk", "include_dirs": files["model_includes"] + files["runtime_includes"],
         "libraries": built, "linker_script": None if board.is_host else _LINKER_SCRIPT,
         "models": models,
+        "cmsis_nn": dict(cmsis_nn.to_json(), include_dirs=list(cmsis_nn.includes), files=list(cmsis_nn.sources))
+        if cmsis_nn else None,
         "files": {path: hashlib.sha256((folder / path).read_bytes()).hexdigest()
                   for path in sorted(files["headers"])},
     }
+
+
+def _scratch_bytes(cmsis_nn: CmsisNnLibrary | None, calls: bool) -> int:
+    """The shared CMSIS-NN scratch region beside the arena (regions in the USMP pool count in its bytes)."""
+    return cmsis_nn.scratch.region_bytes if calls and cmsis_nn and cmsis_nn.scratch else 0
 
 
 __all__ = ["export", "ExportResult", "MARKER"]

@@ -3,8 +3,8 @@
 One representative fixture per executor kind is exported once per session; one CMake project
 (Debian's cmake, the export's toolchain file) builds examples/check-app for all of them, half from the
 sources and half from the prebuilt libraries, and each image runs on mps2-an386 in QEMU against TVM's
-reference: int8 models bit for bit, float ones within 1e-5 (check-app exits 0 only when every
-output matches).
+reference: int8 models bit for bit (CMSIS-NN ones within one step: its kernels round differently from
+TVM's reference), float ones within 1e-5 (check-app exits 0 only when every output matches).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from elftools.elf.elffile import ELFFile
 
 from conftest import REPO, cli
 from mlfbuild.export import MARKER, export
+from mlfbuild.project import ProjectOptions
 
 pytestmark = pytest.mark.cross
 
@@ -36,13 +37,17 @@ FIXTURES = {
     "kws_graph_c_linkparams": {"kws": "tvm-0.13/kws"},
     "op_matmul_llvm_cm4": {"matmul": "tvm-0.13/op_matmul"},  # LLVM objects (the one that builds: an operator, float)
     "multi_kws_ad_aot_c_usmp": {"kws": "tvm-0.13/kws", "ad": "tvm-0.13/ad"},
+    "kws_aot_cmsisnn_m4": {"kws": "tvm-0.18/kws"},  # calls CMSIS-NN (its DSP paths on the M4)
 }
+FIXTURE_SETS = {"kws_aot_cmsisnn_m4": "tvm-0.18"}  # the others: tvm-0.13
+CMSIS_NN = {"kws_aot_cmsisnn_m4": "cmsis-nn-v6.0.0"}  # the tree export compiles in
+ATOL = {"kws_aot_cmsisnn_m4": 1}  # CMSIS-NN's requantization differs from TVM's reference by one step
 PREBUILT = {"kws_aot_c_unpacked_nousmp", "op_matmul_llvm_cm4", "kws_graph_c_linkparams"}
 APP_BUILDS = ("kws_aot_c_unpacked_nousmp", "kws_graph_c", "op_matmul_llvm_cm4")  # also via build --app
 
 
 def _mlf(fixtures: Path, name: str) -> Path:
-    return fixtures / "tvm-0.13" / f"{name}.tar"
+    return fixtures / FIXTURE_SETS.get(name, "tvm-0.13") / f"{name}.tar"
 
 
 def _qemu(elf: Path, timeout: float = 60) -> subprocess.CompletedProcess:
@@ -51,11 +56,11 @@ def _qemu(elf: Path, timeout: float = 60) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=timeout)
 
 
-def _reference_h(description: Path, references: dict[str, str], fixtures: Path, out: Path) -> Path:
+def _reference_h(description: Path, references: dict[str, str], fixtures: Path, out: Path, atol: int = 0) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     pairs = [f"{mod}={fixtures / (ref + '.npz')}" for mod, ref in references.items()]
-    subprocess.run([sys.executable, str(APP / "reference.py"), str(description), *pairs, "-o", str(out / "reference.h")],
-                   check=True)
+    subprocess.run([sys.executable, str(APP / "reference.py"), str(description), *pairs, "-o", str(out / "reference.h"),
+                    *(["--atol", str(atol)] if atol else [])], check=True)
     return out
 
 
@@ -69,9 +74,14 @@ def _app_folder(reference_dir: Path, out: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def exports(fixtures_dir, tmp_path_factory):
+def exports(fixtures_dir, third_party_dir, tmp_path_factory):
     root = tmp_path_factory.mktemp("exports")
-    return {name: export([_mlf(fixtures_dir, name)], BOARD, root / name, name=name).folder for name in FIXTURES}
+    return {name: export([_mlf(fixtures_dir, name)], BOARD, root / name, name=name,
+                         options=_options(third_party_dir, name)).folder for name in FIXTURES}
+
+
+def _options(third_party_dir: Path, name: str) -> ProjectOptions:
+    return ProjectOptions(cmsis_nn=third_party_dir / CMSIS_NN[name]) if name in CMSIS_NN else ProjectOptions()
 
 
 @pytest.fixture(scope="session")
@@ -89,7 +99,7 @@ def cmake_apps(exports, fixtures_dir, tmp_path_factory):
         for name in names:
             folder = exports[name]
             package = json.loads((folder / MARKER).read_text())["cmake"]["package"]
-            refs = _reference_h(folder / MARKER, FIXTURES[name], fixtures_dir, root / "refs" / name)
+            refs = _reference_h(folder / MARKER, FIXTURES[name], fixtures_dir, root / "refs" / name, ATOL.get(name, 0))
             if name in PREBUILT:
                 lines.append(f'set({package.upper()}_PREBUILT ON CACHE BOOL "" FORCE)')
             lines += [f'add_subdirectory("{folder}" "{package}")',
@@ -154,21 +164,54 @@ def test_build_app_gives_the_same_outputs(exports, cmake_apps, fixtures_dir, tmp
 
 
 def _model_symbols(elf: Path, modules) -> dict[str, int]:
-    """Sizes of the model's own symbols: TVM's code and pools, and mlfbuild's arena, weights and executor."""
+    """Sizes of the model's own symbols: TVM's code and pools, mlfbuild's arena, weights and executor, and the
+    CMSIS-NN functions and scratch region."""
     with open(elf, "rb") as stream:
         symbols = ELFFile(stream).get_section_by_name(".symtab").iter_symbols()
         return {s.name: s["st_size"] for s in symbols if s["st_size"] and (
-            s.name.startswith("tvmgen_") or s.name in ("global_workspace", "global_const_workspace")
+            s.name.startswith(("tvmgen_", "arm_"))
+            or s.name in ("global_workspace", "global_const_workspace", "mlf_cmsis_nn_scratch")
             or any(re.fullmatch(rf"mlf_{m}_(arena|param\d+|tensors|codes|shape\d+|args|e\d+|e\d+_shape)", s.name)
                    for m in modules))}
 
 
-@pytest.mark.parametrize("name", ["kws_aot_c_unpacked_usmp", "kws_graph_c", "kws_aot_c_unpacked_nousmp"])
-def test_exported_model_is_the_firmware_model(cmake_apps, build_firmware, fixtures_dir, name):
-    """The same code, weights and planned arena as in `build`'s firmware: nothing copied, nothing re-planned."""
-    firmware = build_firmware(_mlf(fixtures_dir, name), BOARD) / "firmware.elf"
+@pytest.mark.parametrize("name", ["kws_aot_c_unpacked_usmp", "kws_graph_c", "kws_aot_c_unpacked_nousmp",
+                                  "kws_aot_cmsisnn_m4"])
+def test_exported_model_is_the_firmware_model(cmake_apps, build_firmware, fixtures_dir, third_party_dir, name):
+    """The same code, weights and planned arena as in `build`'s firmware: nothing copied, nothing re-planned
+    (CMSIS-NN: the same library functions and the same pool with its scratch regions)."""
+    cmsis = {"cmsis_nn": third_party_dir / CMSIS_NN[name]} if name in CMSIS_NN else {}
+    firmware = build_firmware(_mlf(fixtures_dir, name), BOARD, **cmsis) / "firmware.elf"
     exported = _model_symbols(cmake_apps[name], FIXTURES[name])
     assert exported and exported == _model_symbols(firmware, FIXTURES[name])
+    if cmsis:
+        assert any(symbol.startswith("arm_") for symbol in exported)
+
+
+def test_cmsis_nn_export_carries_the_library_as_the_build_compiles_it(exports, build_firmware, fixtures_dir,
+                                                                      third_party_dir):
+    folder = exports["kws_aot_cmsisnn_m4"]
+    description = json.loads((folder / MARKER).read_text())
+    built = build_firmware(_mlf(fixtures_dir, "kws_aot_cmsisnn_m4"), BOARD,
+                           cmsis_nn=third_party_dir / CMSIS_NN["kws_aot_cmsisnn_m4"])
+    record = json.loads((built / "build.json").read_text())["cmsis_nn"]
+    cmsis = description["cmsis_nn"]
+    assert {k: cmsis[k] for k in record} == record  # same tree, paths, flags, sources and scratch plan
+    assert cmsis["features"] == ["dsp"] and cmsis["flags"] == ["-U__ARM_FEATURE_MVE"]
+    assert "lib/cmsis-nn/Include" in description["include_dirs"]
+    targets = (folder / "mlf_kws_aot_cmsisnn_m4-targets.cmake").read_text()
+    make = (folder / "mlf.mk").read_text()
+    for source in cmsis["files"]:
+        assert (folder / source).is_file() and f'"${{_mlf_dir}}/{source}"' in targets and f"$(MLF_DIR)/{source}" in make
+    assert "-U__ARM_FEATURE_MVE;-Wno-error" in targets and "MLF_KWS_AOT_CMSISNN_M4_CMSIS_NN_FLAGS := -U__ARM_FEATURE_MVE" in make
+    assert "CMSIS-NN" in (folder / "README.md").read_text()
+    members = subprocess.run(["arm-none-eabi-ar", "t", str(folder / description["libraries"]["mlf_kws_aot_cmsisnn_m4"])],
+                             capture_output=True, text=True, check=True).stdout.split()
+    assert {Path(f).stem + ".o" for f in cmsis["files"]} <= set(members)
+    header = (folder / "include" / "mlf_kws.h").read_text()
+    model = description["models"][0]
+    assert f"#define MLF_KWS_USMP_POOL_BYTES {model['usmp_pool_bytes']}" in header
+    assert f"#define MLF_KWS_CMSIS_NN_SCRATCH_BYTES {model['cmsis_nn_scratch_bytes']}" in header
 
 
 def test_export_description(exports):

@@ -24,6 +24,12 @@ class ExportCommand(Command):
         parser.add_argument("--opt", choices=OPT_LEVELS,
                             help="optimisation level of the prebuilt libraries (default -Os)")
         parser.add_argument("--toolchain-prefix", default="arm-none-eabi-", help="cross compiler prefix")
+        parser.add_argument("--cmsis-nn", type=Path, metavar="DIR",
+                            help="CMSIS-NN source tree, for MLFs built with the CMSIS-NN BYOC (compiled into the "
+                                 "export as `build --cmsis-nn` compiles it; docs/cmsis-nn.md)")
+        parser.add_argument("--cmsis-core", type=Path, metavar="DIR",
+                            help="CMSIS-Core headers (CMSIS/Core/Include), for CMSIS-NN trees that include "
+                                 "cmsis_compiler.h and have none beside them")
         parser.add_argument("--model", action="append", default=[], metavar="[MODULE=]MODEL.tflite",
                             help="the original model of a module: its inputs' and outputs' scale and zero point "
                                  "go into mlf_<mod>.h (checked to describe the same graph)")
@@ -34,7 +40,8 @@ class ExportCommand(Command):
         from ..project import ProjectOptions
 
         apply_project_file(args, self.name)
-        options = ProjectOptions(optimize=args.opt, toolchain_prefix=args.toolchain_prefix)
+        options = ProjectOptions(optimize=args.opt, toolchain_prefix=args.toolchain_prefix, cmsis_nn=args.cmsis_nn,
+                                 cmsis_core=args.cmsis_core)
         result = export(args.mlf, args.board, args.output, name=args.name, board_files=tuple(args.board_file),
                         options=options, models=args.model)
         if args.json:

@@ -128,8 +128,10 @@ def fix_status_checks(source: bytes) -> tuple[bytes, int]:
 
 
 def render_cmsis_nn(lib: ModelLibrary, board: Board, arch_flags: list[str], tree: Path | None,
-                    core: Path | None, writer: "_Writer", memory: int) -> CmsisNnLibrary | None:
-    """Check that `tree` can serve the model's CMSIS-NN code on this board, then copy it under lib/."""
+                    core: Path | None, writer: "_Writer", memory: int,
+                    probe_dir: Path | None = None) -> CmsisNnLibrary | None:
+    """Check that `tree` can serve the model's CMSIS-NN code on this board, then copy it under lib/.
+    `probe_dir`: where the buffer-size probe is built (default: the project's build/ folder)."""
     users = [m for m in lib.modules if m.cmsis_nn]
     if not users:
         return None
@@ -156,7 +158,8 @@ def render_cmsis_nn(lib: ModelLibrary, board: Board, arch_flags: list[str], tree
                   "library's own get_buffer_size")
         if available is None:
             reason = f"mlfbuild does not know the DSP/MVE features of {board.name}'s {core_name}: generic C"
-        scratch = plan_scratch(sites, tree, headers, features, writer.root / "build" / "cmsis-nn-probe", core_include,
+        scratch = plan_scratch(sites, tree, headers, features, probe_dir or writer.root / "build" / "cmsis-nn-probe",
+                               core_include,
                                lambda names: needed_sources(texts, headers, names), memory)
         called |= {c.size_function for c in scratch.calls if c.size_function}
         if scratch.kernel_sums:

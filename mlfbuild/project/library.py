@@ -89,14 +89,16 @@ def render_library(lib: ModelLibrary, writer, env: Environment, runtime: str = "
         else:
             files.headers.append(f"{model_dir}/{item.module.header}")
         writer.write(f"{INCLUDE_DIR}/mlf_{name}.h",
-                     model_header(env, item, lib, quantizations or {}, source_name or lib.root.name))
+                     model_header(env, item, lib, quantizations or {}, source_name or lib.root.name,
+                                  kernels.scratch.region_bytes if kernels and kernels.scratch and item.module.cmsis_nn
+                                  else 0))
         files.headers.append(f"{INCLUDE_DIR}/mlf_{name}.h")
     files.lowered = lowered
     return files
 
 
 def model_header(env: Environment, item: Lowered, lib: ModelLibrary, quantizations: Quantizations,
-                 source_name: str) -> str:
+                 source_name: str, cmsis_nn_scratch_bytes: int = 0) -> str:
     module = item.module
 
     def tensors(specs) -> list[_HeaderTensor]:
@@ -110,7 +112,8 @@ def model_header(env: Environment, item: Lowered, lib: ModelLibrary, quantizatio
         m=module, M=c_identifier(module.name).upper(), version=__version__,
         mlf_name=source_name, mlf_sha256=lib.sha256, executor=_executor(module),
         inputs=tensors(module.inputs), outputs=tensors(module.outputs),
-        arena_bytes=item.arena_bytes, arena_what=_arena_what(item), usmp_pool_bytes=usmp_pool)
+        arena_bytes=item.arena_bytes, arena_what=_arena_what(item), usmp_pool_bytes=usmp_pool,
+        cmsis_nn_scratch_bytes=cmsis_nn_scratch_bytes)
 
 
 def _executor(module: Module) -> str:
