@@ -242,7 +242,6 @@ _Static_assert((MLFRT_SYSTICK_HZ) / (MLFRT_TICK_RATE_HZ) >= 2u &&
                "MLFRT_SYSTICK_HZ / MLFRT_TICK_RATE_HZ must be 2..2^24 (SysTick is 24-bit)");
 
 static volatile uint32_t s_periods; /* SysTick reloads seen by the interrupt */
-static uint64_t s_last_now;         /* the last systick_now(): readings never go back */
 static uint64_t s_epoch;            /* mlfrt_timer_start() */
 
 void SysTick_Handler(void) { s_periods++; }
@@ -260,14 +259,8 @@ static uint64_t systick_now(void) {
     count = SYST_CVR; /* re-read: now certainly after the reload */
     periods++;
   }
-  uint64_t now = (uint64_t)periods * (SYSTICK_RELOAD + 1u) + (SYSTICK_RELOAD - (count & 0xFFFFFFu));
-  /* QEMU computes CVR from its clock but raises PENDSTSET from a timer callback that runs when the
-     host schedules it, so on a loaded host CVR can show the reload before the flag does. A reading
-     below the last one is such a reload, not yet counted (seen on mps3-an547 under load). */
-  if (now < s_last_now) now += SYSTICK_RELOAD + 1u;
-  s_last_now = now;
   __asm__ volatile("msr primask, %0" : : "r"(primask) : "memory");
-  return now;
+  return (uint64_t)periods * (SYSTICK_RELOAD + 1u) + (SYSTICK_RELOAD - (count & 0xFFFFFFu));
 }
 
 static void systick_init(void) {
@@ -275,7 +268,6 @@ static void systick_init(void) {
   SYST_RVR = SYSTICK_RELOAD;
   SYST_CVR = 0;
   s_periods = 0;
-  s_last_now = 0;
   SYST_CSR = 0x7u; /* ENABLE | TICKINT | CLKSOURCE = processor clock */
   /* CVR reads 0 until the first reload; a reading taken before it would look like a whole
      period had passed. Wait for it (bounded, in case the clock does not run). */
