@@ -28,14 +28,20 @@ def add_board_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a board file of your own (TOML, same schema as boards/*.toml)")
 
 
+def add_cmsis_nn_arguments(parser: argparse.ArgumentParser) -> None:
+    """--cmsis-nn and --cmsis-core, as build and export take them (docs/cmsis-nn.md)."""
+    parser.add_argument("--cmsis-nn", type=Path, metavar="DIR",
+                        help="CMSIS-NN source tree, for MLFs built with the CMSIS-NN BYOC (docs/cmsis-nn.md)")
+    parser.add_argument("--cmsis-core", type=Path, metavar="DIR",
+                        help="CMSIS-Core headers (CMSIS/Core/Include), for CMSIS-NN trees that include "
+                             "cmsis_compiler.h and have none beside them")
+
+
 def add_build_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runtime", choices=RUNTIMES,
                         help="C runtime: mlfbuild's own (builtin, the default) or TVM's standalone CRT")
     parser.add_argument("--crt-dir", type=Path, help="TVM standalone CRT to use with --runtime tvm")
-    parser.add_argument("--cmsis-nn", type=Path, help="CMSIS-NN source tree, for MLFs built with the CMSIS-NN BYOC")
-    parser.add_argument("--cmsis-core", type=Path, metavar="DIR",
-                        help="CMSIS-Core headers (CMSIS/Core/Include), for CMSIS-NN trees that include "
-                             "cmsis_compiler.h and have none beside them")
+    add_cmsis_nn_arguments(parser)
     parser.add_argument("--toolchain-prefix", default="arm-none-eabi-", help="cross compiler prefix")
     parser.add_argument("--opt", choices=OPT_LEVELS,
                         help="optimisation level (default -Os; `--opt -O2` or `--opt=-O2`)")

@@ -8,7 +8,7 @@ from pathlib import Path
 from ..cliargs import apply_project_file
 from ..project import OPT_LEVELS
 from .base import Command
-from .common import add_board_arguments
+from .common import add_board_arguments, add_cmsis_nn_arguments
 
 
 class ExportCommand(Command):
@@ -24,12 +24,7 @@ class ExportCommand(Command):
         parser.add_argument("--opt", choices=OPT_LEVELS,
                             help="optimisation level of the prebuilt libraries (default -Os)")
         parser.add_argument("--toolchain-prefix", default="arm-none-eabi-", help="cross compiler prefix")
-        parser.add_argument("--cmsis-nn", type=Path, metavar="DIR",
-                            help="CMSIS-NN source tree, for MLFs built with the CMSIS-NN BYOC (compiled into the "
-                                 "export as `build --cmsis-nn` compiles it; docs/cmsis-nn.md)")
-        parser.add_argument("--cmsis-core", type=Path, metavar="DIR",
-                            help="CMSIS-Core headers (CMSIS/Core/Include), for CMSIS-NN trees that include "
-                                 "cmsis_compiler.h and have none beside them")
+        add_cmsis_nn_arguments(parser)
         parser.add_argument("--model", action="append", default=[], metavar="[MODULE=]MODEL.tflite",
                             help="the original model of a module: its inputs' and outputs' scale and zero point "
                                  "go into mlf_<mod>.h (checked to describe the same graph)")
