@@ -269,16 +269,22 @@ class _Listener:
         self.server.close()
 
 
+def _matrix_on_scheduler(listener, tmp_path, connect_timeout: int):
+    """`matrix` of the example against the local `listener` as its scheduler: the result and the time it
+    took (the listener is closed after)."""
+    try:
+        started = time.monotonic()
+        result = cli("matrix", str(EXAMPLE), "-b", "host", "-o", str(tmp_path / "out"), "--connect-timeout",
+                     str(connect_timeout), "--scheduler", f"tcp://127.0.0.1:{listener.port}", timeout=90)
+        return result, time.monotonic() - started
+    finally:
+        listener.close()
+
+
 @pytest.mark.parametrize("http", [False, True], ids=["silent", "http"])
 def test_a_listener_that_does_not_speak_dask_is_exit_9_in_time(tmp_path, http):
     listener = _Listener(http)
-    try:
-        started = time.monotonic()
-        result = cli("matrix", str(EXAMPLE), "-b", "host", "-o", str(tmp_path / "out"), "--connect-timeout", "3",
-                     "--scheduler", f"tcp://127.0.0.1:{listener.port}", timeout=90)
-        elapsed = time.monotonic() - started
-    finally:
-        listener.close()
+    result, elapsed = _matrix_on_scheduler(listener, tmp_path, connect_timeout=3)
     line = _one_line(result)
     assert result.returncode == 9 and f"127.0.0.1:{listener.port}" in line, line
     assert elapsed < 60
@@ -324,13 +330,7 @@ class _HandshakeListener:
 
 def test_a_listener_that_speaks_dasks_handshake_and_then_nonsense_is_one_prompt_line(tmp_path):
     listener = _HandshakeListener()
-    try:
-        started = time.monotonic()
-        result = cli("matrix", str(EXAMPLE), "-b", "host", "-o", str(tmp_path / "out"), "--connect-timeout", "8",
-                     "--scheduler", f"tcp://127.0.0.1:{listener.port}", timeout=90)
-        elapsed = time.monotonic() - started
-    finally:
-        listener.close()
+    result, elapsed = _matrix_on_scheduler(listener, tmp_path, connect_timeout=8)
     line = _one_line(result)
     assert result.returncode == 9 and line.startswith(f"mlfbuild: error: cannot reach the Dask scheduler at "
                                                       f"tcp://127.0.0.1:{listener.port}: it spoke Dask's handshake"), line
