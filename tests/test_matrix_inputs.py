@@ -246,9 +246,10 @@ def test_a_cache_or_output_that_is_a_file_is_refused_before_any_work(tmp_path):
 
 
 class _Listener:
-    """A local TCP server that accepts and then says nothing, or answers like an HTTP server."""
+    """A local TCP server on 127.0.0.1 that accepts and then says nothing, or answers like an HTTP
+    server; subclasses say something else by overriding `_talk`."""
 
-    def __init__(self, http: bool):
+    def __init__(self, http: bool = False):
         self.server = socket.create_server(("127.0.0.1", 0))
         self.port, self.http, self.conns = self.server.getsockname()[1], http, []
         threading.Thread(target=self._serve, daemon=True).start()
@@ -260,7 +261,11 @@ class _Listener:
             except OSError:
                 return
             self.conns.append(conn)
-            if self.http:
+            threading.Thread(target=self._talk, args=(conn,), daemon=True).start()
+
+    def _talk(self, conn):
+        if self.http:
+            with contextlib.suppress(OSError):
                 conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Type: text/plain\r\n\r\nhello")
 
     def close(self):
@@ -290,15 +295,10 @@ def test_a_listener_that_does_not_speak_dask_is_exit_9_in_time(tmp_path, http):
     assert elapsed < 60
 
 
-class _HandshakeListener:
-    """A local TCP server that sends Dask's handshake (the framing of distributed/comm/tcp.py, a
-    msgpack'd dict as distributed/comm/core.py sends), answers the client's first message with a
-    message no scheduler sends, then closes."""
-
-    def __init__(self):
-        self.server = socket.create_server(("127.0.0.1", 0))
-        self.port = self.server.getsockname()[1]
-        threading.Thread(target=self._serve, daemon=True).start()
+class _HandshakeListener(_Listener):
+    """Sends Dask's handshake (the framing of distributed/comm/tcp.py, a msgpack'd dict as
+    distributed/comm/core.py sends), answers the client's first message with a message no scheduler
+    sends, then closes."""
 
     @staticmethod
     def _message(value) -> bytes:
@@ -308,14 +308,6 @@ class _HandshakeListener:
         body = struct.pack("<QQ", 1, len(frame)) + frame
         return struct.pack("<Q", len(body)) + body
 
-    def _serve(self):
-        while True:
-            try:
-                conn, _ = self.server.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._talk, args=(conn,), daemon=True).start()
-
     def _talk(self, conn):
         with conn, contextlib.suppress(OSError):
             conn.sendall(self._message({"op": "handshake", "compression": None, "python": (3, 11, 0),
@@ -323,9 +315,6 @@ class _HandshakeListener:
             conn.recv(65536)
             conn.sendall(self._message({"op": "no-such-reply"}))
             time.sleep(0.2)
-
-    def close(self):
-        self.server.close()
 
 
 def test_a_listener_that_speaks_dasks_handshake_and_then_nonsense_is_one_prompt_line(tmp_path):
