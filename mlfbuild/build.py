@@ -91,7 +91,8 @@ def _build(mlf: Path, board: Board, outdir: Path, *, options: ProjectOptions, jo
     project_dir = outdir / "project"
     project = render_project(library, board, project_dir, options, stack_bytes=linked_stack_bytes(project_dir))
     tools = toolchain_names(board, options.toolchain_prefix)
-    find_tools([tools["cc"], tools["objcopy"]], None if board.is_host else options.toolchain_prefix)
+    find_tools([tools["cc"], *([tools["cxx"]] if project.cxx else []), tools["objcopy"]],
+               None if board.is_host else options.toolchain_prefix)
     log = outdir / BUILD_LOG
     if progress:
         total = count_compiles(project.path)

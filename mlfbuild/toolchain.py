@@ -34,6 +34,11 @@ _ASSERT = re.compile(r"ld: (?:.*?: )?(RAM overflow[^\n]*|[^\n]*no room for the s
 # gcc and ld say "error:", the assembler "Error:"; make's own "*** [...] Error 1" only echoes them.
 _ERROR_LINE = re.compile(r"(?:^|[\s:])(?:fatal )?[Ee]rror:|undefined reference")
 _MAKE_LINE = re.compile(r"^g?make(?:\[\d+\])?: ")
+# ld's own words for a link that cannot be made, said before collect2's "error: ld returned 1".
+_LINK_ERROR = re.compile(r"\bld: .*(?:cannot find |multiple definition of )")
+# The Makefile's progress lines: a C or C++ source compiled, the image linked.
+_COMPILE_LINES = ("CC   ", "CXX  ")
+_LINK_LINE = "LD   "
 # What gcc's parts say when their address space runs out (libiberty's xmalloc_failed; the driver).
 _OUT_OF_MEMORY = re.compile(r"out of memory allocating \d+ bytes|virtual memory exhausted|Cannot allocate memory")
 
@@ -87,7 +92,7 @@ def find_tools(tools: list[str], prefix: str | None) -> None:
 
 def _install_hint(tool: str, prefix: str | None) -> str:
     if prefix is None:
-        return f"install the Debian packages gcc and binutils{setup_hint()}"
+        return f"install the Debian packages {'g++' if tool == 'g++' else 'gcc and binutils'}{setup_hint()}"
     if prefix == "arm-none-eabi-":
         return f"install the Debian package gcc-arm-none-eabi{setup_hint()}, or pass --toolchain-prefix"
     return (f"it comes from --toolchain-prefix '{prefix}': install that toolchain and put its bin folder on "
@@ -131,7 +136,7 @@ def count_compiles(project: Path, make: str = "make", timeout: float = 60.0) -> 
                 return None
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return sum(1 for line in done.stdout.splitlines() if line.startswith('echo "CC   '))
+    return sum(1 for line in done.stdout.splitlines() if line.startswith(tuple(f'echo "{c}' for c in _COMPILE_LINES)))
 
 
 def numbered(progress: Callable[[str], None], total: int) -> Callable[[str], None]:
@@ -140,7 +145,7 @@ def numbered(progress: Callable[[str], None], total: int) -> Callable[[str], Non
 
     def show(line: str) -> None:
         nonlocal count
-        if line.startswith("CC   "):
+        if line.startswith(_COMPILE_LINES):
             count += 1
             line = f"[{count}/{max(total, count)}] {line}"
         progress(line)
@@ -211,7 +216,7 @@ def run_make(project: Path, *, jobs: int, log: Path, progress: Callable[[str], N
                 line = line.rstrip("\n")
                 lines.append(line)
                 _note(result, line)
-                if progress and (verbose or line[:5] in ("CC   ", "LD   ", "BIN  ", "HEX  ")):
+                if progress and (verbose or line[:5] in (*_COMPILE_LINES, _LINK_LINE, "BIN  ", "HEX  ")):
                     progress(line)
             code = process.wait(timeout=max(deadline - time.monotonic(), 0))
             finished = True
@@ -231,9 +236,9 @@ def run_make(project: Path, *, jobs: int, log: Path, progress: Callable[[str], N
 
 
 def _note(result: MakeResult, line: str) -> None:
-    if line.startswith("CC   "):
+    if line.startswith(_COMPILE_LINES):
         result.compiled.append(line[5:].strip())
-    if line.startswith("LD   "):
+    if line.startswith(_LINK_LINE):
         result.linked = True
     warning = _WARNING.match(line)
     if warning:
@@ -281,7 +286,8 @@ def _failure(log: str, project: Path, where_logged: str, memory: int = DEFAULT_B
         return OverBudgetError(f"the firmware does not fit the board: {message.strip()}{where_logged}",
                                table=_relevant(log, ("will not fit", "overflow", "no room")))
     lines = log.splitlines()
-    errors = [i for i, line in enumerate(lines) if _ERROR_LINE.search(line) and not _MAKE_LINE.match(line)]
+    errors = [i for i, line in enumerate(lines)
+              if (_ERROR_LINE.search(line) or _LINK_ERROR.search(line)) and not _MAKE_LINE.match(line)]
     first = lines[errors[0]] if errors else (log.strip().splitlines() or ["make failed"])[-1]
     source = _source_of_error(lines, errors[0]) if errors else None
     location = f" (in {project / source})" if source else ""
@@ -307,12 +313,13 @@ def _ran_out(line: str, memory: int) -> str:
 
 def _source_of_error(lines: list[str], index: int) -> str | None:
     """The project file an error line is about: named on the line itself (gcc, ld), or, for the
-    assembler's lines about gcc's temporary .s file, the file the last `CC` progress line compiled."""
-    named = re.match(r"([^:\s]+\.(?:c|cc|h|o|ld|s|S)):", lines[index])
+    assembler's lines about gcc's temporary .s file, the file the last `CC`/`CXX` progress line
+    compiled; none once the link began (ld and collect2 speak of the whole image)."""
+    named = re.match(r"([^:\s]+\.(?:c|cc|cpp|cxx|h|hh|hpp|inc|o|ld|s|S)):", lines[index])
     if named and not named.group(1).startswith(("/tmp/", "{")):
         return named.group(1)
-    compiled = [line[5:].strip() for line in lines[:index] if line.startswith("CC   ")]
-    return compiled[-1] if compiled else None
+    steps = [line for line in lines[:index] if line.startswith((*_COMPILE_LINES, _LINK_LINE))]
+    return steps[-1][5:].strip() if steps and not steps[-1].startswith(_LINK_LINE) else None
 
 
 def _relevant(log: str, needles: tuple[str, ...]) -> str:

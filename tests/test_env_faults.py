@@ -232,6 +232,22 @@ def test_make_echoing_the_error_is_not_taken_for_it():
     assert "Error: bad instruction `zz'" in message and "(in proj/model/x_lib1.c)" in message
 
 
+@pytest.mark.parametrize("said", ["/usr/bin/ld: cannot find -lstdc++_nano: No such file or directory",
+                                  "/usr/bin/ld: build/app/b.o:(.bss.x+0x0): multiple definition of `x'; "
+                                  "build/app/a.o:(.bss.x+0x0): first defined here"])
+def test_a_link_error_is_lds_own_words_and_blames_no_source(said):
+    log = (f"CC   model/x_lib1.c\nCXX  app/main.cpp\nLD   build/firmware.elf\n{said}\n"
+           "collect2: error: ld returned 1 exit status\nmake: *** [Makefile:71: build/firmware.elf] Error 1")
+    message = str(_failure(log, Path("proj"), ""))
+    assert f"compilation failed: {said}; 1 more error line(s) in the log" == message
+
+
+def test_a_cpp_error_is_placed_in_its_file():
+    log = ("CXX  app/main.cpp\nCC   model/x_lib1.c\napp/main.cpp:1:14: error: exception handling disabled, use "
+           "'-fexceptions' to enable\nmake: *** [Makefile:109: build/app/main.o] Error 1")
+    assert "(in proj/app/main.cpp): app/main.cpp:1:14: error: exception handling" in str(_failure(log, Path("proj"), ""))
+
+
 def test_a_long_error_line_is_shown_whole():
     name = "tvmgen_" + "m" * 1000 + "_fused_add"
     log = f"model/a_lib1.c:3:5: error: '{name}' undeclared (first use in this function)\nmake: *** Error 1"

@@ -282,6 +282,118 @@ int run() {
     assert done.returncode == 0, done.stderr
 
 
+# A C++ application of kws (TVM 0.18, AOT C with USMP: TVM's own tvmgen_kws.h), written against the
+# documented headers only; its static constructor must have run before main(). Exit 0 only when the
+# model's output equals TVM's reference byte for byte.
+_CPP_MAIN = """#include <array>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+
+#include "kws_data.h"
+#include "mlf_kws.h"
+#include "mlfrt.h"
+
+static_assert(MLF_KWS_NUM_INPUTS == 1 && MLF_KWS_NUM_OUTPUTS == 1, "kws: one input, one output");
+static_assert(sizeof kws_input == MLF_KWS_INPUT_0_BYTES && sizeof kws_expected == MLF_KWS_OUTPUT_0_BYTES, "sizes");
+
+namespace {
+class Classifier {
+ public:
+  Classifier() : constructed_(true) {}
+  bool constructed() const { return constructed_; }
+  int32_t run(std::array<int8_t, MLF_KWS_OUTPUT_0_BYTES>& scores) {
+    alignas(MLF_KWS_IO_ALIGN) static int8_t input[MLF_KWS_INPUT_0_BYTES];
+    std::memcpy(input, kws_input, sizeof input);
+    tvmgen_kws_inputs inputs{};
+    inputs.MLF_KWS_INPUT_0_C_NAME = input;
+    tvmgen_kws_outputs outputs{};
+    outputs.MLF_KWS_OUTPUT_0_C_NAME = scores.data();
+    return tvmgen_kws_run(&inputs, &outputs);
+  }
+
+ private:
+  bool constructed_ = false;
+};
+Classifier classifier;
+}  // namespace
+
+int main() {
+  mlfrt_init();
+  alignas(MLF_KWS_IO_ALIGN) static std::array<int8_t, MLF_KWS_OUTPUT_0_BYTES> scores;
+  int32_t status = classifier.run(scores);
+  unsigned wrong = 0;
+  for (std::size_t i = 0; i < scores.size(); i++) wrong += scores[i] != kws_expected[i];
+  std::printf("kws from C++: status %ld, %u element(s) differ, constructor %s\\n", static_cast<long>(status), wrong,
+              classifier.constructed() ? "ran" : "did not run");
+  return status == 0 && wrong == 0 && classifier.constructed() ? 0 : 1;
+}
+"""
+
+
+def _cpp_app(fixtures_dir: Path, out: Path) -> Path:
+    """_CPP_MAIN as main.cpp, and kws_data.h: the reference input and expected output as C arrays."""
+    import numpy as np
+
+    reference = np.load(fixtures_dir / "tvm-0.18" / "kws.npz")
+    arrays = {"kws_input": reference["input_1"], "kws_expected": reference["output_0"]}
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "kws_data.h").write_text("#include <stdint.h>\n" + "".join(
+        f"static const int8_t {name}[{data.size}] = {{{', '.join(str(int(v)) for v in data.astype(np.int8).ravel())}}};\n"
+        for name, data in arrays.items()))
+    (out / "main.cpp").write_text(_CPP_MAIN)
+    return out
+
+
+@pytest.mark.parametrize("board", [pytest.param(BOARD, marks=pytest.mark.qemu), "host"])
+def test_a_cpp_application_with_build_app(fixtures_dir, tmp_path, board):
+    """main.cpp compiled by the board's g++ (no exceptions, no RTTI) and linked with libstdc++; on the host
+    the application is named by mlfbuild.toml's `app`. Its exit status is run's verdict, its bytes are the app's."""
+    app = _cpp_app(fixtures_dir, tmp_path / "cppapp")
+    mlf = fixtures_dir / "tvm-0.18" / "kws_aot_c_unpacked_usmp.tar"
+    if board == "host":
+        (tmp_path / "mlfbuild.toml").write_text('app = "cppapp"\n')
+        built = cli("build", str(mlf), "-b", board, "-o", "b", cwd=tmp_path)
+    else:
+        built = cli("build", str(mlf), "-b", board, "-o", str(tmp_path / "b"), "--app", str(app))
+    assert built.returncode == 0, built.stderr
+    assert "CXX  app/main.cpp" in built.stdout + built.stderr
+    makefile = (tmp_path / "b" / "project" / "Makefile").read_text()
+    assert re.search(r"^CXX +:= " + re.escape("g++" if board == "host" else "arm-none-eabi-g++") + "$", makefile, re.M)
+    assert "-fno-exceptions -fno-rtti" in makefile
+    record = json.loads((tmp_path / "b" / "build.json").read_text())
+    assert set(record["app"]["files"]) == {"app/main.cpp", "app/kws_data.h"}
+    done = cli("run", str(tmp_path / "b"), "--timeout", "60")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "kws from C++: status 0, 0 element(s) differ, constructor ran" in done.stdout
+    assert "result: pass — the application exited with status 0" in done.stdout
+    size = json.loads(cli("size", str(tmp_path / "b"), "--json").stdout)
+    assert {"main", "_ZN12_GLOBAL__N_110classifierE"} <= {
+        item["name"] for item in size["symbols"] if item["category"] == "app" and item["file"] == "app/main.cpp"}
+
+
+@pytest.mark.qemu
+def test_a_cpp_application_with_cmake_from_an_export(fixtures_dir, tmp_path):
+    """The same main.cpp with CMake (C and CXX, the export's toolchain file) on the prebuilt libraries."""
+    folder = export([fixtures_dir / "tvm-0.18" / "kws_aot_c_unpacked_usmp.tar"], BOARD, tmp_path / "e").folder
+    app = _cpp_app(fixtures_dir, tmp_path / "app")
+    (app / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.19)\nproject(cppapp C CXX)\n"
+        'set(MLF_KWS_PREBUILT ON CACHE BOOL "" FORCE)\n'
+        f'add_subdirectory("{folder}" kws)\n'
+        "add_executable(cppapp main.cpp)\nset_target_properties(cppapp PROPERTIES SUFFIX \".elf\")\n"
+        "target_compile_options(cppapp PRIVATE -std=c++17 -fno-exceptions -fno-rtti -Wall -Wextra -Werror)\n"
+        "target_link_libraries(cppapp PRIVATE mlf::kws mlfbuild::board_mps2_an386)\n")
+    build = tmp_path / "build"
+    for step in (["-S", str(app), "-B", str(build), f"-DCMAKE_TOOLCHAIN_FILE={folder}/cmake/arm-none-eabi.cmake",
+                  "-DCMAKE_BUILD_TYPE=Release"], ["--build", str(build), "-j2"]):
+        done = subprocess.run(["cmake", *step], capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout + done.stderr
+    done = _qemu(build / "cppapp.elf")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "kws from C++: status 0, 0 element(s) differ, constructor ran" in done.stdout
+
+
 def test_host_export_of_two_mlfs_runs_natively_with_find_package_and_make(fixtures_dir, tmp_path):
     """Two MLFs exported together for the host, found by find_package (the config file) and,
     separately, built by make through mlf.mk: check-app runs natively and both models match."""
@@ -357,3 +469,28 @@ def test_unknown_board_and_bad_apps(fixtures_dir, tmp_path):
     broken = cli("build", mlf, "-b", BOARD, "-o", str(tmp_path / "b2"), "--app", str(tmp_path / "broken"))
     assert broken.returncode == 4, broken.stderr
     assert "app/main.c" in broken.stderr and "undeclared_thing" in broken.stderr and "build.log" in broken.stderr
+    assert _one_error_line(broken.stderr)
+
+
+def _one_error_line(stderr: str) -> bool:
+    """The build's progress lines, then one line of error, last."""
+    errors = [line for line in stderr.strip().splitlines() if "error" in line]
+    return len(errors) == 1 and stderr.strip().splitlines()[-1] == errors[0]
+
+
+def test_bad_cpp_apps(fixtures_dir, tmp_path):
+    """C++ is compiled without exceptions: a `throw` is the compiler's first error, in the app's file;
+    two sources that would share one object file are refused before anything compiles."""
+    mlf = str(fixtures_dir / "tvm-0.18" / "op_vector_add_c.tar")
+    (tmp_path / "throws").mkdir()
+    (tmp_path / "throws" / "main.cpp").write_text("int main() { throw 1; }\n")
+    throws = cli("build", mlf, "-b", "host", "-o", str(tmp_path / "b1"), "--app", str(tmp_path / "throws"))
+    assert throws.returncode == 4 and _one_error_line(throws.stderr), throws.stderr
+    assert f"(in {tmp_path / 'b1' / 'project' / 'app' / 'main.cpp'})" in throws.stderr
+    assert "exception handling disabled" in throws.stderr and "build.log" in throws.stderr
+    (tmp_path / "twins" / "lib").mkdir(parents=True)
+    for name in ("main.cpp", "lib/util.c", "lib/util.cc"):
+        (tmp_path / "twins" / name).write_text("int main() { return 0; }\n" if name == "main.cpp" else "\n")
+    twins = cli("build", mlf, "-b", "host", "-o", str(tmp_path / "b2"), "--app", str(tmp_path / "twins"))
+    assert twins.returncode == 2 and len(twins.stderr.strip().splitlines()) == 1, twins.stderr
+    assert "lib/util.c and lib/util.cc would compile to one object file" in twins.stderr

@@ -65,6 +65,7 @@ class Project:
     notes: list[str] = field(default_factory=list)
     cmsis_nn: CmsisNnLibrary | None = None  # the CMSIS-NN tree compiled in, when the model calls it
     app: dict | None = None  # build --app: {"folder", "files": {path: sha256}} (build.json "app")
+    cxx: bool = False  # the application has C++ sources: compiled and linked with the board's g++
 
 
 def template_environment() -> Environment:
@@ -156,13 +157,14 @@ def render_project(lib: ModelLibrary, board: Board, dest: Path, options: Project
         linker_script = "linker.ld"
         writer.write(linker_script, linker_script_text(board, options.stack_bytes or stack_bytes))
     toolchain = toolchain_names(board, options.toolchain_prefix)
+    cxx_sources = [s for s in app_sources if not s.endswith(".c")]
     makefile = env.get_template("project/Makefile.j2").render(
         board=board, toolchain=toolchain, arch_flags=arch_flags, opt_flags=[options.optimize, "-g"],
         werror=options.werror, defines=defines,
         includes=["app" if options.app else "src", *library.includes, *runtime.includes, *library_includes],
         ld_flags=_ld_flags(board), ld_libs=["-lm"], linker_script=linker_script,
         our_sources=[*[s for s in app_sources if s.endswith(".c")], *library.sources, *runtime.sources],
-        cxx_sources=[s for s in app_sources if not s.endswith(".c")],
+        cxx_sources=cxx_sources, cxx_extensions=[e[1:] for e in APP_SOURCES if e != ".c"],
         model_sources=library.model_sources, model_objects=library.model_objects,
         library_sources=runtime.library_sources,
         library_flags=runtime.library_flags, libraries_note="TVM CRT" if runtime.library_sources else "",
@@ -179,10 +181,10 @@ def render_project(lib: ModelLibrary, board: Board, dest: Path, options: Project
                      + (f"; {cmsis_nn.scratch.summary()}" if cmsis_nn.scratch else ""))
     return Project(path=dest, board=board, lowered=lowered, cflags=arch_flags + [options.optimize], float_abi=float_abi,
                    workspace_bytes=workspace, runtime=options.runtime, template_hash=templates_hash(), notes=notes,
-                   cmsis_nn=cmsis_nn, app=app_record)
+                   cmsis_nn=cmsis_nn, app=app_record, cxx=bool(cxx_sources))
 
 
-APP_SOURCES = (".c", ".cc", ".cpp")
+APP_SOURCES = (".c", ".cc", ".cpp", ".cxx")
 _APP_FILES = (*APP_SOURCES, ".h", ".hh", ".hpp", ".inc")
 
 
@@ -196,6 +198,12 @@ def copy_user_app(folder: Path, writer: Writer) -> tuple[list[str], dict]:
     sources = [p for p in files if p.suffix in APP_SOURCES]
     if not sources:
         raise UsageError(f"--app {folder}: no C or C++ sources ({', '.join('*' + s for s in APP_SOURCES)})")
+    stems: dict[Path, Path] = {}
+    for path in sources:  # each source compiles to build/app/<its path without the extension>.o
+        other = stems.setdefault(path.with_suffix(""), path)
+        if other != path:
+            raise UsageError(f"--app {folder}: {other.relative_to(folder)} and {path.relative_to(folder)} would "
+                             "compile to one object file; rename one")
     hashes = {}
     for path in files:
         relative = f"app/{path.relative_to(folder).as_posix()}"
