@@ -165,6 +165,37 @@ def test_flash_writes_a_built_firmware_byte_for_byte(build_firmware, capsys):
     assert not fake.error
 
 
+_APP_MARK = "flashed-app-1f0c"  # a string only the application's image holds
+
+
+@pytest.mark.cross
+def test_flash_writes_an_app_build_unchanged(build_firmware, tmp_path, capsys):
+    """A `build --app` folder flashes as any build: its build.json (with "app") and its image."""
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "main.c").write_text(f"""#include <stdio.h>
+#include "mlf_tiny.h"
+static int8_t input[MLF_TINY_INPUT_0_BYTES], output[MLF_TINY_OUTPUT_0_BYTES];
+int main(void) {{
+  struct tvmgen_tiny_inputs inputs = {{.MLF_TINY_INPUT_0_C_NAME = input}};
+  struct tvmgen_tiny_outputs outputs = {{.MLF_TINY_OUTPUT_0_C_NAME = output}};
+  puts("{_APP_MARK}");
+  return (int)tvmgen_tiny_run(&inputs, &outputs);
+}}
+""")
+    out = build_firmware(EXAMPLE, "nucleo-f446re", app=app)
+    assert set(json.loads((out / "build.json").read_text())["app"]["files"]) == {"app/main.c"}
+    firmware = (out / "firmware.bin").read_bytes()
+    assert _APP_MARK.encode() in firmware
+    with FakeBootloader("f446") as fake:
+        rc = _main("flash", str(out), "--port", fake.path, "--parity", "none", "--reset", "none")
+        time.sleep(0.05)
+    captured = capsys.readouterr()
+    assert rc == 0, captured.err
+    assert fake.flash_bytes(BASE, len(firmware)) == firmware and set(fake.flash[len(firmware):]) == {0xFF}
+    assert "verified" in captured.out and fake.go_address == BASE and not fake.error
+
+
 def test_flash_keeps_other_sectors_and_writes_at_an_offset(tmp_path, capsys):
     image = image_of(20_001)            # odd length: the last block is padded with 0xFF
     folder = make_build(tmp_path / "b", image)
