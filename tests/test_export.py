@@ -459,6 +459,9 @@ def test_unknown_board_and_bad_apps(fixtures_dir, tmp_path):
     mlf = str(fixtures_dir / "tvm-0.13" / "kws_aot_c_unpacked_usmp.tar")
     unknown = cli("export", mlf, "-b", "no-such-board", "-o", str(tmp_path / "e"))
     assert unknown.returncode == 3 and len(unknown.stderr.strip().splitlines()) == 1
+    assert "no-such-board" in unknown.stderr and not (tmp_path / "e").exists()
+    missing = cli("build", mlf, "-b", BOARD, "-o", str(tmp_path / "b0"), "--app", str(tmp_path / "nowhere"))
+    assert missing.returncode == 2 and _one_error_line(missing.stderr) and "nowhere: no such folder" in missing.stderr
     (tmp_path / "empty").mkdir()
     (tmp_path / "empty" / "README").write_text("no sources here")
     empty = cli("build", mlf, "-b", BOARD, "-o", str(tmp_path / "b1"), "--app", str(tmp_path / "empty"))
