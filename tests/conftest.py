@@ -220,10 +220,16 @@ def fixture_boards(default_boards: tuple[str, ...]) -> list[tuple[tuple[str, dic
 TRACKED_TOOLS = {"qemu-system-arm": "qemu", "arm-none-eabi-gcc": "cross"}
 
 
-def pytest_collection_modifyitems(items) -> None:
+def pytest_collection_modifyitems(config, items) -> None:
     for item in items:
         if item.get_closest_marker("qemu") and not item.get_closest_marker("cross"):
             item.add_marker(pytest.mark.cross)  # firmware run in QEMU is cross-compiled first
+    # `exhaustive` tests run every shared fixture through a feature CI checks one per kind: only when asked.
+    if "exhaustive" not in (config.getoption("markexpr") or ""):
+        skipped = [item for item in items if item.get_closest_marker("exhaustive")]
+        if skipped:
+            config.hook.pytest_deselected(items=skipped)
+            items[:] = [item for item in items if not item.get_closest_marker("exhaustive")]
 
 
 @pytest.fixture(scope="session")

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from elftools.elf.elffile import ELFFile
 
-from conftest import REPO, cli
+from conftest import REPO, buildable, cli, entry_id, manifest_entries
 from mlfbuild.export import MARKER, export
 from mlfbuild.project import ProjectOptions
 
@@ -497,3 +497,38 @@ def test_bad_cpp_apps(fixtures_dir, tmp_path):
     twins = cli("build", mlf, "-b", "host", "-o", str(tmp_path / "b2"), "--app", str(tmp_path / "twins"))
     assert twins.returncode == 2 and len(twins.stderr.strip().splitlines()) == 1, twins.stderr
     assert "lib/util.c and lib/util.cc would compile to one object file" in twins.stderr
+
+
+# -- every shared fixture (opt-in: `pytest -m exhaustive`, about ten minutes on two cores) -------------
+
+def _exportable(item) -> bool:
+    """Fixtures that build on the export's board today: the buildable ones, and CMSIS-NN ones (with the
+    library) unless the manifest knows them defective."""
+    entry = item[1]
+    return "target" not in entry or (not entry.get("known_issue") and
+                                    (buildable(entry, BOARD) or bool(entry.get("cmsisnn"))))
+
+
+@pytest.mark.exhaustive
+@pytest.mark.qemu
+@pytest.mark.parametrize("item", [i for i in manifest_entries() if _exportable(i)], ids=entry_id)
+def test_every_fixture_exported_runs_check_app_against_its_reference(item, fixtures_dir, third_party_dir, tmp_path):
+    """Each fixture exported alone, check-app built from its prebuilt libraries with the example's own
+    CMakeLists.txt and the export's toolchain file, run on the board: every output as TVM's reference
+    (bit for bit; CMSIS-NN within one step)."""
+    fixture_set, entry = item
+    mlf = fixtures_dir / fixture_set / entry["file"]
+    cmsis = entry.get("cmsisnn")
+    options = ProjectOptions(cmsis_nn=third_party_dir / "cmsis-nn-v6.0.0") if cmsis else ProjectOptions()
+    folder = export([mlf], BOARD, tmp_path / "export", name="model", options=options).folder
+    references = {m["mod_name"]: f"{fixture_set}/{Path(m['reference_npz']).stem}" for m in entry["modules"]}
+    refs = _reference_h(folder / MARKER, references, fixtures_dir, tmp_path / "refs", atol=1 if cmsis else 0)
+    build = tmp_path / "build"
+    subprocess.run(["cmake", "-S", str(APP), "-B", str(build), f"-DCMAKE_TOOLCHAIN_FILE={folder}/cmake/arm-none-eabi.cmake",
+                    f"-DMLF_EXPORTS={folder}", "-DMODEL_PREBUILT=ON", "-DMLF_BOARD_TARGET=mlfbuild::board_mps2_an386",
+                    f"-DREFERENCE_DIR={refs}", "-DCMAKE_BUILD_TYPE=Release"], check=True, capture_output=True)
+    subprocess.run(["cmake", "--build", str(build), "-j2"], check=True, capture_output=True)
+    done = _qemu(build / "check-app.elf", timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    for module in references:
+        assert f"{module}: status 0, 0 element(s) differ" in done.stdout
