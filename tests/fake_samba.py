@@ -402,7 +402,9 @@ class FakeSamba:
             except BlockingIOError:
                 continue
             except OSError as exc:
-                if exc.errno == errno.EIO:
+                if exc.errno == errno.EIO:  # no one has the port open: a touch may have just closed it
+                    if self.mode == "app":
+                        self._watch_touch()
                     time.sleep(0.01)
                     continue
                 raise
