@@ -499,7 +499,7 @@ def test_bad_cpp_apps(fixtures_dir, tmp_path):
     assert "lib/util.c and lib/util.cc would compile to one object file" in twins.stderr
 
 
-# -- every shared fixture (opt-in: `pytest -m exhaustive`, about ten minutes on two cores) -------------
+# -- every shared fixture (opt-in: `pytest -m exhaustive`, about four minutes on two cores) -------------
 
 def _exportable(item) -> bool:
     """Fixtures that build on the export's board today: the buildable ones, and CMSIS-NN ones (with the
