@@ -8,7 +8,8 @@ missing, tests that use it fail under CI (CI=true) and are skipped elsewhere.
 .tflite files): $MLFBUILD_MODELS, else `../shared/models` from the repository root.
 
 `third_party_dir`: the same for unchanged exports of libraries that generated code calls
-(cmsis-nn-v4.1.0/, cmsis-nn-v6.0.0/): $MLFBUILD_THIRD_PARTY, else `../shared/third_party` from the repository root.
+(cmsis-nn-v4.1.0/, cmsis-nn-v6.0.0/): $MLFBUILD_THIRD_PARTY, else `../shared/third_party` from the repository root;
+`cmsis_nn(version)` gives one of those trees.
 """
 
 from __future__ import annotations
@@ -119,6 +120,14 @@ def models_dir() -> Path:
 @pytest.fixture(scope="session")
 def third_party_dir() -> Path:
     return required_folder(third_party_path(), "third-party libraries", THIRD_PARTY_ENV)
+
+
+@pytest.fixture(scope="session")
+def cmsis_nn(third_party_dir):
+    """cmsis_nn("v4.1.0") → that CMSIS-NN tree (fails under CI, skips elsewhere when missing). One
+    path per tree, so builds through `build_firmware` with it are shared across test files."""
+    return lambda version: required_folder(third_party_dir / f"cmsis-nn-{version}", f"CMSIS-NN {version}",
+                                           THIRD_PARTY_ENV)
 
 
 def manifest_entries() -> list[tuple[str, dict]]:

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import REPO, THIRD_PARTY_ENV, cli, required_folder
+from conftest import REPO, cli
 from mlfbuild.console.client import Client
 from mlfbuild.boards import load_board
 from mlfbuild.errors import EXIT_BUILD, EXIT_MISMATCH, EXIT_RUN, BuildError, GeneratedCodeError, InvalidInputError
@@ -24,16 +24,6 @@ from mlfbuild.project import ProjectOptions, render_project
 from mlfbuild.project.cmsis_nn import core_features, fix_status_checks, needed_sources
 from mlfbuild.run import make_transport
 from mlfwriter import TinyModel, tar_tree, with_cmsis_nn
-
-
-
-
-
-@pytest.fixture(scope="session")
-def cmsis_nn(third_party_dir):
-    """cmsis_nn("v4.1.0") → that CMSIS-NN tree (fails under CI, skips elsewhere when missing)."""
-    return lambda version: required_folder(third_party_dir / f"cmsis-nn-{version}", f"CMSIS-NN {version}",
-                                           THIRD_PARTY_ENV)
 
 
 def _mlf(tmp_path: Path, targets: list[str], scratch_bytes: list[int], name: str = "tiny") -> Path:
