@@ -290,6 +290,24 @@ def test_reference_file_gives_the_same_verdict_without_litert(build_firmware, fi
     assert refused.returncode == 4 and "mlfbuild[reference]" in refused.stderr and "Traceback" not in refused.stderr
 
 
+def test_the_report_says_what_a_reference_holds(tmp_path, models_dir):
+    """A file `mlfbuild reference` wrote is named as the original model's outputs, not as a LiteRT run
+    (none happens); the model name it carries is any file's to set, so it is shown as one bounded line."""
+    from mlfbuild.run.references import resolve
+
+    kws = _model([_spec("input_1", (1, 49, 10, 1))], [_spec("Identity", (1, 12))], name="kws")
+    tensors = {"input_1": np.zeros((1, 49, 10, 1), np.int8), "output_0": np.zeros((1, 12), np.int8)}
+    np.savez(tmp_path / "tvm.npz", **tensors)
+    np.savez(tmp_path / "lite.npz", **tensors, __source__=np.array(KWS_MODEL))
+    np.savez(tmp_path / "odd.npz", **tensors, __source__=np.array("a\nb" + "x" * 500))
+    kinds = {name: resolve([str(tmp_path / name)], [kws])["kws"].kind for name in ("tvm.npz", "lite.npz", "odd.npz")}
+    kinds["model"] = resolve([str(models_dir / KWS_MODEL)], [kws])["kws"].kind
+    assert kinds["tvm.npz"] == "a tensor file"
+    assert kinds["lite.npz"] == f"outputs of the original model {KWS_MODEL} by LiteRT, written by `mlfbuild reference`"
+    assert "a?bxxx" in kinds["odd.npz"] and len(kinds["odd.npz"]) < 200
+    assert kinds["model"] == "the original model, run with LiteRT"
+
+
 def test_float_inputs_are_quantized_for_a_quantized_model(build_firmware, fixtures_dir, models_dir, tmp_path):
     build = build_firmware(fixtures_dir / KWS_AOT, "host")
     floats = np.random.default_rng(1).standard_normal((4, 1, 49, 10, 1)).astype(np.float32) * 20

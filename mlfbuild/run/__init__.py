@@ -46,6 +46,7 @@ class ModelRun:
     outputs: dict[str, np.ndarray]
     comparisons: list[Comparison] = field(default_factory=list)
     reference: str | None = None
+    reference_kind: str | None = None  # what the reference's outputs are (Reference.kind)
     samples: int = 1  # inputs run (each `repeat` times); `outputs` holds the last one's
     model_derived: bool = False  # the reference was computed from the original model (the LSB tolerance)
     quantization: dict[str, tuple[float, int]] = field(default_factory=dict)  # tensor → (scale, zero point)
@@ -334,6 +335,7 @@ def _run_model(client: Client, model: dict, feed: dict[str, np.ndarray], referen
                    stack_peak=stack if stack_measured else None,
                    outputs={name: values[-1] for name, values in stacked.items()}, samples=count,
                    reference=reference.path if reference else None,
+                   reference_kind=reference.kind if reference else None,
                    model_derived=bool(reference and reference.model_derived),
                    quantization=reference.quantization_of(model) if reference else {})
     input_elements = sum(int(np.prod(spec["shape"], dtype=np.int64)) for spec in model["inputs"])

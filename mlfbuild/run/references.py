@@ -46,6 +46,11 @@ class Reference:
     # (scale, zero point) of quantized tensors: inputs by name, outputs as output_<i>
     quantization: dict[str, tuple[float, int]] = field(default_factory=dict)
 
+    @property
+    def kind(self) -> str:
+        """What the expected outputs are, for the report."""
+        return "a tensor file"
+
     def quantization_of(self, model: dict) -> dict[str, tuple[float, int]]:
         """(scale, zero point) of each input and output of `model` it knows, by the MLF's names."""
         keys = [s["name"] for s in model["inputs"]] + [f"output_{i}" for i in range(len(model["outputs"]))]
@@ -63,6 +68,13 @@ class Reference:
 @dataclass
 class TensorFileReference(Reference):
     tensors: dict[str, np.ndarray] = field(default_factory=dict)
+    source: str | None = None  # the model file `mlfbuild reference` ran to write it
+
+    @property
+    def kind(self) -> str:
+        if not self.model_derived:
+            return "a tensor file"
+        return f"outputs of the original model {self.source} by LiteRT, written by `mlfbuild reference`"
 
     def inputs(self, model: dict) -> dict[str, np.ndarray]:
         found = {spec["name"]: pick(self.tensors, model, spec) for spec in model["inputs"]}
@@ -98,6 +110,10 @@ class ModelReference(Reference):
     tflite: object = None  # reference.tflite.TfliteModel
     model_derived: bool = True
 
+    @property
+    def kind(self) -> str:
+        return "the original model, run with LiteRT"
+
     def expected(self, model: dict, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
         from ..reference.litert import run_model
 
@@ -125,11 +141,18 @@ def _load(path: str) -> Reference:
         tflite = read_tflite(Path(path))
         return ModelReference(path=path, tflite=tflite, quantization=keyed_quantization(tflite))
     tensors = load_tensors(Path(path))
-    derived = SOURCE_KEY in tensors
+    source = _source_name(tensors[SOURCE_KEY]) if SOURCE_KEY in tensors else None
     quantization = {key.removeprefix(QUANTIZATION_PREFIX): (float(v[0]), int(v[1]))
                     for key, v in tensors.items() if key.startswith(QUANTIZATION_PREFIX) and v.size == 2}
     tensors = {k: v for k, v in tensors.items() if k != SOURCE_KEY and not k.startswith(QUANTIZATION_PREFIX)}
-    return TensorFileReference(path=path, model_derived=derived, quantization=quantization, tensors=tensors)
+    return TensorFileReference(path=path, model_derived=source is not None, quantization=quantization,
+                               tensors=tensors, source=source)
+
+
+def _source_name(value: np.ndarray) -> str:
+    """The model file a tensor file names (any file may carry the key: one printable line, bounded)."""
+    text = str(value.reshape(-1)[0]) if value.size else ""
+    return "".join(c if c.isprintable() else "?" for c in text[:120]) or "(unnamed)"
 
 
 def keyed_quantization(tflite) -> dict[str, tuple[float, int]]:

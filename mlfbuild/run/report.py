@@ -29,8 +29,7 @@ def _model_lines(model: ModelRun, dequantize: bool) -> list[str]:
     lines = [f"  {model.name}: {_latency(model)} ({ticks[-1]} ticks at {model.timer_hz:,} Hz; "
              f"{len(ticks)} run(s), {spread}); workspace peak {model.workspace_peak:,} B, stack peak {stack}"]
     if model.reference:
-        kind = "the original model, run with LiteRT" if model.model_derived else "a tensor file"
-        lines.append(f"    reference: {model.reference} ({kind}); {model.samples} sample(s)")
+        lines.append(f"    reference: {model.reference} ({model.reference_kind}); {model.samples} sample(s)")
     if model.quantization:
         lines.append("    quantization: " + ", ".join(f"{name} scale {scale:.7g} zero point {zero}"
                                                      for name, (scale, zero) in model.quantization.items()))
