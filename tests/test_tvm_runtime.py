@@ -55,10 +55,15 @@ def test_aot_with_tvm_crt_is_bit_exact(name, fixtures_dir, tmp_path):
     assert "#define MLF_TVM_PAGE_ALLOCATOR 0" in (project / "tvm_crt/include/crt_config.h").read_text()
     assert any("TVM standalone CRT 0.13.0 from the MLF's runtime/" in note for note in built.record["notes"])
     assert built.record["runtime"] == "tvm"
-    result = run_build(tmp_path / "b", references=[str(fixtures_dir / "tvm-0.13" / "kws.npz")], repeat=2, timeout=60)
+    result = run_build(tmp_path / "b", references=[str(fixtures_dir / "tvm-0.13" / "kws.npz")], repeat=3, timeout=60)
     _assert_matches(result, "int")
     model = result.models[0]
-    assert model.ticks[0] == model.ticks[1] > 1000
+    # Under -icount a tick is 40 instructions (25 MHz), counted from a restarted SysTick: inferences
+    # that run the same instructions read the same ticks. The first one may run a few more (it raises
+    # the workspace pool's high-water mark), fewer than a tick's worth: it reads the same count or,
+    # where a tick boundary falls between the two ends, one more.
+    assert model.ticks[1] == model.ticks[2] > 1000
+    assert 0 <= model.ticks[0] - model.ticks[1] <= 1
     if name != "kws_aot_c_unpacked_usmp.tar":  # TVMBackendAllocWorkspace -> TVM's stack allocator
         assert 0 < model.workspace_peak <= built.record["workspace_bytes"]
 

@@ -59,7 +59,8 @@ void mlfrt_put_hex32(uint32_t value);     /* exactly 8 lowercase hex digits, no 
 /* ---- Timer -------------------------------------------------------------------------------- */
 
 /* Sets the timer's zero point to now. On Cortex-M this restarts SysTick, so the periodic tick
-   interrupt has the same phase at every start: measurements repeat exactly under QEMU -icount. */
+   interrupt has the same phase at every start: under QEMU -icount, code that runs the same
+   instructions measures the same ticks. */
 void mlfrt_timer_start(void);
 
 /* Ticks since the last mlfrt_timer_start() (or since mlfrt_init()). One tick = 1/mlfrt_timer_hz() s.

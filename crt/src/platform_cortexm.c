@@ -42,6 +42,7 @@
 #define SCB_MMFAR REG32(0xE000ED34u)
 #define SCB_BFAR REG32(0xE000ED38u)
 #define ICSR_PENDSTSET (1u << 26)
+#define ICSR_PENDSTCLR (1u << 25)
 
 static inline void dsb(void) { __asm__ volatile("dsb" ::: "memory"); }
 
@@ -241,43 +242,69 @@ _Static_assert((MLFRT_SYSTICK_HZ) / (MLFRT_TICK_RATE_HZ) >= 2u &&
                    (MLFRT_SYSTICK_HZ) / (MLFRT_TICK_RATE_HZ) <= 0x1000000u,
                "MLFRT_SYSTICK_HZ / MLFRT_TICK_RATE_HZ must be 2..2^24 (SysTick is 24-bit)");
 
-static volatile uint32_t s_periods; /* SysTick reloads seen by the interrupt */
+/* SysTick facts (ARMv7-M ARM, DDI 0403, B3.3 "The system timer, SysTick": SysTick operation,
+   SYST_CSR, SYST_CVR; ARMv8-M: DDI 0553, B11.1): the counter counts down to 0 and reloads from
+   SYST_RVR on the next clock; the step from 1 to 0 pends the SysTick exception (TICKINT = 1), and
+   a write to SYST_CVR sets it to 0 without pending anything. So a period of RELOAD + 1 clocks
+   begins when the counter reaches 0, and that 0 is its first clock. ICSR.PENDSTSET (B3.2.4) is
+   one bit, however many reloads it stands for. Reading SYST_CSR clears COUNTFLAG; nothing here
+   reads or needs it. */
+#define SYSTICK_PERIOD ((uint64_t)SYSTICK_RELOAD + 1u)
+
+static volatile uint32_t s_periods; /* periods begun: reloads seen by the interrupt (or by systick_now) */
+static uint64_t s_last_now;         /* the last systick_now() */
 static uint64_t s_epoch;            /* mlfrt_timer_start() */
 
 void SysTick_Handler(void) { s_periods++; }
 
 /* Ticks since SysTick was started. Interrupts are masked for the few reads so that the period
    count and the counter belong together; a reload whose interrupt is pending but not yet taken
-   (ICSR.PENDSTSET) is counted here. */
+   (PENDSTSET) is counted here, with the counter re-read after it. That re-read can still see the
+   0 (under QEMU -icount it comes a few instructions, less than one SysTick clock, after the step),
+   which is the new period's first tick, not the old one's last. */
 static uint64_t systick_now(void) {
   uint32_t primask;
   __asm__ volatile("mrs %0, primask" : "=r"(primask));
   __asm__ volatile("cpsid i" ::: "memory");
   uint32_t periods = s_periods;
-  uint32_t count = SYST_CVR;
+  uint32_t count = SYST_CVR & 0xFFFFFFu;
   if (SCB_ICSR & ICSR_PENDSTSET) {
-    count = SYST_CVR; /* re-read: now certainly after the reload */
+    count = SYST_CVR & 0xFFFFFFu; /* re-read: now certainly after the step to 0 */
     periods++;
   }
+  uint64_t now = (uint64_t)periods * SYSTICK_PERIOD + (count == 0 ? 0u : SYSTICK_PERIOD - count);
+  /* Two reloads with one pending bit: the exception was not taken for a whole period. Hardware
+     clocking SysTick from the core cannot do that with interrupts masked this briefly, but QEMU
+     without -icount runs SysTick on host time and can stall the emulated core for longer than a
+     period on a loaded host. The reading then falls below the last one, which proves the missed
+     reload: count it once, for good. (Under -icount, or on a core, this never happens.) */
+  if (now < s_last_now) {
+    s_periods++;
+    now += SYSTICK_PERIOD;
+  }
+  s_last_now = now;
   __asm__ volatile("msr primask, %0" : : "r"(primask) : "memory");
-  return (uint64_t)periods * (SYSTICK_RELOAD + 1u) + (SYSTICK_RELOAD - (count & 0xFFFFFFu));
+  return now;
 }
 
 static void systick_init(void) {
   SYST_CSR = 0;
+  /* A reload just before the stop may still be pending (interrupts masked, or QEMU's core not yet
+     scheduled): it belongs to the old count, and if it were taken now it would add a period to
+     the new one. PENDSTCLR withdraws it (B3.2.4). */
+  SCB_ICSR = ICSR_PENDSTCLR;
   SYST_RVR = SYSTICK_RELOAD;
   SYST_CVR = 0;
   s_periods = 0;
-  SYST_CSR = 0x7u; /* ENABLE | TICKINT | CLKSOURCE = processor clock */
-  /* CVR reads 0 until the first reload; a reading taken before it would look like a whole
-     period had passed. Wait for it (bounded, in case the clock does not run). */
-  for (uint32_t i = 0; SYST_CVR == 0 && i < 1000000u; i++) {
-  }
+  s_last_now = 0;
+  /* ENABLE | TICKINT | CLKSOURCE = processor clock. The written 0 stays until the reload on the
+     next clock and pends nothing: systick_now() reads it as tick 0 of period 0. */
+  SYST_CSR = 0x7u;
 }
 
 /* Restarting SysTick (not just noting the time) puts its periodic interrupt at the same phase
-   relative to what follows, so a measured stretch of code executes the same instructions every
-   time: under QEMU -icount the tick counts repeat exactly. */
+   relative to what follows, so a measured stretch that runs the same instructions meets its
+   interrupts at the same places: under QEMU -icount it reads the same ticks every time. */
 void mlfrt_timer_start(void) {
   systick_init();
   s_epoch = systick_now();
