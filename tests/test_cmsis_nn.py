@@ -408,17 +408,26 @@ def plain_c_outputs(fixtures_dir, build_firmware):
     return get
 
 
+def _seeded_inputs(spec: dict) -> list[np.ndarray]:
+    rng = np.random.default_rng(22)
+    return [rng.integers(-128, 128, size=spec["shape"]).astype(spec["dtype"]) for _ in range(SEEDED_INPUTS)]
+
+
 @pytest.fixture(scope="session")
-def generic_outputs(fixtures_dir, build_firmware, cmsis_nn):
-    """generic_outputs(fixture, inputs) → the outputs of its Cortex-M3 (generic C paths) build."""
+def fixture_outputs(fixtures_dir, build_firmware, cmsis_nn):
+    """fixture_outputs(fixture, board, version) → (build folder, outputs of the fixture's own input then
+    the seeded inputs), one firmware session per build: the generic build's run serves both its own
+    case and, as the reference for seeded inputs, every other case of the fixture."""
     cache = {}
 
-    def get(fixture: str, inputs: list[np.ndarray]):
-        if fixture not in cache:
-            board, version = GENERIC_BUILD
-            cache[fixture] = _infer(build_firmware(fixtures_dir / f"{fixture}.tar", board, cmsis_nn=cmsis_nn(version)),
-                                    inputs)
-        return cache[fixture]
+    def get(fixture: str, board: str, version: str):
+        if (fixture, board, version) not in cache:
+            entry = _manifest_entry(fixtures_dir, fixture)
+            spec = entry["inputs"][0]
+            reference = np.load(fixtures_dir / fixture.split("/")[0] / entry["reference_npz"])
+            out = build_firmware(fixtures_dir / f"{fixture}.tar", board, cmsis_nn=cmsis_nn(version))
+            cache[(fixture, board, version)] = out, _infer(out, [reference[spec["name"]], *_seeded_inputs(spec)])
+        return cache[(fixture, board, version)]
 
     return get
 
@@ -430,29 +439,25 @@ def _max_diff(got: np.ndarray, wanted: np.ndarray) -> int:
 @pytest.mark.qemu
 @pytest.mark.parametrize("fixture, board, version", MATRIX, ids=["-".join(case) for case in MATRIX])
 def test_cmsis_nn_fixture_matches_tvm_on_several_inputs(fixture, board, version, fixtures_dir, cmsis_nn,
-                                                         build_firmware, plain_c_outputs, generic_outputs):
+                                                         plain_c_outputs, fixture_outputs):
     """The fixture's own input against TVM's reference; seeded inputs against the plain-C export of the
     same model (same TVM version, same model and quantisation in the manifest) run natively, and against
     the generic-path build of the same fixture. One firmware session runs all the inputs."""
     folder = fixture.split("/")[0]
     entry = _manifest_entry(fixtures_dir, fixture)
     model = entry["model"]
-    out = build_firmware(fixtures_dir / f"{fixture}.tar", board, cmsis_nn=cmsis_nn(version))
+    out, outputs = fixture_outputs(fixture, board, version)
     record = json.loads((out / "build.json").read_text())["cmsis_nn"]
     assert record["path"] == str(cmsis_nn(version).resolve()) and len(record["sha256"]) == 64
     assert record["features"] == sorted(core_features(load_board(board).cpu.core))
     assert record["scratch"]["calls"] and all(c["size_function"] for c in record["scratch"]["calls"])
 
     reference = np.load(fixtures_dir / folder / entry["reference_npz"])
-    spec = entry["inputs"][0]
-    rng = np.random.default_rng(22)
-    seeded = [rng.integers(-128, 128, size=spec["shape"]).astype(spec["dtype"]) for _ in range(SEEDED_INPUTS)]
-    outputs = _infer(out, [reference[spec["name"]], *seeded])
-
+    seeded = _seeded_inputs(entry["inputs"][0])
     fixture_output = outputs[0][0]
     assert _max_diff(fixture_output, reference["output_0"]) <= TOLERANCE_LSB[model]
     assert fixture_output.argmax() == reference["output_0"].argmax()
-    for got, wanted in zip(outputs[1:], generic_outputs(fixture, seeded)):
+    for got, wanted in zip(outputs[1:], fixture_outputs(fixture, *GENERIC_BUILD)[1][1:]):
         assert _max_diff(got[0], wanted[0]) == 0
     twin = PLAIN_C_TWIN.get(model)
     if twin:
