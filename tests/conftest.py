@@ -150,7 +150,9 @@ def entry_id(item: tuple[str, dict]) -> str:
 @pytest.fixture(scope="session")
 def build_firmware(tmp_path_factory, _tool_use_log):
     """build_firmware(mlf, board, **ProjectOptions) → build folder; each combination is built once
-    per session (our code with -Werror), so build and run tests share the work. A test that gets a
+    per session (our code with -Werror), so build and run tests share the work. The MLF counts by its
+    name and bytes, not its path: the same small MLF written by several tests into their own folders
+    (mlfwriter's tarballs are byte-for-byte reproducible) is built once. A test that gets a
     cross-compiled build counts as using the cross compiler even when another test built it first,
     so its `cross` mark is checked whatever order the tests run in."""
     from mlfbuild.build import build
@@ -160,7 +162,7 @@ def build_firmware(tmp_path_factory, _tool_use_log):
     cache: dict[tuple, Path] = {}
 
     def get(mlf: Path, board: str, **options) -> Path:
-        key = (str(mlf), board, tuple(sorted(options.items())))
+        key = (_file_identity(Path(mlf)), board, tuple(sorted(options.items())))
         if board != "host":
             _note_tool_use(_tool_use_log, "arm-none-eabi-gcc")
         if key not in cache:
@@ -170,6 +172,18 @@ def build_firmware(tmp_path_factory, _tool_use_log):
         return cache[key]
 
     return get
+
+
+def _file_identity(path: Path) -> tuple[str, str]:
+    """(name, sha256 of the bytes) of a file, read once per version of it."""
+    stat = path.stat()
+    return path.name, _sha256(path.resolve(), stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=None)
+def _sha256(path: Path, size: int, mtime_ns: int) -> str:
+    import hashlib
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def references_for(fixture_set: str, entry: dict, fixtures: Path) -> list[str]:
