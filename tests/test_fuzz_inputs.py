@@ -73,7 +73,7 @@ class _Replay:
        seq=st.sampled_from([0, 1, 2, 255]))
 def test_console_replies_never_crash_the_client(noise, reply, kind, seq):
     stream = noise + encode_frame(kind, reply, seq)
-    client = Client(_Replay(stream), timeout=0.05)
+    client = Client(_Replay(stream), timeout=0.01)
     try:
         client.request("P", b"x", "p")
     except RunError as exc:
@@ -93,7 +93,7 @@ _COMMANDS = {"hello": ("h", lambda c: c.hello()), "run": ("x", lambda c: c.run(0
 @example(command="hello", payload=struct.pack("<BBII", 2, 1, 1000, 0) + b"board")
 def test_a_reply_of_the_right_kind_with_any_payload_is_a_result_or_a_run_error(command, payload):
     kind, call = _COMMANDS[command]
-    client = Client(_Replay(b""), timeout=0.2, attempt_seconds=0.1)
+    client = Client(_Replay(b""), timeout=0.04, attempt_seconds=0.02)
     client.port = _Replay(encode_frame(kind, payload, client._seq % 255 + 1))
     try:
         call(client)
@@ -125,7 +125,7 @@ def test_a_refusal_of_our_own_request_ends_it_with_the_firmware_s_reason():
 @SETTINGS
 @given(blob=st.binary(max_size=400))
 def test_arbitrary_bytes_as_console_never_crash_the_client(blob):
-    client = Client(_Replay(blob), timeout=0.05)
+    client = Client(_Replay(blob), timeout=0.01)
     try:
         client.hello()
     except RunError:
