@@ -425,7 +425,8 @@ class FakeSamba:
             return
         self._note("1200-baud touch: resetting into the bootloader")
         self._close()
-        time.sleep(self.reenumerate_delay)
+        if self._stop.wait(self.reenumerate_delay):  # stopped before the port came back
+            return
         self.mode = "bootloader"
         self._open_pty()
         self.ports_changed.set()
