@@ -469,10 +469,13 @@ def test_cmsis_nn_fixture_matches_tvm_on_several_inputs(fixture, board, version,
             assert got[0].argmax() == wanted[0].argmax()
 
 
-def _rebuild(build: Path, *make_args: str) -> Path:
-    """Recompile `build`'s project from scratch with `make_args` and take its firmware."""
-    subprocess.run(["make", "clean"], cwd=build / "project", check=True, capture_output=True)
-    subprocess.run(["make", "-j2", *make_args], cwd=build / "project", check=True, capture_output=True)
+def _rebuild(build: Path) -> Path:
+    """Remake `build`'s project after an edit of kws's operators and take its firmware. Make's own
+    dependencies recompile the edited file alone (the copy keeps every other file's time), which the
+    output must show; the library objects stay as compiled."""
+    made = subprocess.run(["make", "-j2"], cwd=build / "project", check=True, capture_output=True, text=True).stdout
+    assert [line.split()[-1] for line in made.splitlines() if line.startswith("CC ")] == \
+        ["model/codegen/host/src/kws_lib2.c"], made
     shutil.copyfile(build / "project" / "build" / "firmware.elf", build / "firmware.elf")
     return build
 
