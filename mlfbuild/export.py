@@ -120,7 +120,8 @@ def _export(mlfs: list[Path], libraries: list[ModelLibrary], board: Board, folde
         writer.write(_LINKER_SCRIPT, linker_script_text(board))
 
     files = _file_lists(rendered, runtime.sources, cmsis)
-    context = dict(cmsis_nn=cmsis, cmsis_nn_json=cmsis.to_json() if cmsis else None, package=package, name=name, board=board, arch_flags=arch_flags, opt=options.optimize, files=files,
+    context = dict(cmsis_nn=cmsis, cmsis_nn_json=cmsis.to_json() if cmsis else None, package=package, name=name,
+                   board=board, arch_flags=arch_flags, opt=options.optimize, files=files,
                    crt_defines=[d[2:] for d in crt_defines(board)], model_warnings=_MODEL_WARNINGS,
                    toolchain=toolchain_names(board, options.toolchain_prefix), prefix=options.toolchain_prefix,
                    version=__version__, linker_script=None if board.is_host else _LINKER_SCRIPT,
@@ -155,7 +156,8 @@ def _file_lists(rendered, crt_sources: list[str], cmsis_nn: CmsisNnLibrary | Non
         # The model's CMSIS-NN calls include arm_nnfunctions.h, and mlf_cmsis_nn_scratch.h from src/.
         includes += [*cmsis_nn.includes, *(["src"] if cmsis_nn.scratch else [])]
     return {"model": model, "model_objects": objects, "model_includes": includes, "headers": headers,
-            "cmsis_nn": list(cmsis_nn.sources) if cmsis_nn else [], "cmsis_nn_flags": list(cmsis_nn.flags) if cmsis_nn else [],
+            "cmsis_nn": list(cmsis_nn.sources) if cmsis_nn else [],
+            "cmsis_nn_flags": list(cmsis_nn.flags) if cmsis_nn else [],
             "our_model": [s for _, _, f in rendered for s in f.sources],
             "runtime": [s for s in crt_sources if not is_board_support(s)],
             "board": [s for s in crt_sources if is_board_support(s)], "runtime_includes": ["crt/include"]}

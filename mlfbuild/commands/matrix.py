@@ -11,6 +11,7 @@ from pathlib import Path
 from ..cliargs import build_memory_arg, parse_size, samples_arg, seconds_arg
 from ..matrix.cluster import CONNECT_TIMEOUT
 from ..outfolder import prepare, write_file as write_report_file
+from ..project import OPT_LEVELS
 from ..style import printable
 from ..toolchain import DEFAULT_BUILD_MEMORY
 from .base import Command
@@ -53,7 +54,7 @@ class MatrixCommand(Command):
                             help="a board file of your own (sent to the workers by content)")
         parser.add_argument("--runtime", choices=["builtin", "tvm"], default="builtin")
         parser.add_argument("--cmsis-nn", type=Path, help="CMSIS-NN source tree (sent to the workers by content)")
-        parser.add_argument("--opt", default="-Os", choices=["-Os", "-O2", "-O3", "-O1", "-O0", "-Og"])
+        parser.add_argument("--opt", default="-Os", choices=OPT_LEVELS)
         parser.add_argument("--budget-flash", type=parse_size, metavar="N", help="a failure above this flash use")
         parser.add_argument("--budget-ram", type=parse_size, metavar="N", help="a failure above this RAM use")
         parser.add_argument("--build-memory", type=build_memory_arg("--build-memory"), default=DEFAULT_BUILD_MEMORY,

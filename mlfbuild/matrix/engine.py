@@ -22,8 +22,7 @@ from typing import Callable
 from ..boards import load_board
 from ..errors import EXIT_INFRASTRUCTURE, EXIT_INVALID_INPUT, InfrastructureError, InvalidInputError, UsageError
 from ..project import ProjectOptions
-from ..toolchain import compiler_identity
-from ..toolchain import DEFAULT_BUILD_MEMORY
+from ..toolchain import DEFAULT_BUILD_MEMORY, compiler_identity
 from ..units import build_memory, seconds
 from ..untrusted import MAX_INPUT_BYTES, read_regular
 from .cache import BuildCache, DamagedEntry, build_key, digest
