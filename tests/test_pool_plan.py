@@ -258,6 +258,7 @@ def _kws_m4_sources(fixtures_dir, tmp_path_factory):
                           st.sampled_from(["", "0", "{", "}", ";", "global_workspace_1_var", "(", "\n", "sid_7_let"])),
                 min_size=1, max_size=4))
 @example([(1, 0, 0, "}")])
+@example([(2, 50869, 10, "(")])  # a "(" for a parameter's name once went into a pattern
 def test_mangled_generated_code_is_replanned_soundly_or_kept(fixtures_dir, tmp_path_factory, edits):
     """TVM's code is input: cut or spliced anywhere, the reader keeps TVM's layout with a reason, or
     re-plans into a pool whose replay shows no overlap — it never crashes."""

@@ -67,6 +67,8 @@ def _c_div(a: int, b: int) -> int:
 def pointer_extent(body: str, name: str, element: str | None) -> tuple[int | None, str]:
     """Bytes `body` can touch through pointer `name` (element type `element`, or the type each access
     casts it to), or None and why not."""
+    if not re.fullmatch(r"[A-Za-z_]\w*", name):  # it goes into patterns below as a word
+        return None, f"{name!r} is not a C identifier"
     try:
         highest, size = _highest_index(body, name, element)
     except NotProven as why:

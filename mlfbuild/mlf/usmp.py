@@ -23,6 +23,7 @@ _DECLARATION = re.compile(r"\bstatic\s+uint8_t\s+global_workspace\[(\d+)\]\s*;")
 _FUNCTION = re.compile(r"^(?:TVM_DLL\s+)?int32_t\s+(\w+)\s*\(([^;{)]*)\)\s*\{[ \t]*$", re.M)
 _CARVE = re.compile(r"void\*\s*(\w+)\s*=\s*\(&\((\w+)\[(\d+)\]\)\);")
 _CALLEE = re.compile(r"\b(\w+)\s*\(")
+_IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 _DIMS = re.compile(r"cmsis_nn_dims\s+(\w+)\s*=\s*\{\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\}\s*;")
 _ARM_CALL = re.compile(r"\b(arm_\w+)\s*\(([^;]*)\)\s*;")
 # CMSIS-NN functions whose tensors have no cmsis_nn_dims: (argument index of the tensor, the
@@ -116,7 +117,7 @@ def _functions(sources: dict[str, str]) -> dict[str, _Function]:
             params = []
             for part in match.group(2).split(","):
                 words = part.replace("*", " * ").split()
-                if words and words[-1] != "*":
+                if words and _IDENTIFIER.fullmatch(words[-1]):  # a name; else none (TVM's code always names them)
                     params.append((" ".join(words[:-1]), words[-1]))
                 else:
                     params.append((" ".join(words), ""))
@@ -126,13 +127,13 @@ def _functions(sources: dict[str, str]) -> dict[str, _Function]:
 
 def _pool_parameter(sources: dict[str, str], module_name: str, main: _Function) -> str | None:
     """The main's parameter that tvmgen_<mod>_run binds to `&global_workspace`."""
-    run = re.compile(r"\btvmgen_" + module_name + r"___tvm_main__\s*\(([^;{]*)\)\s*;")
+    run = re.compile(r"\btvmgen_" + re.escape(module_name) + r"___tvm_main__\s*\(([^;{]*)\)\s*;")
     for text in sources.values():
         for match in run.finditer(text):
             args = _split_args(match.group(1))
             hits = [i for i, arg in enumerate(args) if re.search(r"&\s*" + POOL + r"\b", arg)]
             if len(hits) == 1 and hits[0] < len(main.params):
-                return main.params[hits[0]][1]
+                return main.params[hits[0]][1] or None
     return None
 
 
@@ -167,7 +168,7 @@ def _read_main(pool: UsmpPool, main: _Function, pool_param: str, functions: dict
             regions[carve.group(1)] = Region(carve.group(1), int(carve.group(3)), -1, -1,
                                              [Site(main.path, start, start + len(carve.group(3)))])
             continue
-        used = [name for name in (pool_param, *regions) if re.search(rf"\b{name}\b", line)]
+        used = [name for name in (pool_param, *regions) if re.search(rf"\b{re.escape(name)}\b", line)]
         calls = _calls(line, functions)
         if re.match(r"\s*(for|while|do|switch)\b", line):
             raise _Unreadable(f"the AOT main is not straight-line code ({line.strip()[:60]!r})")
@@ -234,7 +235,7 @@ def _read_operator_regions(pool: UsmpPool, base: int, callee: _Function, pool_pa
     _, first_step, _ = pool.operators.get(callee.name, (pool_param, whole[0], whole[1]))
     pool.operators[callee.name] = (pool_param, first_step, whole[1])
     carves = [m for m in _CARVE.finditer(callee.body) if m.group(2) == pool_param]
-    if len(re.findall(rf"\b{pool_param}\b", callee.body)) != len(carves):
+    if len(re.findall(rf"\b{re.escape(pool_param)}\b", callee.body)) != len(carves):
         raise _Unreadable(f"{callee.name} uses its pool argument other than to carve regions out of it")
     for carve in carves:
         name = f"{callee.name}:{carve.group(1)}"
@@ -278,7 +279,7 @@ def _steps_using(function: _Function, name: str, base: int) -> tuple[int, int]:
     lines = function.body.split("\n")
     carve = re.compile(rf"void\*\s*{name}\s*=")
     using = [i for i, (low, high) in enumerate(statements)
-             if any(re.search(rf"\b{name}\b", lines[n]) and not carve.search(lines[n]) for n in range(low, high + 1))]
+             if any(re.search(rf"\b{re.escape(name)}\b", lines[n]) and not carve.search(lines[n]) for n in range(low, high + 1))]
     return (base + using[0], base + using[-1]) if using else whole
 
 
@@ -286,7 +287,7 @@ def _tensor_bytes(function: _Function, name: str, ctype: str | None, carved: boo
     """Bytes the operator touches through pointer `name`, where its CMSIS-NN calls state them: a
     tensor's cmsis_nn_dims, or a scratch buffer's `cmsis_nn_context ctx = {name, bytes};`."""
     element = ELEMENT_BYTES.get((ctype or "").replace("*", "").strip())
-    mentions = len(re.findall(rf"\b{name}\b", function.body)) - carved
+    mentions = len(re.findall(rf"\b{re.escape(name)}\b", function.body)) - carved
     contexts = [int(m.group(1)) for m in re.finditer(rf"cmsis_nn_context\s+\w+\s*=\s*\{{\s*{name}\s*,\s*(\d+)\s*\}}\s*;",
                                                    function.body)]
     if contexts:
