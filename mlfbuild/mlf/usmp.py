@@ -277,7 +277,7 @@ def _steps_using(function: _Function, name: str, base: int) -> tuple[int, int]:
     if _ARM_CALL.search(function.body) or "cmsis_nn_context" in function.body:
         return whole
     lines = function.body.split("\n")
-    carve = re.compile(rf"void\*\s*{name}\s*=")
+    carve = re.compile(rf"void\*\s*{re.escape(name)}\s*=")
     using = [i for i, (low, high) in enumerate(statements)
              if any(re.search(rf"\b{re.escape(name)}\b", lines[n]) and not carve.search(lines[n]) for n in range(low, high + 1))]
     return (base + using[0], base + using[-1]) if using else whole
@@ -288,7 +288,7 @@ def _tensor_bytes(function: _Function, name: str, ctype: str | None, carved: boo
     tensor's cmsis_nn_dims, or a scratch buffer's `cmsis_nn_context ctx = {name, bytes};`."""
     element = ELEMENT_BYTES.get((ctype or "").replace("*", "").strip())
     mentions = len(re.findall(rf"\b{re.escape(name)}\b", function.body)) - carved
-    contexts = [int(m.group(1)) for m in re.finditer(rf"cmsis_nn_context\s+\w+\s*=\s*\{{\s*{name}\s*,\s*(\d+)\s*\}}\s*;",
+    contexts = [int(m.group(1)) for m in re.finditer(rf"cmsis_nn_context\s+\w+\s*=\s*\{{\s*{re.escape(name)}\s*,\s*(\d+)\s*\}}\s*;",
                                                    function.body)]
     if contexts:
         if len(contexts) != mentions:
