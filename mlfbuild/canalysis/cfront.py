@@ -1,0 +1,80 @@
+"""C sources to syntax trees: the host's own preprocessor, then pycparser.
+
+The generated C is preprocessed as the compiler would see it, with the MLF's headers, mlfbuild's TVM
+runtime headers, the CMSIS-NN headers where the code includes them, and pycparser's stand-ins for the
+C library's headers (they declare the same names; the analysis never reads a C library's code).
+GNU attributes, which pycparser does not parse and which do not change what the code does with
+memory, are removed by the preprocessor. Anything else that does not parse is an error naming the
+file and line: the caller keeps what TVM decided rather than guess.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pycparser
+import pycparser_fake_libc
+from pycparser import c_ast
+
+from ..resources import data_dir
+
+PREPROCESS_SECONDS = 60
+# Spellings pycparser does not read that change nothing about memory: attributes (alignment,
+# sections, visibility), GNU keywords for inline/restrict, and the extension marker.
+_GNU_SPELLINGS = ("-D__attribute__(x)=", "-D__extension__=", "-D__restrict=", "-D__restrict__=",
+                  "-D__inline=inline", "-D__inline__=inline", "-D__volatile__=volatile", "-D__asm__(...)=",
+                  "-D__asm(...)=")
+
+
+class CFrontError(Exception):
+    """The C could not be read into a syntax tree; the message says which file and why."""
+
+
+@dataclass(frozen=True)
+class ParsedFile:
+    path: str  # as the caller named it (the MLF-relative path)
+    text: str  # the source as given
+    tree: c_ast.FileAST
+
+
+def runtime_include_dir() -> Path:
+    """mlfbuild's copy of TVM's runtime headers (c_runtime_api.h, c_backend_api.h, dlpack)."""
+    return data_dir("crt") / "include"
+
+
+def parse_sources(sources: dict[str, str], include_dirs: list[Path] | tuple[Path, ...] = ()) -> list[ParsedFile]:
+    """Every source preprocessed and parsed; CFrontError on the first that cannot be."""
+    compiler = shutil.which("gcc") or shutil.which("cc")
+    if compiler is None:
+        raise CFrontError("no host C preprocessor (gcc) to read the generated C with")
+    with tempfile.TemporaryDirectory(prefix="mlfbuild-c-") as scratch:
+        root = Path(scratch)
+        parsed = []
+        for path, text in sorted(sources.items()):
+            parsed.append(ParsedFile(path, text, _parse_one(compiler, root, path, text, include_dirs)))
+        return parsed
+
+
+def _parse_one(compiler: str, root: Path, path: str, text: str, include_dirs) -> c_ast.FileAST:
+    name = Path(path).name
+    source = root / f"{len(list(root.iterdir()))}" / name
+    source.parent.mkdir()
+    source.write_text(text, errors="surrogateescape")
+    flags = ["-E", "-std=gnu11", "-nostdinc", "-I", pycparser_fake_libc.directory, "-I", str(runtime_include_dir()),
+             *(arg for folder in include_dirs for arg in ("-I", str(folder))), *_GNU_SPELLINGS, str(source)]
+    try:
+        done = subprocess.run([compiler, *flags], capture_output=True, text=True, errors="replace",
+                              timeout=PREPROCESS_SECONDS, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise CFrontError(f"{path}: the preprocessor did not finish within {PREPROCESS_SECONDS} s") from None
+    if done.returncode != 0:
+        first = next((line for line in done.stderr.splitlines() if "error" in line), done.stderr.strip()[:200])
+        raise CFrontError(f"{path}: cannot preprocess: {first.replace(str(source), path)}")
+    try:
+        return pycparser.CParser().parse(done.stdout.replace(str(source), path), path)
+    except Exception as exc:  # pycparser raises ParseError, and plain errors on input it was not made for
+        raise CFrontError(f"{path}: cannot parse: {str(exc).replace(str(source), path)[:200]}") from None
