@@ -113,7 +113,8 @@ def _export(mlfs: list[Path], libraries: list[ModelLibrary], board: Board, folde
                                                     writer, options.build_memory, probe_dir))
         rendered.append((Path(mlf), lib, render_library(lib, writer, env, source_name=Path(mlf).name,
                                                         model_dir=model_dir, quantizations=quantizations,
-                                                        cmsis_nn=cmsis_nn)))
+                                                        cmsis_nn=cmsis_nn, cmsis_nn_tree=options.cmsis_nn,
+                                                        cmsis_core=options.cmsis_core)))
     runtime = builtin_runtime_files(board, writer)
     cmsis = next((f.cmsis_nn for _, _, f in rendered if f.cmsis_nn), None)
     if not board.is_host:

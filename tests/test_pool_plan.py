@@ -12,10 +12,10 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from conftest import THIRD_PARTY_ENV, entry_id, manifest_entries, required_folder
+from mlfbuild.canalysis.pool import read_usmp_pool
 from mlfbuild.mlf.reader import read_mlf
-from mlfbuild.mlf.usmp import read_usmp_pool
 from mlfbuild.project.lowering.base import module_sources
-from mlfbuild.project.pool_plan import plan_usmp_pool
+from mlfbuild.project.pool_plan import header_dirs, plan_usmp_pool
 from mlfbuild.size import format_html, format_markdown, format_text, size_report
 
 USMP_AOT = [item for item in manifest_entries() if item[1].get("executor") == "aot" and item[1].get("usmp")]
@@ -23,10 +23,16 @@ KWS_CMSIS_NN = ("tvm-0.13/kws_aot_cmsisnn", "tvm-0.18/kws_aot_cmsisnn", "tvm-0.1
 CARVE = re.compile(r"void\*\s*(\w+)\s*=\s*\(&\(global_workspace_\d+_var\[(\d+)\]\)\);")
 
 
-def _module_sources(fixtures_dir, tmp_path, name: str, module: str | None = None):
+def cmsis_nn_tree(third_party_dir):
+    return required_folder(third_party_dir / "cmsis-nn-v6.0.0", "CMSIS-NN v6.0.0", THIRD_PARTY_ENV)
+
+
+def _module_sources(fixtures_dir, tmp_path, name: str, module: str | None = None, third_party_dir=None):
+    """The module's name, its sources, and where its headers are (CMSIS-NN's from the shared tree)."""
     lib = read_mlf(fixtures_dir / f"{name}.tar", tmp_path / "mlf")
     chosen = lib.modules[0] if module is None else lib.module(module)
-    return chosen.name, module_sources(chosen, lib.root)
+    tree = cmsis_nn_tree(third_party_dir) if chosen.cmsis_nn and third_party_dir else None
+    return chosen.name, module_sources(chosen, lib.root), header_dirs(lib.root, tree)
 
 
 def _replay(sources: dict[str, str], module: str, sizes: dict[str, int]) -> tuple[int, list[str]]:
@@ -50,12 +56,12 @@ def _replay(sources: dict[str, str], module: str, sizes: dict[str, int]) -> tupl
 
 
 @pytest.mark.parametrize("name", KWS_CMSIS_NN)
-def test_kws_cmsis_nn_pool_is_replanned_at_the_floor(fixtures_dir, tmp_path, name):
-    module, sources = _module_sources(fixtures_dir, tmp_path, name)
-    pool = plan_usmp_pool(sources, module)
+def test_kws_cmsis_nn_pool_is_replanned_at_the_floor(fixtures_dir, third_party_dir, tmp_path, name):
+    module, sources, headers = _module_sources(fixtures_dir, tmp_path, name, third_party_dir=third_party_dir)
+    pool = plan_usmp_pool(sources, module, include_dirs=headers)
     # TVM placed the nine 8,000-byte activations end to end; at most two are live at any call.
     assert (pool.tvm_bytes, pool.bytes, pool.floor_bytes, pool.replanned) == (72_000, 16_000, 16_000, True)
-    sizes = {r.name: r.size for r in read_usmp_pool(sources, module).regions}
+    sizes = {r.name: r.size for r in read_usmp_pool(sources, module, headers).regions}
     assert sorted(sizes.values()) == [12, 64] + [8_000] * 9  # cmsis_nn_dims of each call's output
     length, clashes = _replay({**sources, **pool.sources}, module, sizes)
     assert length == 16_000 and clashes == []
@@ -64,9 +70,11 @@ def test_kws_cmsis_nn_pool_is_replanned_at_the_floor(fixtures_dir, tmp_path, nam
         assert re.sub(r"\d+", "N", text) == re.sub(r"\d+", "N", sources[path])
 
 
-def test_cmsis_nn_scratch_buffers_are_regions_of_the_pool_live_during_their_call(fixtures_dir, tmp_path):
-    module, sources = _module_sources(fixtures_dir, tmp_path, "tvm-0.18/kws_aot_cmsisnn_m4")
-    pool = plan_usmp_pool(sources, module, {"tvmgen_kws_cmsis_nn_main_9": 256, "not_an_operator": 64})
+def test_cmsis_nn_scratch_buffers_are_regions_of_the_pool_live_during_their_call(fixtures_dir, third_party_dir,
+                                                                                  tmp_path):
+    module, sources, headers = _module_sources(fixtures_dir, tmp_path, "tvm-0.18/kws_aot_cmsisnn_m4",
+                                               third_party_dir=third_party_dir)
+    pool = plan_usmp_pool(sources, module, {"tvmgen_kws_cmsis_nn_main_9": 256, "not_an_operator": 64}, headers)
     assert (pool.bytes, pool.floor_bytes) == (16_000, 16_000)  # the pooling runs while only 8,064 B are live
     scratch = next(b for b in pool.plan.buffers if b.name == "tvmgen_kws_cmsis_nn_main_9:scratch")
     offset = pool.plan.offsets[scratch.name]
@@ -77,11 +85,13 @@ def test_cmsis_nn_scratch_buffers_are_regions_of_the_pool_live_during_their_call
 
 
 @pytest.mark.parametrize("item", USMP_AOT, ids=entry_id)
-def test_every_usmp_fixture_is_replanned_or_says_why_and_never_grows(fixtures_dir, tmp_path, item):
+def test_every_usmp_fixture_is_replanned_or_says_why_and_never_grows(fixtures_dir, third_party_dir, tmp_path, item):
     fixture_set, entry = item
     lib = read_mlf(fixtures_dir / fixture_set / entry["file"], tmp_path / "mlf")
     for module in lib.modules:
-        pool = plan_usmp_pool(module_sources(module, lib.root), module.name)
+        tree = cmsis_nn_tree(third_party_dir) if module.cmsis_nn else None
+        pool = plan_usmp_pool(module_sources(module, lib.root), module.name, include_dirs=header_dirs(lib.root, tree),
+                              tvm_bytes=module.workspace_bytes())
         assert pool is not None and pool.bytes <= pool.tvm_bytes
         if pool.replanned:
             assert pool.floor_bytes <= pool.bytes < pool.tvm_bytes and not pool.reason
@@ -91,25 +101,31 @@ def test_every_usmp_fixture_is_replanned_or_says_why_and_never_grows(fixtures_di
         json.dumps(pool.to_json())
 
 
-def test_vww_keeps_its_one_scratch_buffer_at_the_size_tvm_stated(fixtures_dir, tmp_path):
-    module, sources = _module_sources(fixtures_dir, tmp_path, "tvm-0.18/vww_aot_cmsisnn_m4")
-    regions = {r.name: r for r in read_usmp_pool(sources, module).regions}
+def test_vww_keeps_its_one_scratch_buffer_at_the_size_tvm_stated(fixtures_dir, third_party_dir, tmp_path):
+    module, sources, headers = _module_sources(fixtures_dir, tmp_path, "tvm-0.18/vww_aot_cmsisnn_m4",
+                                               third_party_dir=third_party_dir)
+    read = read_usmp_pool(sources, module, headers)
+    regions = {r.name: r for r in read.regions}
     scratch = regions["tvmgen_vww_cmsis_nn_main_0:context_buffer_0_let"]
-    assert (scratch.size, scratch.first) == (108, 0)  # live during the first call only
-    assert scratch.last < min(r.first for r in regions.values() if r.name.startswith("sid_") and r.first > 0)
-    pool = plan_usmp_pool(sources, module)
+    _, first_call_starts, first_call_ends = read.operators["tvmgen_vww_cmsis_nn_main_0"]
+    assert scratch.size == 108 and first_call_starts <= scratch.first <= scratch.last <= first_call_ends
+    assert scratch.last < min(r.first for r in regions.values() if r.name.startswith("sid_") and r.first > first_call_ends)
+    pool = plan_usmp_pool(sources, module, include_dirs=headers)
     assert pool.replanned and pool.bytes < pool.tvm_bytes == 64_512
     _, clashes = _replay({**sources, **pool.sources}, module, {r.name: r.size for r in regions.values()})
     assert clashes == []
 
 
-def test_a_region_without_a_stated_size_keeps_tvms_layout(fixtures_dir, tmp_path):
-    module, sources = _module_sources(fixtures_dir, tmp_path, "tvm-0.18/kws_aot_cmsisnn_m4")
+def test_a_region_without_a_stated_size_keeps_tvms_layout(fixtures_dir, third_party_dir, tmp_path):
+    module, sources, headers = _module_sources(fixtures_dir, tmp_path, "tvm-0.18/kws_aot_cmsisnn_m4",
+                                               third_party_dir=third_party_dir)
     path = next(p for p, text in sources.items() if "tvmgen_kws_cmsis_nn_main_0(int8_t* input_" in text and "{" in text)
-    edited = {**sources, path: sources[path].replace("cmsis_nn_dims output_dims = {1,25,5,64};", "", 1)}
-    pool = plan_usmp_pool(edited, module)
+    edited = {**sources, path: sources[path].replace("cmsis_nn_dims output_dims = {1,25,5,64};",
+                                                     "cmsis_nn_dims output_dims; output_dims.n = 1;", 1)}
+    pool = plan_usmp_pool(edited, module, include_dirs=headers)
     assert not pool.replanned and pool.bytes == 72_000 and pool.sources == {}
-    assert "sid_7_let" in pool.reason and "tvmgen_kws_cmsis_nn_main_0" in pool.reason
+    assert "not proven" in pool.reason and "arm_depthwise_conv_wrapper_s8" in pool.reason
+    assert "tvmgen_kws_cmsis_nn_main_0" in pool.reason and f"{path}:" in pool.reason
 
 
 @pytest.mark.parametrize("name", ["tvm-0.13/kws_aot_c_unpacked_usmp", "tvm-0.18/kws_aot_c_unpacked_usmp"])
@@ -117,39 +133,42 @@ def test_plain_c_operators_are_sized_from_their_loops_and_replanned_at_the_floor
     """TVM placed kws's plain C regions in 104,192 B; their loops bound every index, and the statements
     that touch each region give lifetimes inside an operator (an input copied into a padded buffer is
     dead before the output is written), so 56,192 B — the floor — holds them."""
-    module, sources = _module_sources(fixtures_dir, tmp_path, name)
-    regions = {r.name: r for r in read_usmp_pool(sources, module).regions}
+    module, sources, headers = _module_sources(fixtures_dir, tmp_path, name)
+    regions = {r.name: r for r in read_usmp_pool(sources, module, headers).regions}
     assert regions["sid_1_let"].size == 490 * 2  # the int16 input after the first cast: 49 x 10
     assert regions["sid_10_let"].size == 125 * 64 * 4  # the int32 output of the last convolution
-    pool = plan_usmp_pool(sources, module)
+    assert regions["tvmgen_kws_fused_nn_avg_pool2d_cast:pool_sum_let"].size == 64 * 4
+    pool = plan_usmp_pool(sources, module, include_dirs=headers)
     assert (pool.tvm_bytes, pool.bytes, pool.floor_bytes, pool.replanned) == (104_192, 56_192, 56_192, True)
     assert pool.plan.conflicts() == []
 
 
-def test_operators_that_pass_on_element_addresses_keep_tvms_layout_and_say_why(fixtures_dir, tmp_path):
-    """kws's arm_cpu schedule hands `&(((int8_t*)padded_data_let)[i])` to TVM's micro-kernels, which
-    index further than the C shows: nothing bounds them, so TVM's layout stays."""
-    module, sources = _module_sources(fixtures_dir, tmp_path, "tvm-0.18/kws_aot_c_cm4_usmp")
-    pool = plan_usmp_pool(sources, module)
+def test_code_that_cannot_be_read_keeps_tvms_layout_and_says_why(fixtures_dir, tmp_path):
+    """kws's arm_cpu schedule includes the toolchain's <arm_acle.h>, which the host preprocessor does
+    not have: nothing is read, so TVM's layout stays, with the reason."""
+    module, sources, headers = _module_sources(fixtures_dir, tmp_path, "tvm-0.18/kws_aot_c_cm4_usmp")
+    pool = plan_usmp_pool(sources, module, include_dirs=headers, tvm_bytes=65_920)
     assert not pool.replanned and pool.bytes == pool.tvm_bytes == 65_920
-    assert "the address of an element of" in pool.reason
+    assert "cannot be read" in pool.reason and "arm_acle.h" in pool.reason
 
 
-def test_a_tvm_layout_that_disagrees_with_the_reading_is_kept(fixtures_dir, tmp_path):
+def test_a_tvm_layout_that_disagrees_with_the_reading_is_kept(fixtures_dir, third_party_dir, tmp_path):
     """sid_7 and sid_14 are both live at the second call; if TVM had placed them on the same bytes
     it would know something this reading does not, so nothing is re-planned."""
-    module, sources = _module_sources(fixtures_dir, tmp_path, "tvm-0.18/kws_aot_cmsisnn_m4")
+    module, sources, headers = _module_sources(fixtures_dir, tmp_path, "tvm-0.18/kws_aot_cmsisnn_m4",
+                                               third_party_dir=third_party_dir)
     path = next(p for p, text in sources.items() if "sid_14_let = (&(global_workspace_1_var[56000]))" in text)
     edited = {**sources, path: sources[path].replace("sid_14_let = (&(global_workspace_1_var[56000]))",
                                                      "sid_14_let = (&(global_workspace_1_var[64000]))")}
-    pool = plan_usmp_pool(edited, module)
+    pool = plan_usmp_pool(edited, module, include_dirs=headers)
     assert not pool.replanned and "overlaps" in pool.reason and "sid_14_let" in pool.reason
 
 
 def test_the_packed_interface_keeps_tvms_layout_and_says_why(fixtures_dir, tmp_path):
-    module, sources = _module_sources(fixtures_dir, tmp_path, "tvm-0.13/cnn_aot_packed_usmp")
-    pool = plan_usmp_pool(sources, module)
-    assert not pool.replanned and pool.bytes == 31_360 and "as a plain pointer" in pool.reason
+    module, sources, headers = _module_sources(fixtures_dir, tmp_path, "tvm-0.13/cnn_aot_packed_usmp")
+    pool = plan_usmp_pool(sources, module, include_dirs=headers)
+    assert not pool.replanned and pool.bytes == 31_360
+    assert "a pointer into the pool is stored in" in pool.reason and "tvmgen_default_run" in pool.reason
 
 
 @pytest.mark.cross
@@ -226,9 +245,9 @@ def test_the_build_says_what_became_of_the_pool_and_why(fixtures_dir, tmp_path):
     result = cli("build", str(mlf), "-b", "mps2-an386", "-o", str(tmp_path / "out"))
     assert result.returncode == 0, result.stderr
     output = result.stdout + result.stderr
-    assert "kws: USMP workspace pool kept as TVM laid it out (65,920 B): the size of sid_15_let is not stated" in output
+    assert "kws: USMP workspace pool kept as TVM laid it out (65,920 B): not proven: the generated C cannot be read" in output
     sized = cli("size", str(tmp_path / "out"))
-    assert "TVM 65,920 B · mlfbuild 65,920 B · floor not known (kept as TVM laid it out: the size of" in sized.stdout
+    assert "TVM 65,920 B · mlfbuild 65,920 B · floor not known (kept as TVM laid it out: not proven:" in sized.stdout
 
 
 @pytest.mark.cross
@@ -246,11 +265,12 @@ def test_a_workspace_pool_full_at_its_peak_is_not_a_warning(fixtures_dir, build_
 _KWS_M4 = {}
 
 
-def _kws_m4_sources(fixtures_dir, tmp_path_factory):
+def _kws_m4_sources(fixtures_dir, third_party_dir, tmp_path_factory):
     if not _KWS_M4:
         lib = read_mlf(fixtures_dir / "tvm-0.18" / "kws_aot_cmsisnn_m4.tar", tmp_path_factory.mktemp("mlf"))
-        _KWS_M4.update(module_sources(lib.modules[0], lib.root))
-    return dict(_KWS_M4)
+        _KWS_M4["sources"] = module_sources(lib.modules[0], lib.root)
+        _KWS_M4["headers"] = header_dirs(lib.root, cmsis_nn_tree(third_party_dir))
+    return dict(_KWS_M4["sources"]), _KWS_M4["headers"]
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -259,16 +279,16 @@ def _kws_m4_sources(fixtures_dir, tmp_path_factory):
                 min_size=1, max_size=4))
 @example([(1, 0, 0, "}")])
 @example([(2, 50869, 10, "(")])  # a "(" for a parameter's name once went into a pattern
-def test_mangled_generated_code_is_replanned_soundly_or_kept(fixtures_dir, tmp_path_factory, edits):
+def test_mangled_generated_code_is_replanned_soundly_or_kept(fixtures_dir, third_party_dir, tmp_path_factory, edits):
     """TVM's code is input: cut or spliced anywhere, the reader keeps TVM's layout with a reason, or
     re-plans into a pool whose replay shows no overlap — it never crashes."""
-    sources = _kws_m4_sources(fixtures_dir, tmp_path_factory)
+    sources, headers = _kws_m4_sources(fixtures_dir, third_party_dir, tmp_path_factory)
     paths = sorted(sources)
     for file_index, position, length, text in edits:
         path = paths[file_index % len(paths)]
         at = position % (len(sources[path]) + 1)
         sources[path] = sources[path][:at] + text + sources[path][at + length:]
-    pool = plan_usmp_pool(sources, "kws")
+    pool = plan_usmp_pool(sources, "kws", include_dirs=headers)
     if pool is None:
         return
     assert pool.bytes <= pool.tvm_bytes

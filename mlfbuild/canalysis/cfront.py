@@ -10,6 +10,7 @@ file and line: the caller keeps what TVM decided rather than guess.
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import tempfile
@@ -28,6 +29,14 @@ PREPROCESS_SECONDS = 60
 _GNU_SPELLINGS = ("-D__attribute__(x)=", "-D__extension__=", "-D__restrict=", "-D__restrict__=",
                   "-D__inline=inline", "-D__inline__=inline", "-D__volatile__=volatile", "-D__asm__(...)=",
                   "-D__asm(...)=")
+
+
+# A brace list of numeric literals only (a weight table): every token starts with a digit, a sign or a
+# point, so no name can be inside. Such lists are read as `{0}` (with their line breaks kept, so lines
+# stay where they were): the analyses never read constant data, and parsing 300,000 numbers is slow.
+_NUMBER = (r"[-+]?+(?:0[xX][0-9a-fA-F]++|[0-9]++(?:\.[0-9]*+)?+(?:[eE][-+]?+[0-9]++)?+|\.[0-9]++(?:[eE][-+]?+[0-9]++)?+)"
+           r"[uUlLfF]*+")  # possessive throughout: a list that does not close fails in one pass
+_NUMBER_LIST = re.compile(r"\{\s*+" + _NUMBER + r"(?:\s*+,\s*+" + _NUMBER + r"){16,}+\s*+,?+\s*+\}")
 
 
 class CFrontError(Exception):
@@ -75,6 +84,7 @@ def _parse_one(compiler: str, root: Path, path: str, text: str, include_dirs) ->
         first = next((line for line in done.stderr.splitlines() if "error" in line), done.stderr.strip()[:200])
         raise CFrontError(f"{path}: cannot preprocess: {first.replace(str(source), path)}")
     try:
-        return pycparser.CParser().parse(done.stdout.replace(str(source), path), path)
+        text = _NUMBER_LIST.sub(lambda m: "{0}" + "\n" * m.group(0).count("\n"), done.stdout)
+        return pycparser.CParser().parse(text.replace(str(source), path), path)
     except Exception as exc:  # pycparser raises ParseError, and plain errors on input it was not made for
         raise CFrontError(f"{path}: cannot parse: {str(exc).replace(str(source), path)[:200]}") from None

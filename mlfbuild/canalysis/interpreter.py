@@ -24,7 +24,7 @@ from pycparser import c_ast
 
 from . import cmsis_nn_model
 from .cfront import ParsedFile
-from .ctype import CType, TypeTable, parse_int
+from .ctype import OTHER_TYPE, CType, TypeTable, parse_int
 from .intervals import BOOL, TOP, ZERO, Interval
 from .values import (OTHER, POOL, UNKNOWN_INT, Conflict, IntValue, PointerValue, StructAddress, StructValue, Target,
                      covers, holds_pool, join, widen)
@@ -32,6 +32,7 @@ from .values import (OTHER, POOL, UNKNOWN_INT, Conflict, IntValue, PointerValue,
 STEP_DEPTH = 2  # the entry (0), the AOT main (1) and its operators (2) count their statements as steps
 MAX_CALL_DEPTH = 16
 MAX_PASSES = 12  # widening reaches a fixed point in two or three; more means something is off
+WORK_LIMIT = 1_000_000  # expressions evaluated in all (kws: about 40,000): past it, the code is not proven
 _MEMORY_FUNCTIONS = {"memcpy": (0, 1), "memmove": (0, 1), "memset": (0,)}  # pointer arguments; length is the third
 
 
@@ -116,6 +117,7 @@ class Interpreter:
         self.step = 0
         self.loop_depth = 0
         self.stack: list[str] = []
+        self.work = 0
 
     def _declare(self, node: c_ast.Node, parsed: ParsedFile, types: TypeTable) -> None:
         if isinstance(node, c_ast.FuncDef):
@@ -155,7 +157,7 @@ class Interpreter:
         handler = getattr(self, f"_stmt_{kind}", None)
         if handler is not None:
             return handler(node, state, frame)
-        if isinstance(node, (c_ast.Goto, c_ast.Label, c_ast.Switch, c_ast.Case, c_ast.Default)):
+        if isinstance(node, (c_ast.Goto, c_ast.Label, c_ast.Case, c_ast.Default)):
             raise self._refuse(node, frame, f"`{kind.lower()}` is not followed")
         if isinstance(node, (c_ast.EmptyStatement, c_ast.Pragma, c_ast.Typedef)):
             return state
@@ -215,6 +217,34 @@ class Interpreter:
         else_state = else_entry if node.iffalse is None or else_entry is None else \
             self._statement(node.iffalse, else_entry, frame)
         return self._join(then_state, else_state, node, frame)
+
+    def _stmt_Switch(self, node: c_ast.Switch, state, frame: _Frame):
+        """Any case may be the one taken, and each falls through to the next until a break."""
+        value = self._eval(node.cond, state, frame)
+        if holds_pool(value):
+            raise self._refuse(node, frame, "a pointer into the pool is switched on")
+        if not isinstance(node.stmt, c_ast.Compound):
+            raise self._refuse(node, frame, "a switch without a block")
+        breaks: list = []
+        frame.loops.append((breaks, frame.loops[-1][1] if frame.loops else []))
+        state.append({})
+        current, has_default = None, False
+        try:
+            for item in node.stmt.block_items or []:
+                if isinstance(item, (c_ast.Case, c_ast.Default)):
+                    has_default |= isinstance(item, c_ast.Default)
+                    current = self._join(current, _copy(state), node, frame)
+                    current = self._body(item.stmts or [], current, frame, top=False)
+                elif current is not None:
+                    current = self._statement(item, current, frame)
+        finally:
+            frame.loops.pop()
+        out = current
+        for other in breaks + ([] if has_default else [state]):
+            out = self._join(out, other, node, frame)
+        if out is not None:
+            self._pop_scope(out)
+        return out
 
     def _stmt_Return(self, node: c_ast.Return, state, frame: _Frame):
         if node.expr is not None:
@@ -295,6 +325,9 @@ class Interpreter:
     # --- expressions -------------------------------------------------------------------------------
 
     def _eval(self, node: c_ast.Node, state, frame: _Frame, declaring: str | None = None):
+        self.work += 1
+        if self.work > WORK_LIMIT:
+            raise self._refuse(node, frame, f"more than {WORK_LIMIT:,} expressions to follow")
         handler = getattr(self, f"_expr_{type(node).__name__}", None)
         if handler is None:
             raise self._refuse(node, frame, f"{type(node).__name__} expressions are not followed")
@@ -383,11 +416,11 @@ class Interpreter:
                 if target.name == self.pool_name:
                     return PointerValue(POOL, ZERO, 1)
                 return OTHER
+            if var.type.kind == "struct":
+                return StructAddress(target.name, var.value)
             if holds_pool(var.value):
                 raise self._refuse(target, frame, f"the address of {target.name}, which holds a pointer into the pool, "
                                                   "is taken")
-            if var.type.kind == "struct":
-                return StructAddress(target.name, var.value)
             var.escaped = True
             return OTHER
         if isinstance(target, c_ast.UnaryOp) and target.op == "*":
@@ -585,6 +618,12 @@ class Interpreter:
         for expr in node.exprs:
             value = self._eval(expr, state, frame)
         return value
+
+    def _expr_NamedInitializer(self, node: c_ast.NamedInitializer, state, frame):
+        return self._eval(node.expr, state, frame)
+
+    def _expr_InitList(self, node: c_ast.InitList, state, frame):
+        return self._init_list(node, OTHER_TYPE, state, frame, "an initialiser list")
 
     def _expr_Typename(self, node, state, frame):
         return OTHER

@@ -140,7 +140,8 @@ def render_project(lib: ModelLibrary, board: Board, dest: Path, options: Project
     library = render_library(lib, writer, env, options.runtime, check=lambda lowered: check_lowered(
         lowered, sum(item.workspace_bytes for item in lowered), bounds, options.max_code_bytes),
         cmsis_nn=lambda: render_cmsis_nn(lib, board, arch_flags, options.cmsis_nn, options.cmsis_core, writer,
-                                       options.build_memory))
+                                       options.build_memory),
+        cmsis_nn_tree=options.cmsis_nn, cmsis_core=options.cmsis_core)
     lowered, cmsis_nn = library.lowered, library.cmsis_nn
     workspace = sum(item.workspace_bytes for item in lowered)
     if options.app is None:

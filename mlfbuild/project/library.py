@@ -11,6 +11,7 @@ or the user's.
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -21,7 +22,7 @@ from ..mlf.model import ModelLibrary, Module, c_identifier
 from .cmsis_nn import CmsisNnLibrary, fix_status_checks
 from .lowering import Lowered, lowering_for
 from .lowering.base import CTensor, module_sources, shape_of
-from .pool_plan import plan_usmp_pool
+from .pool_plan import header_dirs, plan_usmp_pool
 
 INCLUDE_DIR = "include"
 
@@ -67,14 +68,17 @@ class LibraryFiles:
 def render_library(lib: ModelLibrary, writer, env: Environment, runtime: str = "builtin",
                    quantizations: Quantizations | None = None, source_name: str | None = None,
                    model_dir: str = "model", check: Callable[[list[Lowered]], None] | None = None,
-                   cmsis_nn: Callable[[], CmsisNnLibrary | None] | None = None) -> LibraryFiles:
+                   cmsis_nn: Callable[[], CmsisNnLibrary | None] | None = None,
+                   cmsis_nn_tree: Path | None = None, cmsis_core: Path | None = None) -> LibraryFiles:
     """`model_dir`: where the MLF's code goes (one folder per MLF when several are rendered together);
     `check` sees the lowered modules before anything is written; `cmsis_nn` renders the CMSIS-NN
-    library the model calls (its scratch buffers change the model's code)."""
-    lowered = [lowering_for(m, runtime).lower(m, lib.root, env) for m in lib.modules]
+    library the model calls (its scratch buffers change the model's code); `cmsis_nn_tree` and
+    `cmsis_core`: the trees whose headers the model's C includes."""
+    headers = header_dirs(lib.root, cmsis_nn_tree, cmsis_core)
+    lowered = [lowering_for(m, runtime).lower(m, lib.root, env, headers) for m in lib.modules]
     if check:
         check(lowered)
-    kernels = _scratch_in_pools(lib, lowered, cmsis_nn()) if cmsis_nn else None
+    kernels = _scratch_in_pools(lib, lowered, cmsis_nn(), headers) if cmsis_nn else None
     files = _copy_model(lib, lowered, writer, kernels, model_dir)
     files.cmsis_nn = kernels
     files.sources += _render_cmsis_nn_scratch(kernels, env, writer)
@@ -163,7 +167,8 @@ def _copy_model(lib: ModelLibrary, lowered: list[Lowered], writer, cmsis_nn: Cms
     return files
 
 
-def _scratch_in_pools(lib: ModelLibrary, lowered: list[Lowered], cmsis_nn: CmsisNnLibrary | None) -> CmsisNnLibrary | None:
+def _scratch_in_pools(lib: ModelLibrary, lowered: list[Lowered], cmsis_nn: CmsisNnLibrary | None,
+                      headers: tuple[Path, ...]) -> CmsisNnLibrary | None:
     """CMSIS-NN scratch buffers as regions of their model's re-planned USMP pool, each live during its
     call, where the pool grows by less than the shared scratch region shrinks (kws: not at all)."""
     if not cmsis_nn or not cmsis_nn.scratch or not cmsis_nn.scratch.wanted():
@@ -172,7 +177,7 @@ def _scratch_in_pools(lib: ModelLibrary, lowered: list[Lowered], cmsis_nn: Cmsis
     for item in lowered:
         if not (item.pool and item.pool.kind == "usmp"):
             continue
-        trial = plan_usmp_pool(module_sources(item.module, lib.root), item.module.name, scratch.wanted())
+        trial = plan_usmp_pool(module_sources(item.module, lib.root), item.module.name, scratch.wanted(), headers)
         if not (trial and trial.replanned and trial.scratch):
             continue
         before = item.pool.bytes + scratch.region_bytes_without(set(pooled))

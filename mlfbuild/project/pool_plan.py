@@ -2,7 +2,7 @@
 
 TVM's default USMP algorithm (greedy by size) can place tensors end to end that are never live
 together: kws's nine 8,000-byte activations take 72,000 B where at most two are live at any call.
-Here the regions read from the generated C (mlf/usmp.py) go through the planner the graph lowering
+Here the regions proven from the generated C (canalysis/pool.py) go through the planner the graph lowering
 uses (memory_plan.py), each live from the first call that uses it to the last; the offsets in the
 copied sources are rewritten and the pool is declared at the new size. TVM's layout is kept, and
 the reason given, when any region's size or lifetime is not certain, when TVM's own layout overlaps
@@ -13,8 +13,9 @@ the re-plan would not be smaller.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from ..mlf.usmp import Region, UsmpPool, read_usmp_pool
+from ..canalysis.pool import Region, UsmpPool, read_usmp_pool
 from .memory_plan import Buffer, MemoryPlan, floor_bytes, plan_memory
 
 ALIGNMENT = 16  # TVM's USMP aligns the pool and every region to 16 bytes
@@ -54,17 +55,20 @@ class PoolPlan:
                             if self.plan else [])}
 
 
-def plan_usmp_pool(sources: dict[str, str], module_name: str, scratch: dict[str, int] | None = None) -> PoolPlan | None:
+def plan_usmp_pool(sources: dict[str, str], module_name: str, scratch: dict[str, int] | None = None,
+                   include_dirs: tuple[Path, ...] = (), tvm_bytes: int = 0) -> PoolPlan | None:
     """The re-planned pool of one AOT module (None: the code declares no USMP pool). `scratch`: bytes of
     scratch buffer per operator (the CMSIS-NN calls mlfbuild gives one), each a region of the pool live
     during its operator's call; operators not handed the pool are left out (PoolPlan.scratch says which
-    got one)."""
-    pool = read_usmp_pool(sources, module_name)
+    got one). `include_dirs`: where the code's headers are (the MLF's, CMSIS-NN's); `tvm_bytes`: TVM's
+    figure for the pool, reported where the code cannot be read."""
+    pool = read_usmp_pool(sources, module_name, include_dirs)
     if pool is None:
         return None
     kept = _reason_to_keep(pool)
     if kept:
-        return PoolPlan("usmp", pool.tvm_bytes, pool.tvm_bytes, None, False, kept)
+        length = pool.tvm_bytes or tvm_bytes
+        return PoolPlan("usmp", length, length, None, False, kept)
     buffers = [Buffer(r.name, r.size or 0, r.first, r.last) for r in pool.regions]
     placed = {function: nbytes for function, nbytes in (scratch or {}).items() if function in pool.operators and nbytes}
     buffers += [Buffer(f"{function}:scratch", nbytes, *pool.operators[function][1:]) for function, nbytes in placed.items()]
@@ -84,13 +88,20 @@ def plan_usmp_pool(sources: dict[str, str], module_name: str, scratch: dict[str,
                     _rewrite(sources, pool, plan), plan, buffer)
 
 
+def header_dirs(root: Path, cmsis_nn: Path | None = None, cmsis_core: Path | None = None) -> tuple[Path, ...]:
+    """Where a module's C finds its headers: the MLF's interface headers, and CMSIS-NN's (with the
+    CMSIS-Core headers a tree may need) when the build has a CMSIS-NN tree."""
+    dirs = [root / "codegen" / "host" / "include"]
+    if cmsis_nn is not None:
+        dirs.append(cmsis_nn / "Include")
+    if cmsis_core is not None:
+        dirs.append(cmsis_core)
+    return tuple(dirs)
+
+
 def _reason_to_keep(pool: UsmpPool) -> str:
     if pool.problem:
-        return pool.problem
-    unknown = [r for r in pool.regions if r.size is None]
-    if unknown:
-        more = f" (and {len(unknown) - 1} more regions)" if len(unknown) > 1 else ""
-        return f"the size of {unknown[0].name} is not stated: {unknown[0].unknown}{more}"
+        return f"not proven: {pool.problem}"
     beyond = [r for r in pool.regions if r.offset + (r.size or 0) > pool.tvm_bytes]
     if beyond:
         return f"{beyond[0].name} reaches beyond TVM's pool as read"
@@ -116,6 +127,8 @@ def _rewrite(sources: dict[str, str], pool: UsmpPool, plan: MemoryPlan) -> dict[
     for region in pool.regions:
         for site in region.sites:
             edits.setdefault(site.path, []).append((site.start, site.end, str(plan.offsets[region.name])))
+    for site in pool.untouched:  # never read or written: any offset inside the pool will do
+        edits.setdefault(site.path, []).append((site.start, site.end, "0"))
     rewritten = {}
     for path, changes in edits.items():
         text = sources[path]

@@ -30,7 +30,7 @@ class AotCInterface(Lowering):
     def applies(self, module: Module) -> bool:
         return module.executor == "aot" and module.interface_api == "c"
 
-    def lower(self, module: Module, root: Path, env) -> Lowered:
+    def lower(self, module: Module, root: Path, env, include_dirs: tuple[Path, ...] = ()) -> Lowered:
         if module.header is None:
             raise InvalidInputError(f"{module.name}: AOT C interface without codegen/host/include/tvmgen_{module.name}.h")
         header = (root / module.header).read_text(errors="replace")
@@ -40,7 +40,8 @@ class AotCInterface(Lowering):
         prefix = f"mlf_{module.name}"
         if module.usmp:  # operators inside may still allocate: those get a pool of their own
             workspace, _ = allocator_pool(module, root)
-            pool = plan_usmp_pool(module_sources(module, root), module.name)
+            pool = plan_usmp_pool(module_sources(module, root), module.name, include_dirs=include_dirs,
+                                  tvm_bytes=module.workspace_bytes())
         else:
             workspace, pool = allocator_pool(module, root)
         notes = [pool.note(module.name)] if pool else []

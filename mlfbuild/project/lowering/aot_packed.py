@@ -33,7 +33,7 @@ class AotPacked(Lowering):
     def applies(self, module: Module) -> bool:
         return module.executor == "aot" and module.interface_api == "packed"
 
-    def lower(self, module: Module, root: Path, env) -> Lowered:
+    def lower(self, module: Module, root: Path, env, include_dirs: tuple[Path, ...] = ()) -> Lowered:
         prefix = f"mlf_{module.name}"
         inputs, outputs = io_tensors(module, prefix)
         entry = packed_entry(module, root)
@@ -42,7 +42,8 @@ class AotPacked(Lowering):
             rename = entry = f"tvmgen_{module.name}_run_packed"
         if module.usmp:  # operators inside may still allocate: those get a pool of their own
             workspace, _ = allocator_pool(module, root)
-            pool = plan_usmp_pool(module_sources(module, root), module.name)
+            pool = plan_usmp_pool(module_sources(module, root), module.name, include_dirs=include_dirs,
+                                  tvm_bytes=module.workspace_bytes())
         else:
             workspace, pool = allocator_pool(module, root)
         code = self.render(env, description="AOT executor, packed interface.", m=module, prefix=prefix,

@@ -87,7 +87,8 @@ class Lowering:
     def applies(self, module: Module) -> bool:
         raise NotImplementedError
 
-    def lower(self, module: Module, root: Path, env: Environment) -> Lowered:
+    def lower(self, module: Module, root: Path, env: Environment, include_dirs: tuple[Path, ...] = ()) -> Lowered:
+        """`include_dirs`: where the module's C finds its headers, for the analyses that read it."""
         raise NotImplementedError
 
     def render(self, env: Environment, **context) -> str:

@@ -44,7 +44,7 @@ class GraphExecutor(Lowering):
     def applies(self, module: Module) -> bool:
         return module.executor == "graph"
 
-    def lower(self, module: Module, root: Path, env) -> Lowered:
+    def lower(self, module: Module, root: Path, env, include_dirs: tuple[Path, ...] = ()) -> Lowered:
         graph = module.graph
         if graph is None:
             raise InvalidInputError(f"{module.name}: graph executor module without a graph")

@@ -15,7 +15,7 @@ class OperatorExport(Lowering):
     def applies(self, module: Module) -> bool:
         return module.style == "operator"
 
-    def lower(self, module: Module, root: Path, env) -> Lowered:
+    def lower(self, module: Module, root: Path, env, include_dirs: tuple[Path, ...] = ()) -> Lowered:
         prefix = f"mlf_{module.name}"
         inputs, outputs = io_tensors(module, prefix)
         pool = workspace_with_slack(0, module, root)
