@@ -98,6 +98,7 @@ class Analysis:
     carves: dict[str, Carve] = field(default_factory=dict)
     operators: dict[str, Operator] = field(default_factory=dict)
     calls: list[str] = field(default_factory=list)  # functions called at depth 2, in order
+    call_spans: list[tuple[str, int, int]] = field(default_factory=list)  # each of those calls: (function, first, last step)
     steps: int = 0
 
 
@@ -750,6 +751,8 @@ class Interpreter:
             self._body(function.node.body.block_items or [], [scope], frame, top=True)
         finally:
             self.stack.pop()
+        if depth == STEP_DEPTH and counted:
+            self.result.call_spans.append((name, first, max(self.step, first)))
         if pool_parameter is not None and depth == STEP_DEPTH:
             known = self.result.operators.get(name)
             self.result.operators[name] = Operator(pool_parameter, known.first if known else first,

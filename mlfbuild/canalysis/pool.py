@@ -49,6 +49,7 @@ class UsmpPool:
     tvm_bytes: int
     regions: list[Region] = field(default_factory=list)
     calls: list[str] = field(default_factory=list)  # the operators the main calls, in order
+    call_spans: list[tuple[str, int, int]] = field(default_factory=list)  # each call: (operator, first, last step)
     operators: dict[str, tuple[str, int, int]] = field(default_factory=dict)  # handed the pool: (its parameter, first, last step)
     untouched: list[Site] = field(default_factory=list)  # offsets of regions carved but never read or written
     problem: str = ""  # why nothing about the regions is certain (empty when everything is proven)
@@ -88,6 +89,7 @@ def read_usmp_pool(sources: dict[str, str], module_name: str, include_dirs: tupl
         pool.untouched = [_literal_site(by_path[c.site[0]], *c.site[1:]) for c in analysis.carves.values()
                           if c.first is None]
         pool.calls = analysis.calls
+        pool.call_spans = analysis.call_spans
         pool.operators = {name: (op.parameter, op.first, op.last) for name, op in analysis.operators.items()}
     except NotProven as exc:
         pool.problem = str(exc)
