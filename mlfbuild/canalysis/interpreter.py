@@ -90,7 +90,7 @@ class _Frame:
     function: _Function
     depth: int
     returns: list = field(default_factory=list)
-    loops: list = field(default_factory=list)  # (breaks, continues) of the enclosing loops
+    loops: list = field(default_factory=list)  # (breaks, continues, their scope depths) of the enclosing loops
 
 
 @dataclass
@@ -227,8 +227,9 @@ class Interpreter:
         if not isinstance(node.stmt, c_ast.Compound):
             raise self._refuse(node, frame, "a switch without a block")
         breaks: list = []
-        frame.loops.append((breaks, frame.loops[-1][1] if frame.loops else []))
         state.append({})
+        outer = frame.loops[-1] if frame.loops else ([], [], 0, 0)
+        frame.loops.append((breaks, outer[1], len(state), outer[3]))
         current, has_default = None, False
         try:
             for item in node.stmt.block_items or []:
@@ -258,14 +259,21 @@ class Interpreter:
     def _stmt_Break(self, node, state, frame: _Frame):
         if not frame.loops:
             raise self._refuse(node, frame, "`break` outside a loop")
-        frame.loops[-1][0].append(state)
+        frame.loops[-1][0].append(self._truncated(state, frame.loops[-1][2]))
         return None
 
     def _stmt_Continue(self, node, state, frame: _Frame):
         if not frame.loops:
             raise self._refuse(node, frame, "`continue` outside a loop")
-        frame.loops[-1][1].append(state)
+        frame.loops[-1][1].append(self._truncated(state, frame.loops[-1][3]))
         return None
+
+    def _truncated(self, state, depth: int):
+        """`state` as it is where a break or continue lands: the scopes it leaves closed."""
+        state = _copy(state)
+        while len(state) > depth:
+            self._pop_scope(state)
+        return state
 
     def _stmt_For(self, node: c_ast.For, state, frame: _Frame):
         state.append({})
@@ -291,7 +299,7 @@ class Interpreter:
             head = state
             for _ in range(MAX_PASSES):
                 breaks, continues = [], []
-                frame.loops.append((breaks, continues))
+                frame.loops.append((breaks, continues, len(head), len(head)))
                 entry = _copy(head)
                 if test_first and cond is not None:
                     self._condition_value(cond, entry, frame)
@@ -569,6 +577,9 @@ class Interpreter:
                 if holds_pool(value):
                     raise self._refuse(target, frame, f"a pointer into the pool is stored in the global {target.name}")
                 return
+            if var.escaped and holds_pool(value):
+                raise self._refuse(target, frame, f"a pointer into the pool is stored in {target.name}, a static "
+                                                  "variable or one whose address was taken")
             converted = self._convert(value, var.type, target, frame)
             self._set(state, target.name, _with_definition(converted, definition))
             return

@@ -1,0 +1,102 @@
+"""The pool analysis on small programs in TVM's shape: sizes and lives proven from the syntax tree
+whatever form the C takes, and every form it cannot follow refused with the reason and the place."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mlfbuild.canalysis.pool import read_usmp_pool
+
+_FRAME = """#include <stdint.h>
+static uint8_t global_workspace[4096];
+%(globals)s
+int32_t tvmgen_t_op(int8_t* p0, int8_t* out, uint8_t* ws) {
+%(body)s
+  return 0;
+}
+int32_t tvmgen_t___tvm_main__(int8_t* in, int8_t* out, uint8_t* ws) {
+  void* sid_1_let = (&(ws[1024]));
+  if (tvmgen_t_op(in, %(argument)s, ws) != 0 ) return -1;
+  if (tvmgen_t_op((int8_t*)sid_1_let, out, ws) != 0 ) return -1;
+  return 0;
+}
+int32_t tvmgen_t_run(int8_t* in, int8_t* out) { return tvmgen_t___tvm_main__(in, out, ((uint8_t*)&global_workspace)); }
+"""
+
+
+def _pool(body: str, argument: str = "sid_1_let", globals_: str = ""):
+    return read_usmp_pool({"t_lib0.c": _FRAME % {"body": body, "argument": argument, "globals": globals_}}, "t")
+
+
+def _sizes(pool) -> dict[str, int]:
+    assert not pool.problem, pool.problem
+    return {r.name: r.size for r in pool.regions}
+
+
+COPY = "  for (int32_t i = 0; i < 100; ++i) { out[i] = p0[i]; }"
+SCRATCH = "  void* tmp_let = (&(ws[0]));\n%s\n  out[0] = ((int32_t*)tmp_let)[0];"
+
+
+@pytest.mark.parametrize("loop", [
+    "for (int32_t i = 0; i < 64; ++i) { ((int32_t*)tmp_let)[i] = 0; }",
+    "int32_t i = 0;\n  for (i = 0; i < 64; ++i) { ((int32_t*)tmp_let)[i] = 0; }",
+    "int32_t i = 0;\n  while (i < 64) { ((int32_t*)tmp_let)[i] = 0; i = i + 1; }",
+    "for (int32_t i = 63; i >= 0; i--) { ((int32_t*)tmp_let)[i] = 0; }",
+    "for (int32_t i = 0; 64 > i; i += 1) { ((int32_t*)tmp_let)[i] = 0; }",
+    "for (int32_t i = 0; ; ++i) { if (i >= 64) break; ((int32_t*)tmp_let)[i] = 0; }",
+    "for (int32_t i = 0; i < 128; ++i) { if (i & 1) continue; if (i < 128) ((int32_t*)tmp_let)[i / 2] = 0; }",
+    "for (int32_t i = 0; i < 16; ++i) { int32_t j = i * 4; for (int32_t k = 0; k < 4; ++k) "
+    "{ *((int32_t*)tmp_let + j + k) = 0; } }",
+    "for (int32_t i = 0; i < 66; ++i) { ((int32_t*)tmp_let)[((1 <= i) && (i < 65)) ? i - 1 : 0] = 0; }",
+])
+def test_a_region_is_sized_by_its_loops_in_any_form(loop):
+    assert _sizes(_pool(SCRATCH % f"  {loop}"))["tvmgen_t_op:tmp_let"] == 256
+
+
+@pytest.mark.parametrize("argument", ["sid_1_let", "(void*)((int8_t*)sid_1_let + 0)", "((int8_t*)(sid_1_let))",
+                                      "&((int8_t*)sid_1_let)[0]", "(int8_t*)sid_1_let + 0"])
+def test_a_region_handed_on_in_any_form_is_used_where_it_is_handed(argument):
+    pool = _pool(COPY, argument)
+    region = next(r for r in pool.regions if r.name == "sid_1_let")
+    assert region.size == 100 and region.first < pool.call_spans[1][1] <= region.last
+
+
+@pytest.mark.parametrize("body, why", [
+    ("  for (int32_t i = 0; i < p0[0]; ++i) { out[i] = 0; }", "has no bound"),
+    ("  for (int32_t i = 0; i < 10; ++i) { out[i - 1] = 0; }", "may be before its start"),
+    ("  if (out == 0) return -1;\n" + COPY, "is compared"),
+    ("  extern void f(void*);\n  f(out);", "f is handed a pointer into the pool"),
+    ("  static int8_t* keep;\n  keep = out;", "stored in"),
+    ("  int8_t** box = &out;", "the address of out"),
+    ("  intptr_t n = (intptr_t)out;", "converted to an integer"),
+    ("  ws[5] = 1;", "the pool is read or written directly"),
+    ("  void* tmp_let = (&(ws[p0[0]]));", "not a literal"),
+    ("  goto done;\n done:;", "`goto`"),
+])
+def test_what_is_not_followed_keeps_tvms_layout_saying_why_and_where(body, why):
+    pool = _pool(body)
+    assert why in pool.problem and "(tvmgen_t_op, t_lib0.c:" in pool.problem and not pool.regions
+
+
+def test_a_file_scope_pointer_into_the_pool_is_not_proven():
+    pool = _pool("  out[0] = keep[0];", globals_="uint8_t* const keep = &global_workspace[128];")
+    assert pool.problem == "global_workspace is used outside tvmgen_t_run (t_lib0.c:3)"
+
+
+def test_a_buffer_dead_before_another_is_written_shares_its_life_with_nothing_after():
+    body = ("  void* a_let = (&(ws[0]));\n  void* b_let = (&(ws[512]));\n"
+            "  for (int32_t i = 0; i < 100; ++i) { ((int8_t*)a_let)[i] = p0[i]; }\n"
+            "  for (int32_t i = 0; i < 100; ++i) { ((int8_t*)b_let)[i] = ((int8_t*)a_let)[i]; }\n"
+            "  for (int32_t i = 0; i < 100; ++i) { out[i] = ((int8_t*)b_let)[i]; }")
+    regions = {r.name: r for r in _pool(body).regions}
+    a, b = regions["tvmgen_t_op:a_let"], regions["tvmgen_t_op:b_let"]
+    assert a.last < b.last and b.first > a.first
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet=" ()[]{};,+-*&<>=!?:0123456789ijpoutwsk_\n", max_size=60))
+def test_any_text_in_an_operator_is_proven_or_refused_without_crashing(text):
+    pool = _pool(text)
+    assert pool.problem or all(r.size >= 0 and r.first <= r.last for r in pool.regions)
