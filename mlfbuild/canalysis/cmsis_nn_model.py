@@ -71,7 +71,3 @@ def extents(function: str, parameters: list[Parameter]) -> dict[int, Extent]:
 def _is_dims(ctype: CType) -> bool:
     return ctype.kind == "pointer" and ctype.pointee is not None and ctype.pointee.struct == DIMS_TYPE
 
-
-def is_constant_struct(ctype: CType) -> bool:
-    """A `const struct *` parameter: the call reads the struct and does not change it."""
-    return ctype.kind == "pointer" and ctype.pointee is not None and ctype.pointee.kind == "struct"
