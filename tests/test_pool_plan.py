@@ -194,23 +194,30 @@ def test_kws_on_cmsis_nn_fits_in_20000_bytes_of_ram_and_the_report_shows_the_poo
 # --- TVMBackendAllocWorkspace without USMP: a stack-like pool at the peak the code reaches ---------
 
 def test_a_callee_peak_counts_on_top_of_what_is_held_where_it_is_called():
-    from mlfbuild.project.lowering import base
+    from mlfbuild.canalysis.allocator import allocation_peaks
 
-    body = ("  void* a = TVMBackendAllocWorkspace(1, dev_id, (uint64_t)10, 0, 8);\n  g(a);\n"
-            "  TVMBackendFreeWorkspace(1, dev_id, a);\n  h();\n")
-    assert base._replay_allocations(body, {"g": 48, "h": 100}) == max(16 + 48, 100)
+    code = ("#include <tvm/runtime/c_backend_api.h>\n"
+            "int32_t g(void* p) { void* x = TVMBackendAllocWorkspace(1, 0, (uint64_t)48, 0, 8); "
+            "TVMBackendFreeWorkspace(1, 0, x); return 0; }\n"
+            "int32_t h(void) { void* y = TVMBackendAllocWorkspace(1, 0, (uint64_t)100, 0, 8); "
+            "TVMBackendFreeWorkspace(1, 0, y); return 0; }\n"
+            "int32_t f(void) { void* a = TVMBackendAllocWorkspace(1, 0, (uint64_t)10, 0, 8);\n  g(a);\n"
+            "  TVMBackendFreeWorkspace(1, 0, a);\n  h();\n  return 0; }\n")
+    peaks, _ = allocation_peaks({"lib.c": code})
+    assert peaks["f"] == max(16 + 48, 112)
 
 
 @pytest.mark.parametrize("name, tvm, peak", [("tvm-0.18/kws_aot_cmsisnn_nousmp", 16_080, 16_080),
                                              ("tvm-0.13/kws_aot_c_unpacked_nousmp", 105_360, 105_360),
                                              ("tvm-0.13/mlp_aot_c_unpacked_nousmp", 464, 384)])
-def test_the_allocator_pool_is_the_peak_of_the_code(fixtures_dir, tmp_path, name, tvm, peak):
+def test_the_allocator_pool_is_the_peak_of_the_code(fixtures_dir, third_party_dir, tmp_path, name, tvm, peak):
     from mlfbuild.project import template_environment
     from mlfbuild.project.lowering import lowering_for
 
     lib = read_mlf(fixtures_dir / f"{name}.tar", tmp_path / "mlf")
     module = lib.modules[0]
-    lowered = lowering_for(module).lower(module, lib.root, template_environment())
+    headers = header_dirs(lib.root, cmsis_nn_tree(third_party_dir) if module.cmsis_nn else None)
+    lowered = lowering_for(module).lower(module, lib.root, template_environment(), headers)
     assert lowered.workspace_bytes == peak  # was TVM's figure + 16 B per allocation site
     assert lowered.pool.to_json() == {"kind": "allocator", "tvm_bytes": tvm, "bytes": peak, "floor_bytes": peak,
                                       "replanned": False, "reason": None, "regions": []}

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,9 +20,12 @@ import pycparser
 import pycparser_fake_libc
 from pycparser import c_ast
 
+from ..errors import BuildError
 from ..resources import data_dir
+from ..toolchain import run_compiler
 
-PREPROCESS_SECONDS = 60
+PREPROCESS_SECONDS = 10  # the generated C preprocesses in milliseconds; an include of a FIFO waits forever
+PREPROCESS_MEMORY = 512 * 2**20  # an include of /dev/zero grows without end
 # Spellings pycparser does not read that change nothing about memory: attributes (alignment,
 # sections, visibility), GNU keywords for inline/restrict, and the extension marker.
 _GNU_SPELLINGS = ("-D__attribute__(x)=", "-D__extension__=", "-D__restrict=", "-D__restrict__=",
@@ -75,11 +77,10 @@ def _parse_one(compiler: str, root: Path, path: str, text: str, include_dirs) ->
     source.write_text(text, errors="surrogateescape")
     flags = ["-E", "-std=gnu11", "-nostdinc", "-I", pycparser_fake_libc.directory, "-I", str(runtime_include_dir()),
              *(arg for folder in include_dirs for arg in ("-I", str(folder))), *_GNU_SPELLINGS, str(source)]
-    try:
-        done = subprocess.run([compiler, *flags], capture_output=True, text=True, errors="replace",
-                              timeout=PREPROCESS_SECONDS, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        raise CFrontError(f"{path}: the preprocessor did not finish within {PREPROCESS_SECONDS} s") from None
+    try:  # under the build's own limits: its own process group, no stdin, bounded time and memory
+        done = run_compiler([compiler, *flags], memory=PREPROCESS_MEMORY, timeout=PREPROCESS_SECONDS)
+    except BuildError as exc:
+        raise CFrontError(f"{path}: cannot preprocess: {exc}") from None
     if done.returncode != 0:
         first = next((line for line in done.stderr.splitlines() if "error" in line), done.stderr.strip()[:200])
         raise CFrontError(f"{path}: cannot preprocess: {first.replace(str(source), path)}")

@@ -26,14 +26,18 @@ from . import cmsis_nn_model
 from .cfront import ParsedFile
 from .ctype import OTHER_TYPE, CType, TypeTable, parse_int
 from .intervals import BOOL, TOP, ZERO, Interval
-from .values import (OTHER, POOL, UNKNOWN_INT, Conflict, IntValue, PointerValue, StructAddress, StructValue, Target,
-                     covers, holds_pool, join, widen)
+from .values import (OTHER, POOL, UNKNOWN_INT, Allocation, Conflict, Held, IntValue, PointerValue, StructAddress,
+                     StructValue, Target, covers, holds_pool, join, widen)
 
 STEP_DEPTH = 2  # the entry (0), the AOT main (1) and its operators (2) count their statements as steps
 MAX_CALL_DEPTH = 16
 MAX_PASSES = 12  # widening reaches a fixed point in two or three; more means something is off
 WORK_LIMIT = 1_000_000  # expressions evaluated in all (kws: about 40,000): past it, the code is not proven
 _MEMORY_FUNCTIONS = {"memcpy": (0, 1), "memmove": (0, 1), "memset": (0,)}  # pointer arguments; length is the third
+# TVM's workspace allocator (crt/src/backend.c): a LIFO stack, each block rounded up to this many bytes.
+ALLOCATE, FREE = "TVMBackendAllocWorkspace", "TVMBackendFreeWorkspace"
+WORKSPACE_ALIGNMENT = 16
+_HELD = "@held"  # the pseudo-variable in a function's outermost scope that holds its allocator stack
 
 
 class NotProven(Exception):
@@ -89,6 +93,7 @@ class _Function:
 class _Frame:
     function: _Function
     depth: int
+    held_below: int = 0  # bytes the callers hold on the allocator's stack when this call starts
     returns: list = field(default_factory=list)
     loops: list = field(default_factory=list)  # (breaks, continues, their scope depths) of the enclosing loops
 
@@ -119,6 +124,8 @@ class Interpreter:
         self.loop_depth = 0
         self.stack: list[str] = []
         self.work = 0
+        self.allocation_peak = 0  # the most bytes the allocator's stack holds at once
+        self._held_below = 0
 
     def _declare(self, node: c_ast.Node, parsed: ParsedFile, types: TypeTable) -> None:
         if isinstance(node, c_ast.FuncDef):
@@ -141,6 +148,13 @@ class Interpreter:
         self._call(function, [OTHER] * len(_parameters(function.node.decl.type)), depth=0, where=function.node)
         self.result.steps = self.step
         return self.result
+
+    def allocation_peak_of(self, entry: str) -> int:
+        """The most bytes TVM's workspace allocator holds at once while `entry` runs (its callees'
+        blocks on top of what it holds where it calls them)."""
+        self.result, self.step, self.allocation_peak, self._held_below = Analysis(), 0, 0, 0
+        self.run(entry)
+        return self.allocation_peak
 
     # --- statements --------------------------------------------------------------------------------
 
@@ -649,10 +663,18 @@ class Interpreter:
         name = node.name.name if isinstance(node.name, c_ast.ID) and _lookup(state, node.name.name) is None else None
         if name in self.functions:
             callee = self.functions[name]
-            value = self._call(callee, args, frame.depth + 1, node)
-            return value
+            outer = self._held_below
+            self._held_below = frame.held_below + self._held(state, node, frame).bytes
+            try:
+                return self._call(callee, args, frame.depth + 1, node)
+            finally:
+                self._held_below = outer
         if name is not None and cmsis_nn_model.is_cmsis_nn(name) and name in self.prototypes:
             return self._cmsis_nn_call(name, node, args, state, frame)
+        if name == ALLOCATE:
+            return self._allocate(node, args, state, frame)
+        if name == FREE:
+            return self._free(node, args, state, frame)
         if name in _MEMORY_FUNCTIONS and len(args) == 3:
             length = _as_int(args[2]).range
             for index in _MEMORY_FUNCTIONS[name]:
@@ -672,6 +694,33 @@ class Interpreter:
             var = _lookup(state, value.name)
             if var is not None:
                 var.escaped = True
+
+    def _allocate(self, node, args, state, frame):
+        """TVMBackendAllocWorkspace(device_type, device_id, nbytes, dtype_code, dtype_bits)."""
+        size = _as_int(args[2]).range if len(args) == 5 else None
+        if size is None or size.hi is None or size.lo is None or size.lo < 0:
+            raise self._refuse(node, frame, f"the size of a {ALLOCATE} call has no bound")
+        rounded = max(-(-size.hi // WORKSPACE_ALIGNMENT) * WORKSPACE_ALIGNMENT, WORKSPACE_ALIGNMENT)
+        held = self._held(state, node, frame)
+        held = Held(held.blocks + ((id(node), rounded),))
+        state[0][_HELD] = Var(held, OTHER_TYPE)
+        self.allocation_peak = max(self.allocation_peak, frame.held_below + held.bytes)
+        return Allocation(id(node))
+
+    def _free(self, node, args, state, frame):
+        """TVMBackendFreeWorkspace(device_type, device_id, ptr): the block on top of the stack."""
+        held = self._held(state, node, frame)
+        block = args[2] if len(args) == 3 else None
+        if not isinstance(block, Allocation) or not held.blocks or held.blocks[-1][0] != block.site:
+            raise self._refuse(node, frame, f"a {FREE} call frees what is not the last block allocated")
+        state[0][_HELD] = Var(Held(held.blocks[:-1]), OTHER_TYPE)
+        return UNKNOWN_INT
+
+    def _held(self, state, node, frame) -> Held:
+        held = state[0][_HELD].value if _HELD in state[0] else Held()
+        if not isinstance(held, Held):
+            raise self._refuse(node, frame, "the workspace held differs between paths that meet here")
+        return held
 
     def _touch_bytes(self, pointer: PointerValue, length: Interval, node, frame) -> None:
         if pointer.target.is_pool:
@@ -741,8 +790,8 @@ class Interpreter:
         params = _parameters(function.node.decl.type)
         if len(args) != len(params) and not (len(params) == 1 and _is_void(params[0]) and not args):
             raise NotProven(f"{name} is called with {len(args)} arguments but takes {len(params)}")
-        frame = _Frame(function, depth)
-        scope = {}
+        frame = _Frame(function, depth, held_below=self._held_below)
+        scope = {_HELD: Var(Held(), OTHER_TYPE)}
         pool_parameter = None
         for param, value in zip(params, args):
             ctype = function.types.resolve(param.type)
@@ -838,6 +887,8 @@ class Interpreter:
     # --- helpers -----------------------------------------------------------------------------------
 
     def _convert(self, value, ctype: CType, node, frame):
+        if isinstance(value, Allocation) and ctype.kind in ("pointer", "other"):
+            return value
         if ctype.kind == "pointer":
             if isinstance(value, PointerValue):
                 return PointerValue(value.target, value.offset, ctype.element_bytes)

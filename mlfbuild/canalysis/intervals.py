@@ -18,7 +18,8 @@ class Interval:
 
     @staticmethod
     def of(value: int) -> "Interval":
-        return Interval(value, value).checked()
+        """A literal: exactly its value (only arithmetic may wrap)."""
+        return Interval(value, value)
 
     @property
     def bounded(self) -> bool:

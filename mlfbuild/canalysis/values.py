@@ -56,6 +56,24 @@ class StructValue:
 
 
 @dataclass(frozen=True)
+class Allocation:
+    """What one TVMBackendAllocWorkspace call returned (`site`: the call's place in the code)."""
+
+    site: int
+
+
+@dataclass(frozen=True)
+class Held:
+    """The allocator's stack where a path is: (allocation site, bytes) from the bottom up."""
+
+    blocks: tuple[tuple[int, int], ...] = ()
+
+    @property
+    def bytes(self) -> int:
+        return sum(size for _, size in self.blocks)
+
+
+@dataclass(frozen=True)
 class Other:
     """Any value that is no pointer into the pool: a float, a pointer to anything else, unknown data."""
 

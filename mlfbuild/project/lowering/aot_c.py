@@ -39,11 +39,11 @@ class AotCInterface(Lowering):
                                     f"tvmgen_{module.name}.h are not supported yet; export with internal pools")
         prefix = f"mlf_{module.name}"
         if module.usmp:  # operators inside may still allocate: those get a pool of their own
-            workspace, _ = allocator_pool(module, root)
+            workspace, _ = allocator_pool(module, root, include_dirs)
             pool = plan_usmp_pool(module_sources(module, root), module.name, include_dirs=include_dirs,
                                   tvm_bytes=module.workspace_bytes())
         else:
-            workspace, pool = allocator_pool(module, root)
+            workspace, pool = allocator_pool(module, root, include_dirs)
         notes = [pool.note(module.name)] if pool else []
         if not workspace:  # TVM's own tvmgen_<mod>_run is the whole interface
             return Lowered(module=module, symbol=prefix, code="", pool=pool, notes=notes)

@@ -41,11 +41,11 @@ class AotPacked(Lowering):
         if entry == f"tvmgen_{module.name}_run":  # the packed function takes the C interface's name
             rename = entry = f"tvmgen_{module.name}_run_packed"
         if module.usmp:  # operators inside may still allocate: those get a pool of their own
-            workspace, _ = allocator_pool(module, root)
+            workspace, _ = allocator_pool(module, root, include_dirs)
             pool = plan_usmp_pool(module_sources(module, root), module.name, include_dirs=include_dirs,
                                   tvm_bytes=module.workspace_bytes())
         else:
-            workspace, pool = allocator_pool(module, root)
+            workspace, pool = allocator_pool(module, root, include_dirs)
         code = self.render(env, description="AOT executor, packed interface.", m=module, prefix=prefix,
                            inputs=inputs, outputs=outputs, entry=entry, pool_bytes=workspace)
         return Lowered(module=module, symbol=prefix, code=code, workspace_bytes=workspace, entry_rename=rename,

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from jinja2 import Environment
 
+from ...canalysis.allocator import allocation_call_sizes, allocation_peaks
 from ...mlf.model import Module, TensorSpec
 from ..pool_plan import PoolPlan
 
@@ -105,132 +106,52 @@ def module_sources(module: Module, root: Path) -> dict[str, str]:
     return {rel: (root / rel).read_text(errors="surrogateescape") for rel in module.sources}
 
 
-_ALLOC_CALL = re.compile(r"TVMBackendAllocWorkspace\(\s*\d+\s*,\s*[^,]+,\s*\(uint64_t\)\s*(\d+)")
-
-
-def allocation_sites(module: Module, root: Path) -> list[int]:
+def allocation_sites(module: Module, root: Path, include_dirs: tuple[Path, ...] = ()) -> list[int]:
     """Byte counts of the TVMBackendAllocWorkspace calls in the generated C (0 where the size is not
     a literal); object files are opaque, so they count as a generous number of unknown calls."""
-    sizes: list[int] = []
-    for rel in module.sources:
-        text = (root / rel).read_text(errors="replace")
-        literal = [int(n) for n in _ALLOC_CALL.findall(text)]
-        sizes += literal + [0] * (text.count("TVMBackendAllocWorkspace(") - len(literal))
+    sizes = allocation_call_sizes(module_sources(module, root), include_dirs)
     if any("TVMBackendAllocWorkspace" in o.undefined for o in module.objects):
         sizes += [0] * 32
     return sizes
 
 
-def workspace_with_slack(bytes_needed: int, module: Module, root: Path) -> int:
+def workspace_with_slack(bytes_needed: int, module: Module, root: Path, include_dirs: tuple[Path, ...] = ()) -> int:
     """The pool behind TVMBackendAllocWorkspace: what TVM planned (or, where it planned nothing, the
     sum of the literal allocation sizes) plus one alignment unit per call site."""
-    sites = allocation_sites(module, root)
+    sites = allocation_sites(module, root, include_dirs)
     if not sites:
         return 0
     needed = bytes_needed or sum(sites)
     return _align(needed + WORKSPACE_ALIGNMENT * len(sites))
 
 
-def allocator_pool(module: Module, root: Path) -> tuple[int, PoolPlan | None]:
+def allocator_pool(module: Module, root: Path, include_dirs: tuple[Path, ...] = ()) -> tuple[int, PoolPlan | None]:
     """The TVMBackendAllocWorkspace pool of a module (bytes, and what the reports show of it): the
-    exact peak its allocations reach where the C code states every size (a stack allocator needs no
-    more), else TVM's figure plus slack. With USMP, TVM's figure is its static pool, not this one."""
-    if not allocation_sites(module, root):
+    exact peak its allocations reach where the analysis proves it on every path (a stack allocator
+    needs no more), else TVM's figure plus slack. With USMP, TVM's figure is its static pool, not this one."""
+    if not allocation_sites(module, root, include_dirs):
         return 0, None
     tvm_bytes = 0 if module.usmp else module.workspace_bytes()
-    peak = allocation_peak(module, root)
-    if peak is not None:
+    scratch, why = operator_scratch(module, root, include_dirs)
+    if scratch is not None:
+        peak = max(scratch.values(), default=0)
         return peak, PoolPlan("allocator", tvm_bytes, peak, peak, False)
-    pool = workspace_with_slack(tvm_bytes, module, root)
+    pool = workspace_with_slack(tvm_bytes, module, root, include_dirs)
     return pool, PoolPlan("allocator", tvm_bytes, pool, None, False,
-                          "not every allocation size is a literal of the C code (or the code is an object file): "
-                          "TVM's figure plus 16 B per allocation site")
+                          f"the peak of its allocations is not proven ({why}): TVM's figure plus 16 B per "
+                          "allocation site")
+
+
+def operator_scratch(module: Module, root: Path, include_dirs: tuple[Path, ...] = ()) -> tuple[dict[str, int] | None, str]:
+    """({function: most bytes it holds from TVMBackendAllocWorkspace at once, its callees' on top}, "")
+    proven from the generated C (canalysis/allocator.py), or (None, why not): object code allocates
+    where nothing can be read."""
+    if any("TVMBackendAllocWorkspace" in o.undefined for o in module.objects):
+        return None, "object code allocates"
+    return allocation_peaks(module_sources(module, root), include_dirs)
 
 
 def _align(value: int, to: int = WORKSPACE_ALIGNMENT) -> int:
     return (value + to - 1) // to * to
 
 
-_FUNCTION = re.compile(r"^(?:TVM_DLL\s+|static\s+)?int32_t\s+(\w+)\s*\([^;{]*\)\s*\{\s*$", re.M)
-_ALLOC = re.compile(r"(\w+)\s*=\s*(?:\([^()]*\)\s*)?TVMBackendAllocWorkspace\(")
-_LITERAL_ALLOC = re.compile(r"(\w+)\s*=\s*(?:\([^()]*\)\s*)?TVMBackendAllocWorkspace\(\s*\d+\s*,\s*[^,]+,\s*"
-                            r"\(uint64_t\)\s*(\d+)\s*,")
-_FREE = re.compile(r"TVMBackendFreeWorkspace\(\s*\d+\s*,\s*[^,]+,\s*(\w+)\s*\)")
-
-
-def operator_scratch(module: Module, root: Path) -> dict[str, int] | None:
-    """{function: most bytes it holds from TVMBackendAllocWorkspace at once}, read from the generated C:
-    its allocations, frees and calls replayed in source order as crt/src/backend.c serves them (each
-    allocation rounded to the alignment, frees rewinding LIFO, a callee's own peak added on top of
-    what is held where it is called). None when that cannot be known: object code, an allocation
-    whose size is not a literal, or recursion."""
-    if any("TVMBackendAllocWorkspace" in o.undefined for o in module.objects):
-        return None
-    bodies: dict[str, str] = {}
-    for rel in module.sources:
-        bodies.update(_function_bodies((root / rel).read_text(errors="replace")))
-    totals: dict[str, int] = {}
-
-    def total(name: str, path: tuple[str, ...]) -> int | None:
-        if name in path:
-            return None
-        if name not in totals:
-            callees = {}
-            for other in bodies:
-                if other != name and re.search(rf"\b{other}\b", bodies[name]):
-                    callees[other] = total(other, path + (name,))
-                    if callees[other] is None:
-                        return None
-            held = _replay_allocations(bodies[name], callees)
-            if held is None:
-                return None
-            totals[name] = held
-        return totals[name]
-
-    result = {}
-    for name in bodies:
-        value = total(name, ())
-        if value is None:
-            return None
-        result[name] = value
-    return result
-
-
-def allocation_peak(module: Module, root: Path) -> int | None:
-    """The most bytes TVMBackendAllocWorkspace holds at once in any run of the module: the peak of its
-    outermost function, replayed exactly (None when operator_scratch cannot know it)."""
-    scratch = operator_scratch(module, root)
-    return max(scratch.values(), default=0) if scratch is not None else None
-
-
-def _function_bodies(code: str) -> dict[str, str]:
-    """Function definitions as TVM's C code generator writes them: a signature line ending in '{' and
-    a closing '}' alone at the start of a line."""
-    bodies = {}
-    for match in _FUNCTION.finditer(code):
-        end = code.find("\n}", match.end())
-        bodies[match.group(1)] = code[match.end():end if end >= 0 else len(code)]
-    return bodies
-
-
-def _replay_allocations(body: str, callees: dict[str, int] | None = None) -> int | None:
-    """Peak bytes held while `body` runs; `callees`: the peak of each function it names, counted on
-    top of what is held wherever the name appears."""
-    if len(_ALLOC.findall(body)) != len(_LITERAL_ALLOC.findall(body)):
-        return None
-    events = sorted([(m.start(), "alloc", m.group(1), int(m.group(2))) for m in _LITERAL_ALLOC.finditer(body)]
-                    + [(m.start(), "free", m.group(1), 0) for m in _FREE.finditer(body)]
-                    + [(m.start(), "call", name, peak) for name, peak in (callees or {}).items() if peak
-                       for m in re.finditer(rf"\b{name}\b", body)])
-    stack: list[tuple[str, int]] = []
-    peak = 0
-    for _, kind, var, nbytes in events:
-        if kind == "alloc":
-            stack.append((var, _align(max(nbytes, 1))))
-            peak = max(peak, sum(size for _, size in stack))
-        elif kind == "call":
-            peak = max(peak, sum(size for _, size in stack) + nbytes)
-        elif any(name == var for name, _ in stack):
-            while stack and stack.pop()[0] != var:
-                pass
-    return peak

@@ -77,7 +77,7 @@ class GraphExecutor(Lowering):
 
         input_entries = [graph.entry_id(nid, 0) for nid in graph.arg_nodes if nid not in param_nodes]
         steps = _steps(graph, set(param_symbols))
-        scratch = _scratch_per_function(module, root, steps)
+        scratch = _scratch_per_function(module, root, steps, include_dirs)
         memory = _plan(graph, steps, set(param_symbols), input_entries, scratch)
         entries: dict[int, _Entry] = {}
 
@@ -119,7 +119,7 @@ class GraphExecutor(Lowering):
         arena_bytes = memory.arena_bytes
         if scratch is None:
             workspace = max((op.workspace_size_bytes for op in module.operators), default=0)
-            pool = workspace_with_slack(workspace, module, root)
+            pool = workspace_with_slack(workspace, module, root, include_dirs)
             note = (f"arena {arena_bytes} B for {len(memory.buffers)} tensors (floor {memory.floor_bytes} B); operator "
                     f"scratch from a pool of {pool} B after them (its sizes are not literals in the C code)")
         else:
@@ -179,14 +179,15 @@ def _tensor_buffer(steps: _Steps, eid: int) -> str:
     return f"e{steps.alias.get(eid, eid)}"
 
 
-def _scratch_per_function(module: Module, root: Path, steps: _Steps) -> dict[str, int] | None:
-    """Scratch bytes per operator function, or None when they cannot be read from the C code (then
+def _scratch_per_function(module: Module, root: Path, steps: _Steps,
+                          include_dirs: tuple[Path, ...] = ()) -> dict[str, int] | None:
+    """Scratch bytes per operator function, or None when they are not proven from the C code (then
     the operators share a pool beside the arena, as TVM's metadata sizes it)."""
-    scratch = operator_scratch(module, root)
+    scratch, _ = operator_scratch(module, root, include_dirs)
     if scratch is None:
         return None
     called = {step.node.func_name for step in steps.calls if step.kind == "packed"}
-    if allocation_sites(module, root) and not called <= set(scratch):
+    if allocation_sites(module, root, include_dirs) and not called <= set(scratch):
         return None
     return scratch
 
