@@ -19,7 +19,7 @@ from .record import BUILD_LOG, ELF, OUTPUTS
 from .mlf.archive import DEFAULT_MAX_TOTAL_BYTES
 from .mlf.limits import DEFAULT_MAX_GRAPH_NODES
 from .mlf.model import ModelLibrary
-from .mlf.reader import read_mlf
+from .mlf.reader import describe, read_mlf
 from .errors import OverBudgetError
 from .project import (Project, ProjectOptions, linked_stack_bytes, linker_script_text, render_oversize_linker_script,
                       render_project, toolchain_names)
@@ -76,14 +76,29 @@ def _check_stack_bytes(stack_bytes: int | None, board: Board) -> None:
                          f"from 8 to {ram:,} B (its RAM)")
 
 
+def _read_before_replacing(mlf: Path, outdir: Path, max_mlf_bytes: int, max_graph_nodes: int):
+    """The MLF read and checked in a staging folder first: only a good input replaces the previous
+    build's files (a wrong file given by mistake must not cost the user the last firmware)."""
+    staging = outdir / ".mlf-staging"
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        library = read_mlf(mlf, staging, max_total_bytes=max_mlf_bytes, max_graph_nodes=max_graph_nodes)
+        build_folder.forget_previous_build(outdir)
+        if mlf.is_dir():
+            return library
+        unpacked = outdir / "mlf"
+        if unpacked.exists():
+            shutil.rmtree(unpacked)
+        (staging / "mlf").rename(unpacked)
+        return describe(unpacked, sha256=library.sha256, max_graph_nodes=max_graph_nodes)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
 def _build(mlf: Path, board: Board, outdir: Path, *, options: ProjectOptions, jobs: int,
            progress: Callable[[str], None] | None, max_mlf_bytes: int, budget_flash: int | None,
            budget_ram: int | None, verbose: bool, max_graph_nodes: int, build_timeout: float) -> BuildResult:
-    build_folder.forget_previous_build(outdir)
-    unpacked = outdir / "mlf"
-    if unpacked.exists() and not Path(mlf).is_dir():
-        shutil.rmtree(unpacked)
-    library = read_mlf(Path(mlf), outdir, max_total_bytes=max_mlf_bytes, max_graph_nodes=max_graph_nodes)
+    library = _read_before_replacing(Path(mlf), outdir, max_mlf_bytes, max_graph_nodes)
     for warning in library.warnings:
         if progress:
             progress(f"warning: {warning}")

@@ -312,3 +312,20 @@ def test_nothing_written_outside_the_output_folder(tmp_path):
 def test_example_builds_for_every_board(board, build_firmware):
     out = build_firmware(EXAMPLE, board)
     assert (out / "firmware.bin").stat().st_size > 0
+
+
+def test_a_wrong_input_costs_the_user_nothing_of_the_last_build(tmp_path):
+    """`mlfbuild build kws.npz` (the reference, not the MLF) into the last build's folder fails as bad
+    input and leaves that build's firmware, record and size snapshot exactly as they were."""
+    out = tmp_path / "out"
+    done = cli("build", str(REPO / "examples" / "tiny_aot.tar"), "-b", "host", "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    kept = {name: (out / name).read_bytes() for name in ("firmware.elf", "build.json", "size.json")}
+    unpacked = sorted(p.relative_to(out) for p in (out / "mlf").rglob("*"))
+    wrong = tmp_path / "tiny_aot.npz"
+    wrong.write_bytes((REPO / "examples" / "tiny_aot.npz").read_bytes())
+    failed = cli("build", str(wrong), "-b", "host", "-o", str(out))
+    assert failed.returncode == 3 and "Traceback" not in failed.stderr
+    assert {name: (out / name).read_bytes() for name in kept} == kept
+    assert sorted(p.relative_to(out) for p in (out / "mlf").rglob("*")) == unpacked
+    assert not (out / ".mlf-staging").exists()
