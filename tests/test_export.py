@@ -532,3 +532,19 @@ def test_every_fixture_exported_runs_check_app_against_its_reference(item, fixtu
     assert done.returncode == 0, done.stdout + done.stderr
     for module in references:
         assert f"{module}: status 0, 0 element(s) differ" in done.stdout
+
+
+@pytest.mark.parametrize("name", ["$(shell touch INJECTED).c", "two words.c", "line\nbreak.c", "a:b.c", "-flag.c"])
+def test_an_app_file_name_make_would_run_or_split_is_refused_up_front(fixtures_dir, tmp_path, name):
+    """A source named `$(shell touch X).c` reached the generated Makefile as written and make ran the
+    command; names make cannot take safely are refused before anything is built (exit 2, one line)."""
+    mlf = str(fixtures_dir / "tvm-0.13" / "kws_aot_c_unpacked_usmp.tar")
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "main.c").write_text("int main(void) { return 0; }\n")
+    (app / name).write_text("int helper(void) { return 1; }\n")
+    done = cli("build", mlf, "-b", "host", "-o", str(tmp_path / "b"), "--app", str(app), cwd=tmp_path)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "cannot be handed to make safely" in done.stderr
+    assert not (tmp_path / "INJECTED").exists() and not (app / "INJECTED").exists()
+    assert not (tmp_path / "b" / "firmware.elf").exists()

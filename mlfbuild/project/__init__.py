@@ -189,6 +189,11 @@ APP_SOURCES = (".c", ".cc", ".cpp", ".cxx")
 _APP_FILES = (*APP_SOURCES, ".h", ".hh", ".hpp", ".inc")
 
 
+# What a source's path may hold to reach the generated Makefile as it is: make expands `$`, splits at
+# spaces and ends a rule at `:`, `;` or a newline; quoting cannot make all of those safe, so none is let in.
+_MAKE_SAFE = re.compile(r"[A-Za-z0-9._+/-]+")
+
+
 def copy_user_app(folder: Path, writer: Writer) -> tuple[list[str], dict]:
     """The user's application (build --app) under app/: its C/C++ sources and headers, with hashes."""
     folder = Path(folder)
@@ -199,6 +204,11 @@ def copy_user_app(folder: Path, writer: Writer) -> tuple[list[str], dict]:
     sources = [p for p in files if p.suffix in APP_SOURCES]
     if not sources:
         raise UsageError(f"--app {folder}: no C or C++ sources ({', '.join('*' + s for s in APP_SOURCES)})")
+    for path in sources:
+        name = path.relative_to(folder).as_posix()
+        if not _MAKE_SAFE.fullmatch(name) or name.startswith("-"):
+            raise UsageError(f"--app {folder}: the file name {name!r} cannot be handed to make safely; rename it "
+                             "with letters, digits and . _ - + / only")
     stems: dict[Path, Path] = {}
     for path in sources:  # each source compiles to build/app/<its path without the extension>.o
         other = stems.setdefault(path.with_suffix(""), path)
