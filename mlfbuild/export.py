@@ -166,7 +166,9 @@ def _file_lists(rendered, crt_sources: list[str], cmsis_nn: CmsisNnLibrary | Non
 
 def _prebuild(folder: Path, files: dict, board: Board, arch_flags: list[str], options: ProjectOptions,
               package: str, jobs: int) -> dict[str, str]:
-    """Compile the model library and the runtime into static libraries for the board's CPU."""
+    """Compile the model library and the runtime into static libraries for the board's CPU. The
+    compiler runs inside the folder, so every path it is given is absolute (`-o RELATIVE` included)."""
+    folder = folder.absolute()
     cc = toolchain_names(board, options.toolchain_prefix)["cc"]
     ar = "ar" if board.is_host else f"{options.toolchain_prefix}ar"
     find_tools([cc, ar], None if board.is_host else options.toolchain_prefix)

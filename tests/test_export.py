@@ -548,3 +548,16 @@ def test_an_app_file_name_make_would_run_or_split_is_refused_up_front(fixtures_d
     assert "cannot be handed to make safely" in done.stderr
     assert not (tmp_path / "INJECTED").exists() and not (app / "INJECTED").exists()
     assert not (tmp_path / "b" / "firmware.elf").exists()
+
+
+@pytest.mark.cross
+def test_export_into_a_relative_folder_as_the_readme_writes_it(tmp_path):
+    """`mlfbuild export kws.tar -b mps2-an386 -o kws-export`, run where the MLF is: the compiler runs
+    inside the folder and was handed paths relative to the user's folder (exit 4, cc1: No such file)."""
+    (tmp_path / "tiny.tar").write_bytes((REPO / "examples" / "tiny_aot.tar").read_bytes())
+    done = cli("export", "tiny.tar", "-b", "mps2-an386", "-o", "tiny-export", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    description = json.loads((tmp_path / "tiny-export" / "mlfbuild-export.json").read_text())
+    assert description["folder"] == "tiny-export"
+    archive = next((tmp_path / "tiny-export" / "prebuilt").glob("libmlf_*.a")).read_bytes()
+    assert str(tmp_path).encode() not in archive  # the objects name their sources relative to the folder
