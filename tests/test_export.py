@@ -561,3 +561,19 @@ def test_export_into_a_relative_folder_as_the_readme_writes_it(tmp_path):
     assert description["folder"] == "tiny-export"
     archive = next((tmp_path / "tiny-export" / "prebuilt").glob("libmlf_*.a")).read_bytes()
     assert str(tmp_path).encode() not in archive  # the objects name their sources relative to the folder
+
+
+@pytest.mark.qemu
+def test_an_app_that_prints_before_mlfrt_init_runs_and_exits(fixtures_dir, tmp_path):
+    """An application written against TVM's C interface alone never calls mlfrt_init(): the board
+    support readies its console before main, so its printf is seen and it exits (it hung forever)."""
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "main.c").write_text('#include <stdio.h>\n#include "tvmgen_kws.h"\n'
+                                'int main(void) { printf("before any init\\n"); return 0; }\n')
+    mlf = fixtures_dir / "tvm-0.18" / "kws_aot_c_unpacked_usmp.tar"
+    built = cli("build", str(mlf), "-b", BOARD, "-o", str(tmp_path / "b"), "--app", str(app))
+    assert built.returncode == 0, built.stderr
+    done = cli("run", str(tmp_path / "b"), "--timeout", "30")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "before any init" in done.stdout and "exited with status 0" in done.stdout

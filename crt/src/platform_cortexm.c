@@ -223,14 +223,16 @@ static int uart_rx(void) {
 #endif
 
 static uint8_t s_uart_ready;
-/* 0 = wait for the transmitter forever; otherwise give up on a byte after this many polls
-   (used while reporting a fault, where a dead UART must not hang the exit). */
-static uint32_t s_tx_poll_limit;
+/* A byte is dropped after this many polls of a transmitter that never gets ready, so no write waits
+   without bound (a UART left disabled, a dead one while reporting a fault). One byte at 9600 baud
+   is about 1 ms: far fewer polls than this at any core clock. */
+#define TX_POLL_LIMIT 50000000u
+static uint32_t s_tx_poll_limit = TX_POLL_LIMIT;
 
 void mlfrt_putc(uint8_t c) {
   uint32_t polls = 0;
   while (!uart_tx_ready()) {
-    if (s_tx_poll_limit != 0 && ++polls >= s_tx_poll_limit) return;
+    if (++polls >= s_tx_poll_limit) return;
   }
   uart_tx(c);
 }
@@ -318,10 +320,17 @@ uint32_t mlfrt_timer_hz(void) { return (uint32_t)(MLFRT_SYSTICK_HZ); }
 
 /* ---- Init and input ------------------------------------------------------------------------------ */
 
-void mlfrt_init(void) {
+/* The console is ready before main, as every board support package makes it: startup_cortexm.c
+   calls this after .data and .bss and before constructors, so a printf in a constructor or in main
+   before mlfrt_init() reaches the UART instead of waiting on a transmitter nobody enabled. */
+void mlfrt_console_early_init(void) {
   board_init();
   uart_init();
   s_uart_ready = 1;
+}
+
+void mlfrt_init(void) {
+  if (!s_uart_ready) mlfrt_console_early_init();
   systick_init();
   mlfrt_timer_start();
 }

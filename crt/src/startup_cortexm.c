@@ -28,6 +28,9 @@ extern mlfrt_ctor_t __preinit_array_start[], __preinit_array_end[];
 extern mlfrt_ctor_t __init_array_start[], __init_array_end[];
 
 int main(void);
+/* platform_cortexm.c's console set-up; weak, so this start-up also links with a board support of
+   the user's own that has none. */
+__attribute__((weak)) void mlfrt_console_early_init(void);
 void Reset_Handler(void);
 void SysTick_Handler(void);   /* platform_cortexm.c */
 void mlfrt_fault_entry(void);
@@ -162,6 +165,7 @@ void Reset_Handler(void) {
   }
 #endif
 
+  if (mlfrt_console_early_init) mlfrt_console_early_init();
   for (mlfrt_ctor_t* f = __preinit_array_start; (uintptr_t)f < (uintptr_t)__preinit_array_end; f++) (*f)();
   for (mlfrt_ctor_t* f = __init_array_start; (uintptr_t)f < (uintptr_t)__init_array_end; f++) (*f)();
 
