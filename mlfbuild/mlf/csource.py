@@ -4,7 +4,6 @@ metadata tables and which functions are declared versus defined."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from ..errors import GeneratedCodeError
 
@@ -91,64 +90,3 @@ def cmsis_nn_scratch_sizes(source: str, where: str) -> list[int]:
                                      "(TVM writes {NULL,0} or {<buffer>,<bytes>})")
         sizes.append(0 if parts[0].replace(" ", "") in _NULL_BUFFERS else int(parts[1]))
     return sizes
-
-
-@dataclass(frozen=True)
-class CmsisNnCall:
-    """One CMSIS-NN call as TVM's cmsis-nn codegen writes it: inside an operator function, a context
-    line, constant parameter structs, then `arm_cmsis_nn_status status = <kernel>(&context, ...);`."""
-
-    function: str  # the generated operator function holding the call
-    kernel: str  # the CMSIS-NN function called
-    arguments: tuple[str, ...]  # the call's argument expressions, as written
-    context: str  # the context line as written (`cmsis_nn_context context= {NULL,0};`)
-    buffer: str  # its buffer expression (NULL for none)
-    scratch_bytes: int  # its size (0 for none)
-    constants: tuple[str, ...]  # declarations of the call's constant structs, in order (`cmsis_nn_dims d = {1,2,3,4};`)
-    call: str  # the status line as written
-
-
-# An operator function: `<name>(<parameters>) {` at the end of a line, up to the `}` in column 0.
-_FUNCTION = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)\([^;{}()]*\)[ \t]*\{[ \t]*\n(.*?)^\}", re.M | re.S)
-_STATUS_CALL = re.compile(r"^[ \t]*arm_cmsis_nn_status[ \t]+status[ \t]*=[ \t]*(arm_[A-Za-z0-9_]+)[ \t]*\(([^;{}]*)\);"
-                          r"[ \t]*$", re.M)
-# A constant struct: `cmsis_nn_<type> <name> = {<integers and names of earlier constants>};`.
-_CONSTANT = re.compile(r"^[ \t]*cmsis_nn_[a-z_]+[ \t]+([A-Za-z_][A-Za-z0-9_]*)[ \t]*=[ \t]*\{([^{};\n]*)\};[ \t]*$", re.M)
-_CONSTANT_ITEM = re.compile(r"-?[0-9]{1,10}|[A-Za-z_][A-Za-z0-9_]*")
-
-
-def cmsis_nn_call_sites(source: str) -> list[CmsisNnCall] | None:
-    """Every CMSIS-NN call that takes a context, read as TVM writes it; None when some call is not in
-    that shape (then nothing about the calls is certain)."""
-    calls = []
-    for function in _FUNCTION.finditer(source):
-        body = function.group(2)
-        statuses = list(_STATUS_CALL.finditer(body))
-        contexts = list(_CONTEXT.finditer(body))
-        if not statuses and not contexts:
-            continue
-        if len(statuses) != 1 or len(contexts) != 1 or contexts[0].start() > statuses[0].start():
-            return None
-        status, context = statuses[0], contexts[0]
-        arguments = tuple(part.strip() for part in status.group(2).split(","))
-        parts = [part.strip() for part in context.group(1).split(",")]
-        if arguments[0] != "&context" or len(parts) != 2 or not _CONTEXT_SIZE.fullmatch(parts[1]):
-            return None
-        calls.append(CmsisNnCall(function=function.group(1), kernel=status.group(1), arguments=arguments,
-                                 context=context.group(0), buffer=parts[0], scratch_bytes=int(parts[1]),
-                                 constants=_constants(body[:status.start()]), call=status.group(0).strip()))
-    if len(calls) != len(_CONTEXT.findall(source)):
-        return None
-    return calls
-
-
-def _constants(body: str) -> tuple[str, ...]:
-    """The struct declarations whose initialisers hold only integers and earlier such structs."""
-    known: set[str] = set()
-    kept = []
-    for match in _CONSTANT.finditer(body):
-        items = [item.strip() for item in match.group(2).split(",")]
-        if all(_CONSTANT_ITEM.fullmatch(item) and (item[0] in "-0123456789" or item in known) for item in items):
-            known.add(match.group(1))
-            kept.append(match.group(0).strip())
-    return tuple(kept)

@@ -119,7 +119,6 @@ class CmsisNnAssumptions:
     mattr: str | None  # -mattr of that target (e.g. +nomve)
     target_kind: str | None  # the target both came from: cmsis-nn | c | None
     scratch_bytes: tuple[int, ...]  # per cmsis_nn_context, in order; 0 for {NULL,0}
-    calls_readable: bool = True  # every call is in the shape TVM writes: mlfbuild can supply its buffer
 
     @property
     def generic(self) -> bool:
@@ -129,7 +128,7 @@ class CmsisNnAssumptions:
     def to_json(self) -> dict[str, Any]:
         return {"sources": list(self.sources), "functions": list(self.functions), "mcpu": self.mcpu,
                 "mattr": self.mattr, "target": self.target_kind, "scratch_bytes": list(self.scratch_bytes),
-                "generic": self.generic, "calls_readable": self.calls_readable}
+                "generic": self.generic}
 
 
 @dataclass(frozen=True)

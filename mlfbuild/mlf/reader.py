@@ -367,16 +367,14 @@ def _cmsis_nn_assumptions(source_text: dict[str, str], targets: tuple[Target, ..
         return None
     functions: set[str] = set()
     scratch: list[int] = []
-    readable = True
     for rel in files:
         functions |= csource.cmsis_nn_calls(source_text[rel])
         scratch += csource.cmsis_nn_scratch_sizes(source_text[rel], rel)
-        readable = readable and csource.cmsis_nn_call_sites(source_text[rel]) is not None
     target = next((t for kind in ("cmsis-nn", "c") for t in targets if t.kind == kind), None)
     attrs = target.attrs if target else {}
     return CmsisNnAssumptions(sources=tuple(files), functions=tuple(sorted(functions)), mcpu=attrs.get("mcpu"),
                               mattr=attrs.get("mattr"), target_kind=target.kind if target else None,
-                              scratch_bytes=tuple(scratch), calls_readable=readable)
+                              scratch_bytes=tuple(scratch))
 
 
 # --- operator-style exports ---------------------------------------------------------------------

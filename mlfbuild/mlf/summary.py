@@ -53,12 +53,9 @@ def _cmsis_nn_lines(c: CmsisNnAssumptions) -> list[str]:
     else:
         sizes = ", ".join(str(size) for size in c.scratch_bytes)
         buffers = f"scratch buffers of {sizes} B (sized by TVM for {c.mcpu or 'its core'})"
-    if c.calls_readable:
-        paths = ("the board's own (DSP, MVE where it has them): mlfbuild gives each call the buffer the library's "
-                 "get_buffer_size asks for on that core")
-    else:
-        paths = ("those the code's buffers were sized for (generic C without buffers): its calls are not all in the "
-                 "shape TVM writes, so mlfbuild cannot supply their buffers")
+    paths = ("the board's own (DSP, MVE where it has them): at build, mlfbuild reads every call from the code's "
+             "syntax tree and gives each the buffer the library's get_buffer_size asks for on that core (where a "
+             "call is not in the shape TVM writes, the paths the code's buffers were sized for)")
     return [f"    cmsis-nn calls {', '.join(c.functions)}",
             f"    cmsis-nn core {core} ({origin}); {buffers}",
             f"    cmsis-nn paths {paths}"]

@@ -21,8 +21,7 @@ from typing import Any, Callable
 
 from ..errors import BuildError
 from ..toolchain import first_error, run_compiler
-from ..mlf import csource
-from ..mlf.csource import CmsisNnCall
+from ..canalysis.callsites import CmsisNnCall, cmsis_nn_call_sites
 
 REGION = "mlf_cmsis_nn_scratch"  # the firmware's scratch region (src/mlf_cmsis_nn_scratch.h)
 REGION_BYTES = "MLF_CMSIS_NN_SCRATCH_BYTES"
@@ -127,15 +126,10 @@ class ScratchPlan:
         return f'#include "{REGION_HEADER}"\n' + code
 
 
-def call_sites(sources: dict[str, str]) -> list[tuple[str, CmsisNnCall]] | None:
-    """Every context-taking CMSIS-NN call of the module's files, or None when one is not in TVM's shape."""
-    found = []
-    for rel, text in sources.items():
-        calls = csource.cmsis_nn_call_sites(text)
-        if calls is None:
-            return None
-        found += [(rel, call) for call in calls]
-    return found
+def call_sites(sources: dict[str, str], include_dirs: tuple[Path, ...]) -> list[tuple[str, CmsisNnCall]] | None:
+    """Every context-taking CMSIS-NN call of the module's files, read from their syntax trees, or None
+    when one is not in TVM's shape."""
+    return cmsis_nn_call_sites(sources, include_dirs)
 
 
 def plan_scratch(sites: list[tuple[str, CmsisNnCall]], tree: Path, headers: dict[str, str],
