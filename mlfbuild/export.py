@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 import subprocess
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
@@ -31,6 +30,7 @@ from .project.cmsis_nn import CmsisNnLibrary, render_cmsis_nn
 from .project.library import LibraryFiles, render_library
 from .project.runtime import builtin_runtime_files, crt_defines, is_board_support
 from .toolchain import find_tools
+from .untrusted import read_regular
 
 MARKER = "mlfbuild-export.json"  # what makes a folder an export (and what `export --json` prints)
 _TOOLCHAIN_FILE = "cmake/arm-none-eabi.cmake"
@@ -134,14 +134,36 @@ def _export(mlfs: list[Path], libraries: list[ModelLibrary], board: Board, folde
         writer.write(target, env.get_template(f"export/{template}").render(**context))
     if not board.is_host:
         writer.write(_TOOLCHAIN_FILE, env.get_template("export/arm-none-eabi.cmake.j2").render(**context))
-    shutil.rmtree(folder / "prebuilt", ignore_errors=True)
     libraries_built = _prebuild(folder, files, board, arch_flags, options, package, jobs)
+    writer.written.update(libraries_built.values())
     description = _describe(folder, package, name, board, arch_flags, float_abi, rendered, files, libraries_built,
                             cmsis)
+    previous = owned_files(folder)
+    description["files"] = sorted(writer.written | {MARKER})
     writer.write(MARKER, json.dumps(description, indent=2) + "\n")
-    for sub in ("src", "include", "crt", "model", "board", "cmake", "example", "lib"):
-        writer.prune(sub)
+    writer.prune_owned(previous)  # what the last export wrote and this one did not; never the user's files
     return ExportResult(folder=folder, description=description)
+
+
+def owned_files(folder: Path) -> list[str]:
+    """The files an earlier export into `folder` recorded writing (none for a marker without the
+    record, such as an export's marker copied into a project): only those may be replaced or removed."""
+    try:
+        recorded = json.loads(read_regular(folder / MARKER, "the export's record", _MARKER_LIMIT)).get("files", [])
+    except (OSError, ValueError, AttributeError, InvalidInputError):
+        return []
+    if not isinstance(recorded, list):
+        return []
+    return [item for item in recorded if isinstance(item, str) and _inside(item)]
+
+
+_MARKER_LIMIT = 4 << 20
+
+
+def _inside(relative: str) -> bool:
+    """A path recorded in the marker names a file inside the folder: relative, no `..`, no empty part."""
+    parts = relative.split("/")
+    return bool(relative) and not relative.startswith("/") and all(part not in ("", ".", "..") for part in parts)
 
 
 def _file_lists(rendered, crt_sources: list[str], cmsis_nn: CmsisNnLibrary | None) -> dict[str, list]:

@@ -577,3 +577,37 @@ def test_an_app_that_prints_before_mlfrt_init_runs_and_exits(fixtures_dir, tmp_p
     done = cli("run", str(tmp_path / "b"), "--timeout", "30")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "before any init" in done.stdout and "exited with status 0" in done.stdout
+
+
+@pytest.mark.cross
+def test_an_export_owns_exactly_the_files_it_wrote(tmp_path):
+    """Re-exporting replaced the export's own files and deleted every other file under src/ and include/
+    (the user's among them); a project root holding a copied mlfbuild-export.json lost its src/main.c.
+    Now an export removes only what the previous one recorded writing."""
+    mlf = str(REPO / "examples" / "tiny_aot.tar")
+    folder = tmp_path / "e"
+    assert cli("export", mlf, "-b", "mps2-an386", "-o", str(folder)).returncode == 0
+    first = json.loads((folder / "mlfbuild-export.json").read_text())["files"]
+    assert "prebuilt/libmlf_tiny.a" in first and all((folder / f).is_file() for f in first)
+    mine = {"src/mine.c": "int mine;\n", "include/mine.h": "#define MINE 1\n", "notes.txt": "mine\n"}
+    for relative, text in mine.items():
+        (folder / relative).parent.mkdir(parents=True, exist_ok=True)
+        (folder / relative).write_text(text)
+    again = cli("export", mlf, "-b", "mps2-an386", "-o", str(folder), "--name", "renamed")
+    assert again.returncode == 0, again.stderr
+    assert all((folder / relative).read_text() == text for relative, text in mine.items())
+    assert not (folder / "prebuilt" / "libmlf_tiny.a").exists()  # the previous export's, not written again
+    assert (folder / "prebuilt" / "libmlf_renamed.a").is_file()
+
+    project = tmp_path / "project"  # an export's contents copied into a project with its own main.c
+    project.mkdir()
+    for relative in first:
+        (project / relative).parent.mkdir(parents=True, exist_ok=True)
+        (project / relative).write_bytes((folder / relative).read_bytes() if (folder / relative).exists() else b"")
+    marker = json.loads((folder / "mlfbuild-export.json").read_text())
+    del marker["files"]  # a marker without the record of what it wrote owns nothing
+    (project / "mlfbuild-export.json").write_text(json.dumps(marker))
+    (project / "src").mkdir(exist_ok=True)
+    (project / "src" / "main.c").write_text("int main(void) { return 0; }\n")
+    assert cli("export", mlf, "-b", "mps2-an386", "-o", str(project)).returncode == 0
+    assert (project / "src" / "main.c").read_text() == "int main(void) { return 0; }\n"

@@ -11,6 +11,7 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterable
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
@@ -107,6 +108,18 @@ class Writer:
 
     def copy(self, source: Path, relative: str) -> None:
         self.write(relative, source.read_bytes())
+
+    def prune_owned(self, owned: Iterable[str]) -> None:
+        """Remove the files of `owned` (what an earlier render recorded writing) that this render did
+        not write, and the folders that leaves empty; nothing else in the folder is touched."""
+        for relative in sorted(set(owned) - self.written):
+            path = self.root / relative
+            if path.is_file() or path.is_symlink():
+                path.unlink()
+            parent = path.parent
+            while parent != self.root and parent.is_dir() and not any(parent.iterdir()):
+                parent.rmdir()
+                parent = parent.parent
 
     def prune(self, folder: str) -> None:
         """Remove files a previous render wrote under `folder` that this render did not."""
