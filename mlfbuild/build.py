@@ -56,11 +56,22 @@ def build(mlf: Path, board_name: str, outdir: Path, *, options: ProjectOptions =
     for the build: a second build into it at the same time is refused (UsageError)."""
     board = load_board(board_name, list(board_files))
     _check_stack_bytes(options.stack_bytes, board)
+    _check_folder(Path(outdir))
     outdir = outfolder.prepare(Path(outdir))
     with outfolder.locked(outdir):
         return _build(Path(mlf), board, outdir, options=options, jobs=jobs, progress=progress,
                       max_mlf_bytes=max_mlf_bytes, budget_flash=budget_flash, budget_ram=budget_ram,
                       verbose=verbose, max_graph_nodes=max_graph_nodes, build_timeout=build_timeout)
+
+
+def _check_folder(folder: Path) -> None:
+    """A build goes into a new or empty folder, or one an earlier build wrote (its lock, record or log
+    is there); never into a folder of the user's own files, which project/, mlf/ and firmware.* would
+    be mixed into."""
+    ours = (outfolder.LOCK_FILE, build_folder.BUILD_RECORD, build_folder.BUILD_LOG)
+    if folder.is_dir() and any(folder.iterdir()) and not any((folder / name).exists() for name in ours):
+        raise UsageError(f"{folder}: exists, is not empty and is not an mlfbuild build folder; name a new or "
+                         "empty folder, or a previous build's")
 
 
 def _check_stack_bytes(stack_bytes: int | None, board: Board) -> None:

@@ -329,3 +329,18 @@ def test_a_wrong_input_costs_the_user_nothing_of_the_last_build(tmp_path):
     assert {name: (out / name).read_bytes() for name in kept} == kept
     assert sorted(p.relative_to(out) for p in (out / "mlf").rglob("*")) == unpacked
     assert not (out / ".mlf-staging").exists()
+
+
+def test_a_folder_of_the_users_own_files_is_not_built_into(tmp_path):
+    """`build -o` a folder holding the user's files mixed project/, mlf/ and firmware.* into it; it is
+    refused as export refuses it (exit 2, one line), and left as it was."""
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine\n")
+    done = cli("build", str(REPO / "examples" / "tiny_aot.tar"), "-b", "host", "-o", str(mine))
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
+    assert "is not an mlfbuild build folder" in done.stderr
+    assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"]
+    again = tmp_path / "out"  # a previous build's folder is built into again
+    assert cli("build", str(REPO / "examples" / "tiny_aot.tar"), "-b", "host", "-o", str(again)).returncode == 0
+    assert cli("build", str(REPO / "examples" / "tiny_aot.tar"), "-b", "host", "-o", str(again)).returncode == 0
