@@ -410,3 +410,21 @@ def test_a_firmware_from_other_templates_gets_a_rebuild_hint_when_it_does_not_an
     (out / "firmware.elf").chmod(0o755)
     with pytest.raises(RunError, match="rebuild it with mlfbuild build"):
         run_build(out, timeout=2)
+
+
+@pytest.mark.parametrize("arrays, message", [
+    ({"not_an_input": np.zeros((1, 16), np.int8)}, "no key names an input of the firmware (not_an_input); it takes input"),
+    ({"input": np.full((1, 16), np.nan, np.float32)}, "input 'input' holds NaN or infinite values"),
+    ({"input": np.full((1, 16), 1000, np.int64)}, "input 'input' holds values from 1000 to 1000, outside int8's -128..127"),
+])
+def test_inputs_that_would_be_ignored_or_changed_are_refused(build_firmware, tmp_path, arrays, message):
+    """Keys that match no input ran random inputs and said "not checked", exit 0; NaN was quantized with
+    numpy's warnings and an int64 1000 cast to int8 without a word. Each is bad input: exit 3, one line."""
+    from conftest import REPO, cli
+
+    out = build_firmware(REPO / "examples" / "tiny_aot.tar", "host")
+    path = tmp_path / "inputs.npz"
+    np.savez(path, **arrays)
+    done = cli("run", str(out), "--input", str(path))
+    assert done.returncode == 3 and message in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "RuntimeWarning" not in done.stderr

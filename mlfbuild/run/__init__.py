@@ -168,6 +168,17 @@ def _sample_inputs(model: dict, given: dict[str, np.ndarray], inputs_path, refer
             random_samples(spec["name"], spec["dtype"], spec["shape"], count, seed) for spec in model["inputs"]}
 
 
+def _check_inputs_match(given: dict[str, np.ndarray], path, models: list[dict]) -> None:
+    """A tensor file none of whose keys names an input would be ignored and random inputs run instead,
+    passing a check it never made: refused, naming what the models take."""
+    if not given or any(pick(given, model, spec) is not None for model in models for spec in model["inputs"]):
+        return
+    expected = ", ".join(f"{spec['name']}" if len(models) == 1 else f"{model['name']}/{spec['name']}"
+                         for model in models for spec in model["inputs"])
+    raise InvalidInputError(f"{path}: no key names an input of the firmware ({', '.join(sorted(given)) or 'none'}); "
+                            f"it takes {expected}")
+
+
 def _check_tolerances(**given: float | None) -> None:
     """Tolerances follow units.tolerance (finite, ≥ 0) whoever passes them: an infinite one passes anything."""
     for name, value in given.items():
@@ -191,6 +202,7 @@ def run_build(build_dir: Path, *, port: str | None = None, baud: int = 115200, i
     record = build_folder.load(build_dir).data
     models = record["models"]
     given = load_tensors(inputs)
+    _check_inputs_match(given, inputs, models)
     refs = resolve_references(list(references), models)
     # Every input and reference is ready, and checked against its model, before the firmware starts.
     warnings: list[str] = []

@@ -71,6 +71,13 @@ def as_input_dtype(value: np.ndarray, dtype: str, quantization: tuple[float, int
     parameters, and refused where no model gives them."""
     wanted = np.dtype(dtype)
     floating = np.issubdtype(value.dtype, np.floating)
+    if floating and not np.all(np.isfinite(value)):
+        raise InvalidInputError(f"{source}: input '{name}' holds NaN or infinite values")
+    if np.issubdtype(value.dtype, np.integer) and np.issubdtype(wanted, np.integer) and value.size:
+        info = np.iinfo(wanted)
+        if value.min() < info.min or value.max() > info.max:
+            raise InvalidInputError(f"{source}: input '{name}' holds values from {value.min()} to {value.max()}, "
+                                    f"outside {dtype}'s {info.min}..{info.max}")
     if floating and np.issubdtype(wanted, np.integer):
         if quantization is None:
             raise InvalidInputError(f"{source}: input '{name}' holds {value.dtype} values, the model takes "
