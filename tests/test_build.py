@@ -344,3 +344,9 @@ def test_a_folder_of_the_users_own_files_is_not_built_into(tmp_path):
     again = tmp_path / "out"  # a previous build's folder is built into again
     assert cli("build", str(REPO / "examples" / "tiny_aot.tar"), "-b", "host", "-o", str(again)).returncode == 0
     assert cli("build", str(REPO / "examples" / "tiny_aot.tar"), "-b", "host", "-o", str(again)).returncode == 0
+
+
+@pytest.mark.parametrize("jobs", ["0", "-3", "two"])
+def test_a_number_of_jobs_that_runs_nothing_is_refused(jobs, tmp_path):
+    done = cli("build", str(REPO / "examples" / "tiny_aot.tar"), "-b", "host", "-o", str(tmp_path / "o"), "-j", jobs)
+    assert done.returncode == 2 and "argument --jobs/-j" in done.stderr and not (tmp_path / "o").exists()

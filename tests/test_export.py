@@ -561,6 +561,10 @@ def test_export_into_a_relative_folder_as_the_readme_writes_it(tmp_path):
     assert description["folder"] == "tiny-export"
     archive = next((tmp_path / "tiny-export" / "prebuilt").glob("libmlf_*.a")).read_bytes()
     assert str(tmp_path).encode() not in archive  # the objects name their sources relative to the folder
+    # A make user compiles the model as the prebuilt libraries were: the export's -O level and C dialect.
+    flags = next(line for line in (tmp_path / "tiny-export" / "mlf.mk").read_text().splitlines()
+                 if line.startswith("MLF_TINY_CFLAGS :="))
+    assert " -Os -std=gnu11 " in flags
 
 
 @pytest.mark.qemu

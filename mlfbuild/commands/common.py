@@ -45,7 +45,8 @@ def add_build_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--toolchain-prefix", default="arm-none-eabi-", help="cross compiler prefix")
     parser.add_argument("--opt", choices=OPT_LEVELS,
                         help="optimisation level (default -Os; `--opt -O2` or `--opt=-O2`)")
-    parser.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 2, help="parallel compile jobs")
+    parser.add_argument("--jobs", "-j", type=positive_int, default=os.cpu_count() or 2,
+                        help="parallel compile jobs (1 or more)")
     parser.add_argument("--verbose", "-v", action="store_true",
                         help="show the compiler's output as it comes (it is always kept in OUT/build.log)")
     parser.add_argument("--budget-flash", type=parse_size, metavar="N", help="fail (exit 5) above this flash use")
@@ -107,3 +108,14 @@ def coloured_verdict(text: str) -> str:
     head, _, verdict = text.rpartition("\n")
     colour = GREEN if verdict.startswith("result: pass") else RED if "MISMATCH" in verdict else YELLOW
     return f"{head}\n{paint(verdict, colour, sys.stdout)}"
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1 (`-j 0` would run no compiler at all)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is less than 1")
+    return value
