@@ -85,13 +85,18 @@ def _check_folder(folder: Path) -> None:
 
 
 def _check_names(libraries: list[ModelLibrary]) -> None:
-    seen: set[str] = set()
+    seen: dict[str, str] = {}
     for lib in libraries:
         for module in lib.modules:
-            if module.name in seen:
+            other = seen.get(module.name.casefold())
+            if other == module.name:
                 raise InvalidInputError(f"two modules are named '{module.name}': their symbols (tvmgen_{module.name}_*) "
                                         "would clash in one image; export them with different module names")
-            seen.add(module.name)
+            if other is not None:  # tiny and TINY: one include guard, one set of MLF_TINY_* macros
+                raise InvalidInputError(f"modules '{other}' and '{module.name}' differ only in case: their headers' "
+                                        f"guards and MLF_{module.name.upper()}_* macros would be one; export them "
+                                        "with names that differ otherwise")
+            seen[module.name.casefold()] = module.name
     callers = [lib for lib in libraries if any(m.cmsis_nn for m in lib.modules)]
     if len(callers) > 1:
         raise UsageError(f"{len(callers)} of the MLFs call CMSIS-NN: one export compiles the library and its "

@@ -169,7 +169,7 @@ def test_the_library_is_required_and_must_be_a_cmsis_nn_tree(fixtures_dir, tmp_p
     result = cli("build", str(mlf), "--board", "mps3-an547", "-o", str(tmp_path / "a"))
     assert result.returncode == EXIT_BUILD and "--cmsis-nn" in result.stderr
     result = cli("build", str(mlf), "--board", "mps3-an547", "--cmsis-nn", str(tmp_path), "-o", str(tmp_path / "b"))
-    assert result.returncode == EXIT_BUILD and "not a CMSIS-NN source tree" in result.stderr
+    assert result.returncode == 3 and "not a CMSIS-NN source tree" in result.stderr  # bad input, as other damaged trees
 
 
 def test_the_library_gets_every_feature_of_the_board(tmp_path, cmsis_nn):
@@ -553,3 +553,23 @@ def test_mve_fully_connected_without_its_kernel_sums_fails(fixtures_dir, cmsis_n
 def test_builds_without_cmsis_nn_record_none(build_firmware):
     out = build_firmware(REPO / "examples" / "tiny_aot.tar", "mps2-an386")
     assert "cmsis_nn" not in json.loads((out / "build.json").read_text())
+
+
+@pytest.mark.deadline(90)
+@pytest.mark.parametrize("trap", ["for (;;) {}", "fork(); for (;;) {}", "char c; read(0, &c, 1); for (;;) {}"])
+def test_a_size_function_that_never_returns_is_stopped_whole(tmp_path, cmsis_nn, monkeypatch, trap):
+    """The size probe runs the user's library on this machine: a get_buffer_size that loops, forks or
+    reads stdin was a traceback after 60 s (and an orphan process). It is stopped whole, in one line."""
+    from mlfbuild.project import cmsis_nn_scratch
+
+    monkeypatch.setattr(cmsis_nn_scratch, "PROBE_SECONDS", 3)
+    tree = _copied_tree(cmsis_nn, tmp_path / "tree")
+    source = tree / "Source" / "FullyConnectedFunctions" / "arm_fully_connected_get_buffer_sizes_s8.c"
+    text = source.read_text().replace("#include", "#include <unistd.h>\n#include", 1)
+    source.write_text(text.replace("_dsp(const cmsis_nn_dims *filter_dims)\n{", "_dsp(const cmsis_nn_dims *filter_dims)\n{\n"
+                                   f"    {trap}", 1))
+    mlf = _mlf(tmp_path, ["c -mcpu=cortex-m4", "cmsis-nn -mcpu=cortex-m4"], [0, 512])
+    with pytest.raises(InvalidInputError, match="probe .* did not finish within 3 s and was stopped"):
+        _render(mlf, "mps2-an386", tmp_path / "r", tree)
+    left = subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True, text=True).stdout.split()
+    assert left == []

@@ -615,3 +615,14 @@ def test_an_export_owns_exactly_the_files_it_wrote(tmp_path):
     (project / "src" / "main.c").write_text("int main(void) { return 0; }\n")
     assert cli("export", mlf, "-b", "mps2-an386", "-o", str(project)).returncode == 0
     assert (project / "src" / "main.c").read_text() == "int main(void) { return 0; }\n"
+
+
+def test_module_names_that_differ_only_in_case_are_refused(tmp_path):
+    """`tiny` and `TINY` exported together shared one include guard and every MLF_TINY_* macro."""
+    from mlfwriter import TinyModel, tar_tree
+
+    lower = tar_tree(TinyModel("tiny").files(), tmp_path / "lower.tar")
+    upper = tar_tree(TinyModel("TINY").files(), tmp_path / "upper.tar")
+    done = cli("export", str(lower), str(upper), "-b", "host", "-o", str(tmp_path / "e"))
+    assert done.returncode == 3 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "modules 'tiny' and 'TINY' differ only in case" in done.stderr

@@ -183,7 +183,8 @@ def _checked_tree(tree: Path | None, users: list[Module]) -> Path:
         raise BuildError(f"{', '.join(m.name for m in users)}: the generated code calls CMSIS-NN (arm_nnfunctions.h); "
                          "point --cmsis-nn at a CMSIS-NN source tree (github.com/ARM-software/CMSIS-NN)")
     if not (tree / "Include" / "arm_nnfunctions.h").is_file() or not (tree / "Source").is_dir():
-        raise BuildError(f"{tree}: not a CMSIS-NN source tree (expected Include/arm_nnfunctions.h and Source/)")
+        # A damaged tree is bad input, as its unreadable files are (exit 3): one class for both.
+        raise InvalidInputError(f"{tree}: not a CMSIS-NN source tree (expected Include/arm_nnfunctions.h and Source/)")
     return tree
 
 

@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from ..errors import BuildError
+from ..errors import BuildError, InvalidInputError
 from ..toolchain import first_error, run_compiler
 from ..canalysis.callsites import CmsisNnCall, cmsis_nn_call_sites
 
@@ -37,6 +36,7 @@ _SIZE_ARGUMENTS = {
 # Host variants of the size functions per compiled feature set (arm_nnfunctions.h, v4.1.0 and v6.0.0).
 _HOST_VARIANT = {"mve": "_mve", "dsp": "_dsp"}
 
+PROBE_SECONDS = 30  # the size functions are arithmetic: they return in microseconds
 KERNEL_SUMS = "arm_vector_sum_s8"
 _KERNEL_SUM_USERS = ("arm_fully_connected_s8",)
 # The kernel sums arm_fully_connected_s8 reads from its buffer on MVE, by the parameter names of the
@@ -253,10 +253,17 @@ def _probe(calls: list[tuple[str, tuple[str, ...], CmsisNnCall]], tree: Path, he
     if built.returncode != 0:
         raise BuildError(f"could not build the CMSIS-NN buffer-size probe with {compiler}: "
                          f"{first_error(built.stderr, memory)}")
-    ran = subprocess.run([str(work / "probe")], capture_output=True, text=True, timeout=60)
+    # The probe runs the user's library code on this machine: in its own process group, with no stdin,
+    # bounded in time and memory, and stopped whole (a fork included) when it does not finish.
+    try:
+        ran = run_compiler([str(work / "probe")], memory=memory, timeout=PROBE_SECONDS)
+    except BuildError:
+        raise InvalidInputError(f"the CMSIS-NN buffer-size probe (the tree's get_buffer_size functions, run on this "
+                                f"machine) did not finish within {PROBE_SECONDS} s and was stopped") from None
     values = ran.stdout.split()
     if ran.returncode != 0 or len(values) != len(calls):
-        raise BuildError(f"the CMSIS-NN buffer-size probe failed (exit {ran.returncode})")
+        raise InvalidInputError(f"the CMSIS-NN buffer-size probe (the tree's get_buffer_size functions) failed "
+                                f"(exit {ran.returncode})")
     sizes = [int(v) for v in values]
     for size, (function, _, call) in zip(sizes, calls):
         if size < 0:
