@@ -22,6 +22,7 @@ from ..schemas import RUN as RUN_SCHEMA
 from ..units import tolerance
 from .compare import Comparison, compare, is_classifier
 from .references import Reference, pick, resolve as resolve_references
+from .twin import HostTwinReference, twin_outputs
 from .samples import as_input_dtype, check_sample_bytes, dequantize as dequantize_values, random_samples, sample_axis
 from ..project.runtime import fault_exit_code
 from .profile import Profile, profiled_transport, with_profile
@@ -50,6 +51,7 @@ class ModelRun:
     samples: int = 1  # inputs run (each `repeat` times); `outputs` holds the last one's
     model_derived: bool = False  # the reference was computed from the original model (the LSB tolerance)
     quantization: dict[str, tuple[float, int]] = field(default_factory=dict)  # tensor → (scale, zero point)
+    all_outputs: dict[str, np.ndarray] = field(default_factory=dict, repr=False)  # every sample's, stacked
 
     @property
     def latency_ms(self) -> float:
@@ -208,6 +210,9 @@ def run_build(build_dir: Path, *, port: str | None = None, baud: int = 115200, i
     warnings: list[str] = []
     feeds = {m["name"]: _sample_inputs(m, given, inputs, refs.get(m["name"]), samples, seed, warnings)
              for m in models}
+    twins = {id(ref): ref for ref in refs.values() if isinstance(ref, HostTwinReference)}.values()
+    for twin in twins:  # one twin run serves every model it is the reference of
+        twin.outputs = twin_outputs(Path(build_dir), record, feeds, timeout)
     expected = {m["name"]: refs[m["name"]].expected(m, feeds[m["name"]]) for m in models if m["name"] in refs}
     for model in models:
         _check_sample_counts(model, refs.get(model["name"]), feeds[model["name"]], expected.get(model["name"]))
@@ -230,8 +235,11 @@ def run_build(build_dir: Path, *, port: str | None = None, baud: int = 115200, i
             raise RunError(f"the firmware has {hello.models} model(s), build.json lists {len(models)}: "
                            "is this the firmware of this build?")
         for model in models:
-            results.append(_run_model(client, model, feeds[model["name"]], refs.get(model["name"]),
-                                      expected.get(model["name"]), repeat, atol, rtol, hello.timer_hz,
+            reference = refs.get(model["name"])
+            exact = isinstance(reference, HostTwinReference)  # the firmware against its own MLF: no tolerance
+            results.append(_run_model(client, model, feeds[model["name"]], reference,
+                                      expected.get(model["name"]), repeat, 0.0 if exact else atol,
+                                      0.0 if exact else rtol, hello.timer_hz,
                                       stack_measured=record["board"]["kind"] != "host", progress=progress))
         if transport.boots_fresh:  # a flashed board keeps serving: the next run finds it ready
             client.quit(0)
@@ -345,7 +353,7 @@ def _run_model(client: Client, model: dict, feed: dict[str, np.ndarray], referen
     stacked = {name: np.stack(values) for name, values in outputs.items()}
     run = ModelRun(name=model["name"], ticks=ticks, timer_hz=timer_hz, workspace_peak=workspace,
                    stack_peak=stack if stack_measured else None,
-                   outputs={name: values[-1] for name, values in stacked.items()}, samples=count,
+                   outputs={name: values[-1] for name, values in stacked.items()}, all_outputs=stacked, samples=count,
                    reference=reference.path if reference else None,
                    reference_kind=reference.kind if reference else None,
                    model_derived=bool(reference and reference.model_derived),

@@ -18,6 +18,7 @@ from .samples import sample_axis
 from .tensorfile import load_tensors
 
 _TFLITE_IDENTIFIER = b"TFL3"
+HOST = "host"  # --reference host: the firmware's host twin (run/twin.py)
 # Keys of a tensor file written by `mlfbuild reference` that are not tensors: what made the outputs
 # (the model's file name), and each quantized tensor's [scale, zero point] (inputs by name, outputs
 # as output_<i>, as the tensors are keyed).
@@ -134,7 +135,11 @@ def _is_tflite(path: Path) -> bool:
         return False
 
 
-def _load(path: str) -> Reference:
+def _load(path: str, shared: dict[str, Reference]) -> Reference:
+    if path == HOST:
+        from .twin import HostTwinReference
+
+        return shared.setdefault(HOST, HostTwinReference())
     if _is_tflite(Path(path)):
         from ..reference.tflite import read_tflite
 
@@ -163,6 +168,8 @@ def keyed_quantization(tflite) -> dict[str, tuple[float, int]]:
 
 
 def _fits(reference: Reference, model: dict) -> bool:
+    if reference.path == HOST:
+        return True
     if isinstance(reference, ModelReference):
         from ..reference.signature import mismatch
 
@@ -176,13 +183,14 @@ def resolve(items: list[str], models: list[dict]) -> dict[str, Reference]:
     from ..reference.signature import mismatch
 
     chosen: dict[str, Reference] = {}
+    shared: dict[str, Reference] = {}  # the host twin: one build and run for every model it serves
     names = [m["name"] for m in models]
     for item in items:
         name, _, path = item.rpartition("=") if "=" in item and not Path(item).exists() else ("", "", item)
         if name and name not in names:
             raise InvalidInputError(f"--reference {item}: this firmware has no model '{name}'"
                                     f"{did_you_mean(name, names)}; its models: {', '.join(names)}")
-        reference = _load(path)
+        reference = _load(path, shared)
         targets = [m for m in models if m["name"] == name] if name else [m for m in models if _fits(reference, m)]
         if isinstance(reference, ModelReference):
             for model in targets or models:

@@ -1,0 +1,63 @@
+"""The firmware's host twin: the same MLF, the same sources and memory plan, compiled natively and run
+on the same samples (`run --reference host`).
+
+It needs neither TVM nor LiteRT, and it answers one question exactly: does the firmware compute what
+its MLF computes? A difference is the firmware's (toolchain, board, runtime, a damaged image), never
+the model's, so it is always a failure, whatever tolerance the user gave. CMSIS-NN calls run through
+the library's generic C on the host (the paths are bit-exact with the DSP and MVE ones on the
+fixtures measured in docs/references.md).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .references import HOST, Reference
+
+TWIN_FOLDER = "host-twin"  # under the build folder: the twin's own build
+
+
+@dataclass
+class HostTwinReference(Reference):
+    path: str = HOST
+    outputs: dict[str, list[np.ndarray]] = field(default_factory=dict)  # model → its outputs, all samples
+
+    @property
+    def kind(self) -> str:
+        return "the same MLF compiled for the host (its own code and plan)"
+
+    def expected(self, model: dict, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
+        return self.outputs[model["name"]]
+
+
+def twin_outputs(build_dir: Path, record: dict, feeds: dict[str, dict[str, np.ndarray]],
+                 timeout: float) -> dict[str, list[np.ndarray]]:
+    """Build the twin (incrementally, in BUILD/host-twin) and run it on `feeds`: each model's outputs,
+    every sample, in output order."""
+    from ..build import build
+    from . import run_build
+
+    twin = build(Path(build_dir) / "mlf", HOST, Path(build_dir) / TWIN_FOLDER, options=_options(record))
+    with tempfile.TemporaryDirectory(prefix="mlfbuild-twin-") as scratch:
+        inputs = Path(scratch) / "inputs.npz"
+        np.savez(inputs, **{f"{model}/{name}": value for model, values in feeds.items() for name, value in values.items()})
+        result = run_build(twin.outdir, inputs=inputs, timeout=timeout)
+    by_model = {run.name: run for run in result.models}
+    return {m["name"]: [by_model[m["name"]].all_outputs[spec["name"]] for spec in m["outputs"]]
+            for m in record["models"]}
+
+
+def _options(record: dict):
+    """The firmware's own build options, as far as they apply on the host: the optimisation level, the
+    runtime, and the CMSIS-NN tree (compiled there through its generic C)."""
+    from ..project import ProjectOptions
+
+    cmsis_nn = record.get("cmsis_nn") or {}
+    flags = [flag for flag in record.get("flags", {}).get("cflags", []) if flag.startswith("-O")]
+    return ProjectOptions(runtime=record.get("runtime", "builtin"), optimize=flags[0] if flags else "-Os",
+                          cmsis_nn=Path(cmsis_nn["path"]) if cmsis_nn.get("path") else None,
+                          cmsis_core=Path(cmsis_nn["cmsis_core"]["path"]) if cmsis_nn.get("cmsis_core") else None)
