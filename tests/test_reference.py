@@ -249,14 +249,26 @@ def test_kws_against_its_tflite_over_100_samples(build_firmware, fixtures_dir, m
     assert model["quantization"]["input_1"] == {"scale": pytest.approx(0.5847029, rel=1e-6), "zero_point": 83}
     assert output["rule"] == "top-1" and output["samples"] == 100 and output["top1_agreement"] >= 90
     assert 0 < output["exact_samples"] < 100 and output["max_abs_error"] > 0  # not bit-exact, and said so
+    # The difference is the MLF's (TVM's lowering), not the firmware's: that link is exact.
+    chain = model["chain"]
+    assert chain["firmware_vs_mlf"][0]["exact_samples"] == 100 and chain["firmware_vs_mlf"][0]["rule"] == "exact"
+    assert chain["mlf_vs_model"][0]["max_abs_error"] == output["max_abs_error"]
+    assert chain["verdict"].startswith("the firmware computes exactly what the MLF computes, and the MLF meets")
 
 
 def test_damaged_weights_fail_against_the_tflite(build_firmware, fixtures_dir, models_dir, tmp_path):
     damaged = negate_convolution_weights(fixtures_dir / KWS_AOT, tmp_path / "damaged.tar")
     build = build_firmware(damaged, "host")
-    code, result, _ = _run_json(str(build), "--reference", str(models_dir / KWS_MODEL), "--samples", "50")
+    code, result, err = _run_json(str(build), "--reference", str(models_dir / KWS_MODEL), "--samples", "50")
     assert code == 7
     assert result["models"][0]["outputs"][0]["top1_agreement"] < 45
+    # An MLF whose lowering differs from its .tflite: the firmware is exact against its MLF, and the
+    # message says which link broke.
+    chain = result["models"][0]["chain"]
+    assert chain["firmware_vs_mlf"][0]["ok"] and not chain["mlf_vs_model"][0]["ok"]
+    assert chain["verdict"] == ("the firmware computes exactly what the MLF computes; the MLF differs from "
+                                f"{models_dir / KWS_MODEL} (TVM's conversion of the model)")
+    assert "the firmware computes exactly what the MLF computes; the MLF differs from" in err
 
 
 def test_multi_module_firmware_checks_each_model_against_its_own(build_firmware, fixtures_dir, models_dir,

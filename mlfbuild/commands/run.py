@@ -82,7 +82,8 @@ class RunCommand(Command):
         if args.junit:  # after the verdict is shown: a JUnit file that cannot be written loses nothing else
             write_report_file(args.junit, junit_xml(result, board))
         if result.status == MISMATCH:
-            raise MismatchError("outputs differ from the reference (see above)")
+            verdicts = [m.chain_verdict for m in result.models if m.status == "mismatch" and m.chain_verdict]
+            raise MismatchError(f"{verdicts[0] if verdicts else 'outputs differ from the reference'} (see above)")
         return 0
 
 

@@ -52,6 +52,10 @@ class ModelRun:
     model_derived: bool = False  # the reference was computed from the original model (the LSB tolerance)
     quantization: dict[str, tuple[float, int]] = field(default_factory=dict)  # tensor → (scale, zero point)
     all_outputs: dict[str, np.ndarray] = field(default_factory=dict, repr=False)  # every sample's, stacked
+    # Against the original model, the chain in two links: the firmware against its MLF (the host twin,
+    # exactly) and the MLF (the twin's outputs) against the model, by the same rule as `comparisons`.
+    firmware_vs_mlf: list[Comparison] = field(default_factory=list)
+    mlf_vs_model: list[Comparison] = field(default_factory=list)
 
     @property
     def latency_ms(self) -> float:
@@ -72,7 +76,7 @@ class ModelRun:
     @property
     def status(self) -> str:
         """match (every output checked and equal), mismatch, or not checked — never a match by default."""
-        if any(not c.ok for c in self.comparisons):
+        if any(not c.ok for c in self.comparisons + self.firmware_vs_mlf):
             return MISMATCH
         return NOT_CHECKED if self.unchecked else MATCH
 
@@ -91,7 +95,23 @@ class ModelRun:
                 "samples": self.samples, "model_derived": self.model_derived,
                 "quantization": {name: {"scale": scale, "zero_point": zero}
                                  for name, (scale, zero) in self.quantization.items()},
-                "outputs": [c.to_json() for c in self.comparisons]}
+                "outputs": [c.to_json() for c in self.comparisons],
+                **({"chain": {"firmware_vs_mlf": [c.to_json() for c in self.firmware_vs_mlf],
+                              "mlf_vs_model": [c.to_json() for c in self.mlf_vs_model],
+                              "verdict": self.chain_verdict}} if self.firmware_vs_mlf else {})}
+
+    @property
+    def chain_verdict(self) -> str | None:
+        """Which link of original model → MLF → firmware a difference comes from (None: no chain run)."""
+        if not self.firmware_vs_mlf:
+            return None
+        if any(not c.ok for c in self.firmware_vs_mlf):
+            return ("the firmware differs from its own MLF (run on the host): a fault of the build, toolchain, "
+                    "board or image, not of the model")
+        if any(not c.ok for c in self.comparisons):
+            return (f"the firmware computes exactly what the MLF computes; the MLF differs from {self.reference} "
+                    "(TVM's conversion of the model)")
+        return f"the firmware computes exactly what the MLF computes, and the MLF meets {self.reference}"
 
 
 @dataclass
@@ -211,8 +231,10 @@ def run_build(build_dir: Path, *, port: str | None = None, baud: int = 115200, i
     feeds = {m["name"]: _sample_inputs(m, given, inputs, refs.get(m["name"]), samples, seed, warnings)
              for m in models}
     twins = {id(ref): ref for ref in refs.values() if isinstance(ref, HostTwinReference)}.values()
+    chain = any(ref.model_derived for ref in refs.values())  # the original model: which link differs?
+    twin_out = twin_outputs(Path(build_dir), record, feeds, timeout) if twins or chain else {}
     for twin in twins:  # one twin run serves every model it is the reference of
-        twin.outputs = twin_outputs(Path(build_dir), record, feeds, timeout)
+        twin.outputs = twin_out
     expected = {m["name"]: refs[m["name"]].expected(m, feeds[m["name"]]) for m in models if m["name"] in refs}
     for model in models:
         _check_sample_counts(model, refs.get(model["name"]), feeds[model["name"]], expected.get(model["name"]))
@@ -243,6 +265,9 @@ def run_build(build_dir: Path, *, port: str | None = None, baud: int = 115200, i
                                       stack_measured=record["board"]["kind"] != "host", progress=progress))
         if transport.boots_fresh:  # a flashed board keeps serving: the next run finds it ready
             client.quit(0)
+        for model, run in zip(models, results):
+            if chain and refs.get(model["name"]) is not None and refs[model["name"]].model_derived:
+                _compare_chain(run, model, twin_out[model["name"]], expected[model["name"]], atol, rtol)
     except RunError as error:
         raise _explain_end(error, transport, transport.close(timeout=2.0), client.text) from None
     except BaseException:  # bad input found mid-run, Ctrl-C, a bug: the emulator must not outlive the run
@@ -261,6 +286,17 @@ def run_build(build_dir: Path, *, port: str | None = None, baud: int = 115200, i
     if warning:
         result.warnings.append(warning)
     return result
+
+
+def _compare_chain(run: ModelRun, model: dict, twin: list[np.ndarray], wanted: list[np.ndarray],
+                   atol: float | None, rtol: float | None) -> None:
+    """The firmware against its MLF (exact, always) and the MLF against the original model (the rule
+    the user's reference is held to), output by output."""
+    input_elements = sum(int(np.prod(spec["shape"], dtype=np.int64)) for spec in model["inputs"])
+    for spec, mlf, expected in zip(model["outputs"], twin, wanted):
+        run.firmware_vs_mlf.append(compare(spec["name"], run.all_outputs[spec["name"]], mlf, 0.0, 0.0))
+        run.mlf_vs_model.append(compare(spec["name"], mlf, expected, atol, rtol, model_derived=True,
+                                        classifier=is_classifier(spec["shape"], input_elements)))
 
 
 def _stack_overflow_warnings(models: list[ModelRun], reserve: int | None) -> list[str]:

@@ -34,6 +34,10 @@ def _model_lines(model: ModelRun, dequantize: bool) -> list[str]:
         lines.append("    quantization: " + ", ".join(f"{name} scale {scale:.7g} zero point {zero}"
                                                      for name, (scale, zero) in model.quantization.items()))
     lines += [f"    {c.name}: {_comparison(c)}" for c in model.comparisons]
+    if model.firmware_vs_mlf:
+        lines += [f"    firmware vs its MLF (host twin), {c.name}: {_comparison(c)}" for c in model.firmware_vs_mlf]
+        lines += [f"    MLF vs {model.reference}, {c.name}: {_comparison(c)}" for c in model.mlf_vs_model]
+        lines.append(f"    verdict: {model.chain_verdict}")
     if model.unchecked:
         why = "no reference for this model" if not model.comparisons else "no reference for these outputs"
         lines.append(f"    not checked ({why}): {', '.join(model.unchecked)}")
@@ -86,7 +90,8 @@ def _verdict(result: RunResult) -> str:
     if result.status == PASS:
         return f"result: pass — all {checked} output(s) of {len(result.models)} model(s) match the reference"
     if result.status == MISMATCH:
-        return "result: MISMATCH — outputs differ from the reference"
+        verdicts = [m.chain_verdict for m in result.models if m.status == MISMATCH and m.chain_verdict]
+        return "result: MISMATCH — " + (verdicts[0] if verdicts else "outputs differ from the reference")
     return (f"result: not checked — {len(result.unchecked)} output(s) had no reference "
             f"({checked} checked{', all matching' if checked else ''})")
 
@@ -166,6 +171,14 @@ def junit_xml(result: RunResult, board: dict | None = None) -> bytes:
             if not c.ok:
                 case.outcome, case.message = FAILURE, c.failure()
                 case.detail = f"max abs error {c.max_abs_error}, first mismatches {c.first_mismatches}"
+                if model.chain_verdict:
+                    case.message = f"{c.failure()}; {model.chain_verdict}"
+            cases.append(case)
+        for c in model.firmware_vs_mlf:  # a firmware that differs from its own MLF fails whatever the tolerance
+            case = JUnitCase(f"{result.board}.{model.name}", f"{c.name} (firmware vs its MLF)", seconds,
+                             properties=properties)
+            if not c.ok:
+                case.outcome, case.message = FAILURE, f"{c.failure()}; {model.chain_verdict}"
             cases.append(case)
         cases += [JUnitCase(f"{result.board}.{model.name}", name, seconds, SKIPPED, "outputs not checked",
                             properties=properties, output=f"ticks={model.ticks} hz={model.timer_hz}")
