@@ -100,3 +100,51 @@ def test_a_buffer_dead_before_another_is_written_shares_its_life_with_nothing_af
 def test_any_text_in_an_operator_is_proven_or_refused_without_crashing(text):
     pool = _pool(text)
     assert pool.problem or all(r.size >= 0 and r.first <= r.last for r in pool.regions)
+
+
+_RESIDUAL = """#include <stdint.h>
+#include <arm_nnfunctions.h>
+static uint8_t global_workspace[8192];
+int32_t tvmgen_t_copy(int8_t* p0, int8_t* out, uint8_t* ws) {
+  for (int32_t i = 0; i < 1024; ++i) { out[i] = p0[i]; }
+  return 0;
+}
+int32_t tvmgen_t_cmsis_nn_main_0(int8_t* a_, int8_t* b_, int8_t* out_, uint8_t* ws) {
+  arm_cmsis_nn_status status = arm_elementwise_add_s8(a_, b_, 128, 1073741824, 0, 128, 1073741824, 0, 20, out_,
+                                                      -128, 1073741824, -19, -128, 127, %(block)s);
+  switch (!status) {
+  case ARM_CMSIS_NN_SUCCESS: break;
+  case ARM_CMSIS_NN_ARG_ERROR: return -1;
+  case ARM_CMSIS_NN_NO_IMPL_ERROR: return -1;
+  }
+  return 0;
+}
+int32_t tvmgen_t___tvm_main__(int8_t* in, int8_t* out, uint8_t* ws) {
+  void* sid_1_let = (&(ws[0]));
+  void* sid_2_let = (&(ws[1024]));
+  void* sid_3_let = (&(ws[2048]));
+  if (tvmgen_t_copy(in, sid_1_let, ws) != 0 ) return -1;
+  if (tvmgen_t_copy(sid_1_let, sid_2_let, ws) != 0 ) return -1;
+  if (tvmgen_t_cmsis_nn_main_0(sid_1_let, sid_2_let, sid_3_let, ws) != 0 ) return -1;
+  if (tvmgen_t_copy(sid_3_let, out, ws) != 0 ) return -1;
+  return 0;
+}
+int32_t tvmgen_t_run(int8_t* in, int8_t* out) { return tvmgen_t___tvm_main__(in, out, ((uint8_t*)&global_workspace)); }
+"""
+
+
+def test_an_element_wise_add_is_sized_by_its_block_size_from_the_librarys_prototype(third_party_dir):
+    """The residual pattern (ic): arm_elementwise_add_s8's operands carry no cmsis_nn_dims; the
+    prototype's block_size states their length, so the pool is re-planned (it was kept: "not stated")."""
+    from conftest import THIRD_PARTY_ENV, required_folder
+    from mlfbuild.project.pool_plan import plan_usmp_pool
+
+    include = (required_folder(third_party_dir / "cmsis-nn-v6.0.0", "CMSIS-NN v6.0.0", THIRD_PARTY_ENV) / "Include",)
+    pool = read_usmp_pool({"t_lib0.c": _RESIDUAL % {"block": "1024"}}, "t", include)
+    regions = {r.name: r for r in pool.regions}
+    assert not pool.problem and {regions[n].size for n in ("sid_1_let", "sid_2_let", "sid_3_let")} == {1024}
+    assert regions["sid_1_let"].last >= regions["sid_3_let"].first  # the skip connection lives until the add
+    plan = plan_usmp_pool({"t_lib0.c": _RESIDUAL % {"block": "1024"}}, "t", include_dirs=include)
+    assert plan.replanned and (plan.tvm_bytes, plan.bytes, plan.floor_bytes) == (8192, 3072, 3072)
+    unbounded = read_usmp_pool({"t_lib0.c": _RESIDUAL % {"block": "(int32_t)a_[0]"}}, "t", include)
+    assert "may be negative or unbounded" in unbounded.problem and "arm_elementwise_add_s8" in unbounded.problem
