@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from conftest import THIRD_PARTY_ENV, entry_id, manifest_entries, required_folder
+from conftest import THIRD_PARTY_ENV, buildable, entry_id, manifest_entries, references_for, required_folder
 from mlfbuild.canalysis.pool import read_usmp_pool
 from mlfbuild.mlf.reader import read_mlf
 from mlfbuild.project.lowering.base import module_sources
@@ -303,3 +303,23 @@ def test_mangled_generated_code_is_replanned_soundly_or_kept(fixtures_dir, third
         assert pool.plan.conflicts() == [] and not pool.reason
     else:
         assert pool.reason and not pool.sources
+
+
+_ALLOCATING = [item for item in manifest_entries() if item[1].get("executor") == "aot" and not item[1].get("usmp")
+               and buildable(item[1], "mps2-an386")]
+
+
+@pytest.mark.qemu
+@pytest.mark.exhaustive
+@pytest.mark.parametrize("item", _ALLOCATING, ids=entry_id)
+def test_every_allocator_pool_holds_what_the_running_code_allocates(fixtures_dir, build_firmware, item):
+    """The dynamic check of the allocator's plan: crt/src/backend.c refuses an allocation past its pool
+    (the run fails) and measures the peak the code reaches; sized at the proven peak, each fixture runs,
+    matches TVM's reference and fills its pool exactly."""
+    from mlfbuild.run import run_build
+
+    fixture_set, entry = item
+    out = build_firmware(fixtures_dir / fixture_set / entry["file"], "mps2-an386")
+    result = run_build(out, references=references_for(fixture_set, entry, fixtures_dir), atol=1e-5, timeout=120)
+    planned = json.loads((out / "build.json").read_text())["workspace_bytes"]
+    assert result.status == "pass" and max(m.workspace_peak for m in result.models) == planned
