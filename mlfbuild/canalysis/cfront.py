@@ -58,7 +58,24 @@ def runtime_include_dir() -> Path:
 
 
 def parse_sources(sources: dict[str, str], include_dirs: list[Path] | tuple[Path, ...] = ()) -> list[ParsedFile]:
-    """Every source preprocessed and parsed; CFrontError on the first that cannot be."""
+    """Every source preprocessed and parsed; CFrontError on the first that cannot be. One build asks
+    for the same module several times (its pool, its allocations, its CMSIS-NN calls): the trees of
+    the last few are kept (nothing changes a tree once parsed)."""
+    key = (tuple(sorted(sources.items())), tuple(str(d) for d in include_dirs))
+    if key in _PARSED:
+        return _PARSED[key]
+    parsed = _parse_all(sources, include_dirs)
+    _PARSED[key] = parsed
+    while len(_PARSED) > _KEEP:
+        del _PARSED[next(iter(_PARSED))]
+    return parsed
+
+
+_PARSED: dict[tuple, list[ParsedFile]] = {}
+_KEEP = 4
+
+
+def _parse_all(sources: dict[str, str], include_dirs) -> list[ParsedFile]:
     compiler = shutil.which("gcc") or shutil.which("cc")
     if compiler is None:
         raise CFrontError("no host C preprocessor (gcc) to read the generated C with")
