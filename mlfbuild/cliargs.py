@@ -162,6 +162,14 @@ def _apply_target(args: argparse.Namespace, command: str, mlf: Path | None, boar
                 raise UsageError(f"no MLF given: name one (mlfbuild {command} MODEL.tar) or write "
                                  f"mlf = \"MODEL.tar\" into mlfbuild.toml")
             setattr(args, key, mlf)
+            if command == "run":  # the project's build folder: run it there, so size finds run.json
+                folder = default_output(mlf, board)
+                from .record import is_build_folder
+
+                if is_build_folder(folder):
+                    args.target = folder
+                elif getattr(args, "output", None) is None:
+                    args.output = folder
     elif command == "size" and args.target is None:
         if mlf is None:
             raise UsageError("no build folder given: name one (mlfbuild size build/NAME) or write "

@@ -384,6 +384,21 @@ def test_project_file_drives_build_run_and_size(tmp_path, monkeypatch, capsys):
     assert "-O3" in json.loads((tmp_path / "other" / "build.json").read_text())["flags"]["cflags"]
 
 
+def test_run_with_no_target_runs_the_projects_build_folder(tmp_path, monkeypatch, capsys):
+    """`mlfbuild run` after `mlfbuild build`, both from mlfbuild.toml: it rebuilt into a temporary folder,
+    so run.json (the stack peak, the profile) never reached the build folder `size` reads."""
+    monkeypatch.chdir(tmp_path)
+    _project(tmp_path, f'mlf = "{EXAMPLE}"\nboard = "host"\nreferences = ["{EXAMPLE_REFERENCE}"]\n')
+    out = tmp_path / "build" / "tiny_aot-host"
+    assert cli.main(["run"]) == 0  # no build yet: built where `mlfbuild build` would put it
+    assert (out / "build.json").is_file() and (out / "run.json").is_file()
+    elf = (out / "firmware.elf").stat().st_mtime_ns
+    (out / "run.json").unlink()
+    capsys.readouterr()
+    assert cli.main(["run"]) == 0 and "result: pass" in capsys.readouterr().out
+    assert (out / "run.json").is_file() and (out / "firmware.elf").stat().st_mtime_ns == elf  # run, not rebuilt
+
+
 def test_project_file_budget_fails_the_build(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     _project(tmp_path, f'mlf = "{EXAMPLE}"\nboard = "host"\n[budgets]\nflash = 1024\n')
