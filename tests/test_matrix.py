@@ -74,8 +74,12 @@ def test_local_matrix_junit_cache_and_retry_failed(fixtures_dir, tmp_path):
     retried = _matrix("--retry-failed", out / "matrix.json", "-o", tmp_path / "again", "--cache", out / "cache",
                       "--json")
     again = json.loads(retried.stdout)["jobs"]
-    assert sorted(r["id"] for r in again) == sorted(f"001-mlp_graph_c-{b}" for b in BOARDS)
-    assert all(r["status"] == "mismatch" and r["cache"] == "hit" for r in again)
+    # The retry runs the failed jobs only, and merges them into the grid: the earlier passes stay.
+    retried_ids = {f"001-mlp_graph_c-{b}" for b in BOARDS}
+    assert {r["id"]: r["status"] for r in again} == status
+    assert all(r["cache"] == "hit" for r in again if r["id"] in retried_ids)
+    assert json.loads((tmp_path / "again" / "matrix.json").read_text())["total"] == 7
+    assert (tmp_path / "again" / "matrix.html").read_text().count('href="jobs/') >= 2
     assert retried.returncode == 7
 
 

@@ -82,6 +82,8 @@ class MatrixCommand(Command):
                                         on_result=progress.finished, on_running=progress.running,
                                         on_warning=_warn)
         progress.close()
+        if args.retry_failed:  # the retried jobs replace their earlier results; the rest of the grid stays
+            results = matrix.merged_with_earlier(args.retry_failed, results)
         report = matrix.document(results)
         write_report_file(args.output / "matrix.json", json.dumps(report, indent=2) + "\n")
         write_report_file(args.output / "matrix.html", matrix.html_grid(results))

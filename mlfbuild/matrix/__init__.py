@@ -13,8 +13,9 @@ from .cache import BuildCache
 from .cluster import dask_client
 from .engine import BuildConfig, Limits, run_matrix
 from .jobs import Entry, Filters, Job, apply_filters, cross, entries_from_file, label, with_default_samples
-from .report import Progress, document, html_grid, jobs_to_retry, junit_xml, matrix_exit_code, summary_table
+from .report import (Progress, document, html_grid, jobs_to_retry, junit_xml, matrix_exit_code, merged_with_earlier,
+                     summary_table)
 
 __all__ = ["BuildCache", "BuildConfig", "Entry", "Filters", "Job", "Limits", "Progress", "apply_filters", "cross",
            "dask_client", "document", "entries_from_file", "html_grid", "jobs_to_retry", "junit_xml", "label",
-           "matrix_exit_code", "run_matrix", "summary_table", "with_default_samples"]
+           "matrix_exit_code", "merged_with_earlier", "run_matrix", "summary_table", "with_default_samples"]

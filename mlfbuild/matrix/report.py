@@ -213,6 +213,14 @@ class Progress:
             self.stream.flush()
 
 
+def merged_with_earlier(path: Path, retried: list[dict]) -> list[dict]:
+    """The earlier matrix's results (read again, as jobs_to_retry read them) with each retried job's
+    new result in its place: a retry completes the grid, it does not replace it."""
+    new = {r["id"]: r for r in retried}
+    return [new.pop(r.get("id"), r) if isinstance(r, dict) else r for r in load_results(path)["jobs"]] + \
+        list(new.values())
+
+
 def jobs_to_retry(path: Path) -> list[Job]:
     """The jobs of an earlier matrix's JSON that failed or errored (passed and skipped ones stay done)."""
     document = load_results(path)
