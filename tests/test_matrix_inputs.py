@@ -437,3 +437,18 @@ def test_project_file_tolerances_are_run_s_defaults(tmp_path):
     (tmp_path / "mlfbuild.toml").write_text("atol = 0.25\nrtol = 0\n")
     project = find_project_file(tmp_path)
     assert (project.atol, project.rtol) == (0.25, 0.0)
+
+
+def test_jobs_file_paths_are_kept_as_the_user_wrote_them(tmp_path):
+    """Paths went through symbolic links (matrix.json named files the user never typed, and a test
+    failed where ../shared is a link); they are made absolute, nothing more. `host` stays a word."""
+    real = tmp_path / "real"
+    real.mkdir()
+    (real / "m.tar").write_bytes(b"")
+    (real / "r.npz").write_bytes(b"")
+    (tmp_path / "linked").symlink_to(real, target_is_directory=True)
+    jobs = tmp_path / "jobs.json"
+    jobs.write_text(json.dumps([{"mlf": "linked/m.tar", "references": ["linked/r.npz", "m=host"]}]))
+    (entry,) = entries_from_file(jobs)
+    assert entry.mlf == str(tmp_path / "linked" / "m.tar")
+    assert entry.references == (str(tmp_path / "linked" / "r.npz"), "m=host")

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import os
 import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..errors import InvalidInputError
+from ..run.references import HOST
 from ..units import tolerance
 from ..untrusted import MAX_TEXT_BYTES, read_regular
 from .layout import is_plain_name, plain_name
@@ -127,7 +129,7 @@ def _entry(item: dict, base: Path) -> Entry:
     if not isinstance(references, list) or not isinstance(boards, list) \
             or not all(isinstance(r, str) for r in references) or not all(isinstance(b, str) and b for b in boards):
         raise ValueError(f"\"references\" and \"boards\" of job {item['mlf']} must be lists of strings")
-    return Entry(mlf=str((base / item["mlf"]).resolve()),
+    return Entry(mlf=_absolute(base / item["mlf"]),
                  references=tuple(_resolve_reference(r, base) for r in references), boards=tuple(boards),
                  atol=_tolerance(item.get("atol")), rtol=_tolerance(item.get("rtol")),
                  samples=_samples(item.get("samples")))
@@ -135,7 +137,15 @@ def _entry(item: dict, base: Path) -> Entry:
 
 def _resolve_reference(reference: str, base: Path) -> str:
     model, sep, file = reference.rpartition("=")
-    return f"{model}{sep}{(base / file).resolve()}"
+    if file == HOST:  # the firmware's host twin, not a file
+        return reference
+    return f"{model}{sep}{_absolute(base / file)}"
+
+
+def _absolute(path: Path) -> str:
+    """The path the user wrote, made absolute without following symbolic links: matrix.json names
+    the files the user named, not where links lead."""
+    return os.path.abspath(path)
 
 
 def cross(entries: list[Entry], boards: list[str]) -> list[Job]:
