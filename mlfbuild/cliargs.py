@@ -29,7 +29,8 @@ GUIDE: dict[str, tuple[tuple[str, ...], str]] = {
               "4 build failed, 5 over budget, 9 disk full or read-only"),
     "run": (("run build/kws --reference kws.npz --repeat 10",
              "run model.tar -b host --reference kws.npz --json",
-             "run build/kws --reference kws.tflite --samples 100"),
+             "run build/kws --reference kws.tflite --samples 100",
+             "run build/kws --reference host --samples 1000"),
             "0 ok (or outputs not checked), 2 usage, 3 invalid input, 4 build failed (MLF targets) or LiteRT "
             "not installed (a .tflite reference: pip install 'mlfbuild[reference]'), "
             "6 run failed or timed out, 7 outputs differ from the reference, 9 disk full or read-only"),
@@ -37,7 +38,7 @@ GUIDE: dict[str, tuple[tuple[str, ...], str]] = {
                    "reference kws.tflite --input recordings.npz -o kws-ref.npz"),
                   "0 ok, 2 usage, 3 invalid input (model, tensors), 4 LiteRT not installed "
                   "(pip install 'mlfbuild[reference]'), 6 LiteRT did not finish, 9 disk full or read-only"),
-    "size": (("size build/kws", "size build/kws --json > base.json && size build/kws --diff base.json"),
+    "size": (("size build/kws", "size build/kws --json > base.json && mlfbuild size build/kws --diff base.json"),
              "0 ok, 2 usage, 3 invalid input, 5 over budget, 9 disk full or read-only"),
     "export": (("export model.tar -b mps2-an386 -o kws-export",
                 "export kws.tar ad.tar -b nucleo_f446re -o models --name models --json"),

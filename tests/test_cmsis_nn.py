@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import REPO, cli
+from conftest import REPO, THIRD_PARTY_ENV, cli, required_folder
 from mlfbuild.console.client import Client
 from mlfbuild.boards import load_board
 from mlfbuild.build import build
@@ -573,3 +573,15 @@ def test_a_size_function_that_never_returns_is_stopped_whole(tmp_path, cmsis_nn,
         _render(mlf, "mps2-an386", tmp_path / "r", tree)
     left = subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True, text=True).stdout.split()
     assert left == []
+
+
+@pytest.mark.qemu
+def test_a_near_miss_against_tvms_reference_says_why_and_what_to_pass(fixtures_dir, third_party_dir, build_firmware):
+    """CMSIS-NN kws against TVM's kws.npz at the default (exact) rule misses by 1 LSB: the run says it is
+    CMSIS-NN's rounding and what to pass, instead of a bare mismatch."""
+    tree = required_folder(third_party_dir / "cmsis-nn-v6.0.0", "CMSIS-NN v6.0.0", THIRD_PARTY_ENV)
+    out = build_firmware(fixtures_dir / "tvm-0.18" / "kws_aot_cmsisnn_m4.tar", "mps2-an386", cmsis_nn=tree)
+    done = cli("run", str(out), "--reference", str(fixtures_dir / "tvm-0.18" / "kws.npz"))
+    assert done.returncode == EXIT_MISMATCH
+    assert "calls CMSIS-NN, whose kernels round some requantisations differently" in done.stderr
+    assert "pass --atol 2" in done.stderr and "--reference host" in done.stderr

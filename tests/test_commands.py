@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from mlfbuild.commands import COMMANDS, Command
-from conftest import REPO
+from conftest import REPO, cli
 
 EXPECTED = ["inspect", "boards", "build", "run", "reference", "size", "export", "flash", "monitor", "matrix", "ports",
             "example"]
@@ -66,3 +66,21 @@ def test_every_usage_error_is_exit_2():
                                 text=True, timeout=60, cwd=REPO)
         assert result.returncode == 2, (name, result.stderr)
         assert "Traceback" not in result.stderr
+
+
+def test_inspect_shows_numbers_with_separators_and_says_what_tvms_io_figure_is(fixtures_dir):
+    """`io 161722 B` read as the firmware's I/O; it is TVM's AOT figure (inputs and outputs are 502 B)."""
+    done = cli("inspect", str(fixtures_dir / "tvm-0.18" / "kws_aot_c_unpacked_usmp.tar"))
+    assert done.returncode == 0, done.stderr
+    assert ("memory device 1: workspace 104,192 B, constants 53,296 B, io 161,722 B (TVM's figure; the inputs "
+            "and outputs are 502 B)") in done.stdout
+
+
+def test_every_help_example_runs_mlfbuild_in_each_of_its_commands():
+    """`size build/kws --json > base.json && size build/kws --diff base.json` ran binutils' size second."""
+    from mlfbuild.cliargs import GUIDE
+
+    for command, (examples, _) in GUIDE.items():
+        for example in examples:
+            later = [part.strip() for part in example.split("&&")[1:]]
+            assert all(part.startswith("mlfbuild ") for part in later), (command, example)

@@ -8,7 +8,7 @@ from .model import CmsisNnAssumptions, ModelLibrary, Module, TensorSpec
 def _tensor_line(kind: str, t: TensorSpec) -> str:
     shape = "x".join(str(d) for d in t.shape) if t.shape is not None else "?"
     alias = f" (C: {t.c_name})" if t.c_name != t.name else ""
-    return f"    {kind:<6} {t.name}{alias}: {t.dtype}[{shape}] {t.nbytes} B"
+    return f"    {kind:<6} {t.name}{alias}: {t.dtype}[{shape}] {t.nbytes:,} B"
 
 
 def _module_lines(m: Module) -> list[str]:
@@ -30,13 +30,17 @@ def _module_lines(m: Module) -> list[str]:
     lines.append(f"    code   {', '.join(code)}")
     lines += [_tensor_line("input", t) for t in m.inputs]
     lines += [_tensor_line("output", t) for t in m.outputs]
+    tensors = sum(t.nbytes for t in (*m.inputs, *m.outputs))
     for mem in m.memory:
-        lines.append(f"    memory device {mem.device}: workspace {mem.workspace_size_bytes} B, "
-                     f"constants {mem.constants_size_bytes} B, io {mem.io_size_bytes} B")
+        io = f"io {mem.io_size_bytes:,} B"
+        if mem.io_size_bytes != tensors and m.inputs:  # TVM's AOT figure is not the buffers the firmware holds
+            io += f" (TVM's figure; the inputs and outputs are {tensors:,} B)"
+        lines.append(f"    memory device {mem.device}: workspace {mem.workspace_size_bytes:,} B, "
+                     f"constants {mem.constants_size_bytes:,} B, {io}")
     if m.operators:
         lines.append(f"    operators {len(m.operators)}")
     if m.params_path:
-        lines.append(f"    params {len(m.params)} arrays, {m.params_bytes} B ({m.params_path})")
+        lines.append(f"    params {len(m.params)} arrays, {m.params_bytes:,} B ({m.params_path})")
     if m.cmsis_nn:
         lines += _cmsis_nn_lines(m.cmsis_nn)
     return lines
