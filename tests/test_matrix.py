@@ -278,3 +278,16 @@ def test_a_reference_whose_header_declares_2_to_the_40_elements_is_invalid_input
     result = run_task(job, built, [reference.getvalue()], 30, 120, False)
     assert result["status"] == "invalid input" and result["exit_code"] == 3, result
     assert result["message"].startswith("/home/me/huge.npz: input.npy: its header declares 1,099,511,627,776"), result
+
+
+@pytest.mark.qemu
+@pytest.mark.cross
+def test_a_matrix_checks_each_firmware_against_its_host_twin(tmp_path):
+    """`"references": ["host"]`: each worker builds the job's MLF for the host beside the firmware and
+    holds the firmware to it exactly — no reference file, no TVM, no LiteRT."""
+    jobs_file = tmp_path / "jobs.json"
+    jobs_file.write_text(json.dumps([{"mlf": str(EXAMPLE), "references": ["host"], "samples": 20}]))
+    done = _matrix("--jobs-file", jobs_file, "--board", BOARDS[0], "-o", tmp_path / "out", "--json")
+    assert done.returncode == 0, done.stderr
+    (job,) = json.loads(done.stdout)["jobs"]
+    assert job["status"] == "pass" and job["job"]["references"] == ["host"]

@@ -22,6 +22,7 @@ from typing import Callable
 from ..boards import load_board
 from ..errors import EXIT_INFRASTRUCTURE, EXIT_INVALID_INPUT, InfrastructureError, InvalidInputError, UsageError
 from ..project import ProjectOptions
+from ..run.references import HOST
 from ..toolchain import DEFAULT_BUILD_MEMORY, compiler_identity
 from ..units import build_memory, seconds
 from ..untrusted import MAX_INPUT_BYTES, read_regular
@@ -182,7 +183,9 @@ def run_matrix(jobs: list[Job], config: BuildConfig, limits: Limits, *, client, 
 def _job_inputs(job: Job, config: BuildConfig, board_files: list[bytes], cmsis_nn: bytes | None) -> dict:
     """The bytes a job needs and the cache key of its build; bad input is the job's invalid-input error."""
     mlf = _read(Path(job.mlf), "MLF")
-    references = [_read(Path(r.rpartition("=")[2]), "reference") for r in job.references]
+    # The host twin's "reference" is the MLF itself: the worker builds it for the host beside the firmware.
+    references = [mlf if r.rpartition("=")[2] == HOST else _read(Path(r.rpartition("=")[2]), "reference")
+                  for r in job.references]
     board = load_board(job.board, list(config.board_files)).to_json()
     options = {"opt": config.opt, "runtime": config.runtime, "budget_flash": config.budget_flash,
                "budget_ram": config.budget_ram}

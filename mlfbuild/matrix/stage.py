@@ -23,6 +23,8 @@ from pathlib import Path
 from ..errors import (EXIT_BUILD, EXIT_INFRASTRUCTURE, EXIT_INVALID_INPUT, EXIT_MISMATCH, EXIT_OVER_BUDGET,
                       EXIT_RUN)
 from ..record import BUILD_LOG, BUILD_RECORD, ELF, SIZE_SNAPSHOT
+from ..run.references import HOST
+from ..run.twin import TWIN_MLF
 
 # Statuses of a build stage; a job's final status is one of these or a run's.
 BUILT, OVER_BUDGET, BUILD_ERROR, INVALID_INPUT, INFRASTRUCTURE = (
@@ -75,6 +77,10 @@ def run_task(job: dict, built: dict, references: list[bytes], reply_timeout: flo
         names, copies = [], {}
         for index, (reference, content) in enumerate(zip(job["references"], references)):
             model, sep, original = reference.rpartition("=")
+            if original == HOST:  # its content is the MLF, which the host twin is built from
+                (folder / TWIN_MLF).write_bytes(content)
+                names.append(reference)
+                continue
             copy = folder / f"reference{index}{Path(original).suffix or '.npz'}"  # .npz, or a .tflite
             copy.write_bytes(content)
             names.append(f"{model}{sep}{copy}")

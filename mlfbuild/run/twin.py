@@ -19,6 +19,7 @@ import numpy as np
 from .references import HOST, Reference
 
 TWIN_FOLDER = "host-twin"  # under the build folder: the twin's own build
+TWIN_MLF = "mlf.tar"  # where a firmware without its unpacked mlf/ (a matrix worker's) finds its MLF
 
 
 @dataclass
@@ -41,7 +42,9 @@ def twin_outputs(build_dir: Path, record: dict, feeds: dict[str, dict[str, np.nd
     from ..build import build
     from . import run_build
 
-    twin = build(Path(build_dir) / "mlf", HOST, Path(build_dir) / TWIN_FOLDER, options=_options(record))
+    unpacked = Path(build_dir) / "mlf"
+    source = unpacked if unpacked.is_dir() else Path(build_dir) / TWIN_MLF
+    twin = build(source, HOST, Path(build_dir) / TWIN_FOLDER, options=_options(record))
     with tempfile.TemporaryDirectory(prefix="mlfbuild-twin-") as scratch:
         inputs = Path(scratch) / "inputs.npz"
         np.savez(inputs, **{f"{model}/{name}": value for model, values in feeds.items() for name, value in values.items()})
