@@ -46,7 +46,7 @@ def add_build_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--opt", choices=OPT_LEVELS,
                         help="optimisation level (default -Os; `--opt -O2` or `--opt=-O2`)")
     parser.add_argument("--jobs", "-j", type=positive_int, default=os.cpu_count() or 2,
-                        help="parallel compile jobs (1 or more)")
+                        help="parallel compile jobs")
     parser.add_argument("--verbose", "-v", action="store_true",
                         help="show the compiler's output as it comes (it is always kept in OUT/build.log)")
     parser.add_argument("--budget-flash", type=parse_size, metavar="N", help="fail (exit 5) above this flash use")

@@ -21,8 +21,8 @@ from ..project import templates_hash
 from ..schemas import RUN as RUN_SCHEMA
 from ..units import tolerance
 from .compare import Comparison, compare, is_classifier
-from .references import Reference, pick, resolve as resolve_references
-from .twin import HostTwinReference, twin_outputs
+from .references import HostTwinReference, Reference, pick, resolve as resolve_references
+from .twin import twin_outputs
 from .samples import as_input_dtype, check_sample_bytes, dequantize as dequantize_values, random_samples, sample_axis
 from ..project.runtime import fault_exit_code
 from .profile import Profile, profiled_transport, with_profile

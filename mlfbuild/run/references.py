@@ -122,6 +122,21 @@ class ModelReference(Reference):
         return [value.reshape((value.shape[0], *spec["shape"])) for value, spec in zip(outputs, model["outputs"])]
 
 
+@dataclass
+class HostTwinReference(Reference):
+    """The firmware's host twin (run/twin.py builds and runs it): exact, whatever the tolerance."""
+
+    path: str = HOST
+    outputs: dict[str, list[np.ndarray]] = field(default_factory=dict)  # model → its outputs, all samples
+
+    @property
+    def kind(self) -> str:
+        return "the same MLF compiled for the host (its own code and plan)"
+
+    def expected(self, model: dict, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
+        return self.outputs[model["name"]]
+
+
 def _is_tflite(path: Path) -> bool:
     """By name, or by the FlatBuffer identifier of a regular file (a FIFO is never opened to look)."""
     if path.suffix == ".tflite":
@@ -137,8 +152,6 @@ def _is_tflite(path: Path) -> bool:
 
 def _load(path: str, shared: dict[str, Reference]) -> Reference:
     if path == HOST:
-        from .twin import HostTwinReference
-
         return shared.setdefault(HOST, HostTwinReference())
     if _is_tflite(Path(path)):
         from ..reference.tflite import read_tflite

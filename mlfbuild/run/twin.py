@@ -11,28 +11,14 @@ fixtures measured in docs/references.md).
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from .references import HOST, Reference
+from .references import HOST
 
 TWIN_FOLDER = "host-twin"  # under the build folder: the twin's own build
 TWIN_MLF = "mlf.tar"  # where a firmware without its unpacked mlf/ (a matrix worker's) finds its MLF
-
-
-@dataclass
-class HostTwinReference(Reference):
-    path: str = HOST
-    outputs: dict[str, list[np.ndarray]] = field(default_factory=dict)  # model → its outputs, all samples
-
-    @property
-    def kind(self) -> str:
-        return "the same MLF compiled for the host (its own code and plan)"
-
-    def expected(self, model: dict, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
-        return self.outputs[model["name"]]
 
 
 def twin_outputs(build_dir: Path, record: dict, feeds: dict[str, dict[str, np.ndarray]],
