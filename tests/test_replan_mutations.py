@@ -23,8 +23,11 @@ from mlfbuild.project.pool_plan import header_dirs, plan_usmp_pool
 
 PLAIN_C = "tvm-0.18/kws_aot_c_unpacked_usmp"
 CMSIS_NN = "tvm-0.18/kws_aot_cmsisnn_m4"
-REPLANNED = [PLAIN_C, "tvm-0.13/kws_aot_c_unpacked_usmp", CMSIS_NN, "tvm-0.18/kws_aot_cmsisnn", "tvm-0.13/kws_aot_cmsisnn",
-             "tvm-0.18/vww_aot_cmsisnn_m4"]
+# Every fixture that re-plans and can run natively as TVM wrote it. Not vww_aot_cmsisnn_m4: TVM sized its
+# one scratch buffer (108 B) for the M4's DSP path, and the host has only CMSIS-NN's generic path, which
+# needs more (the sanitizer sees it write past the 108 B whatever the layout). mlfbuild's own builds give
+# that call the buffer the library asks for on the board's core and check it before the call.
+REPLANNED = [PLAIN_C, "tvm-0.13/kws_aot_c_unpacked_usmp", CMSIS_NN, "tvm-0.18/kws_aot_cmsisnn", "tvm-0.13/kws_aot_cmsisnn"]
 FLOOR = {PLAIN_C: 56_192, CMSIS_NN: 16_000}
 
 
