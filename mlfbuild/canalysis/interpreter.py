@@ -521,8 +521,7 @@ class Interpreter:
             return IntValue(BOOL)
         left = self._eval(node.left, state, frame, declaring if op in ("+", "-") else None)
         right = self._eval(node.right, state, frame)
-        if op in ("+", "-") and isinstance(left, PointerValue) and left.target.is_pool and \
-                isinstance(right, IntValue) and op == "+":
+        if op == "+" and isinstance(left, PointerValue) and left.target.is_pool and isinstance(right, IntValue):
             return self._carve(left, node.right, node, frame, declaring)
         if op in ("==", "!=", "<", ">", "<=", ">="):
             if holds_pool(left) or holds_pool(right):

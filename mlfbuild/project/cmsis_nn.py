@@ -18,11 +18,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from ..boards import Board
+from ..canalysis.callsites import cmsis_nn_call_sites
 from ..errors import BuildError, InvalidInputError
 from ..mlf.model import ModelLibrary, Module
 from ..untrusted import kind_of, read_regular
 from .pool_plan import header_dirs
-from .cmsis_nn_scratch import KERNEL_SUMS, ScratchPlan, call_sites, plan_scratch
+from .cmsis_nn_scratch import KERNEL_SUMS, ScratchPlan, plan_scratch
 
 if TYPE_CHECKING:
     from . import _Writer
@@ -141,7 +142,7 @@ def render_cmsis_nn(lib: ModelLibrary, board: Board, arch_flags: list[str], tree
     headers = {path.relative_to(tree).as_posix(): _text(path) for path in _library_files(tree / "Include", ".h")}
     texts = _source_texts(tree)
     called = {name for m in users for name in m.cmsis_nn.functions}
-    sites = call_sites({rel: _text(lib.root / rel) for m in users for rel in m.cmsis_nn.sources},
+    sites = cmsis_nn_call_sites({rel: _text(lib.root / rel) for m in users for rel in m.cmsis_nn.sources},
                        header_dirs(lib.root, tree, core_include))
     scratch = None
     if sites is None:

@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 from ..errors import BuildError, InvalidInputError
 from ..toolchain import first_error, run_compiler
-from ..canalysis.callsites import CmsisNnCall, cmsis_nn_call_sites
+from ..canalysis.callsites import CmsisNnCall
 
 REGION = "mlf_cmsis_nn_scratch"  # the firmware's scratch region (src/mlf_cmsis_nn_scratch.h)
 REGION_BYTES = "MLF_CMSIS_NN_SCRATCH_BYTES"
@@ -124,12 +124,6 @@ class ScratchPlan:
         for item in calls:
             code = _rewrite_call(code, item, pooled.get(item.call.function))
         return f'#include "{REGION_HEADER}"\n' + code
-
-
-def call_sites(sources: dict[str, str], include_dirs: tuple[Path, ...]) -> list[tuple[str, CmsisNnCall]] | None:
-    """Every context-taking CMSIS-NN call of the module's files, read from their syntax trees, or None
-    when one is not in TVM's shape."""
-    return cmsis_nn_call_sites(sources, include_dirs)
 
 
 def plan_scratch(sites: list[tuple[str, CmsisNnCall]], tree: Path, headers: dict[str, str],
