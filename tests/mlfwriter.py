@@ -21,6 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from mlfbuild.mlf.params import write_params  # noqa: E402
+from mlfbuild.mlf.writer import tar_bytes  # noqa: E402
 
 EXPORT_DATETIME = "2026-01-01 00:00:00Z"
 _EMPTY_PARAMS = write_params({})
@@ -29,28 +30,8 @@ _EMPTY_PARAMS = write_params({})
 # --- tar container --------------------------------------------------------------------------------
 
 def tar_tree(files: dict[str, bytes], dest: Path, *, compress: bool = False, prefix: str = "./") -> Path:
-    """Write `files` (relative path → bytes) as TVM does: '.' first, './'-prefixed names, sorted,
-    root-owned; with a fixed mtime so the same files give the same bytes."""
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        dirs = {"."} | {str(Path(p).parents[i]) for p in files for i in range(len(Path(p).parents) - 1)}
-        entries = sorted((d, None) for d in dirs) + sorted(files.items())
-        for name, data in sorted(entries, key=lambda e: (e[0] != ".", e[0])):
-            info = tarfile.TarInfo(prefix + name if name != "." else ".")
-            info.mtime = 1767225600
-            info.uid = info.gid = 0
-            info.uname = info.gname = "root"
-            if data is None:
-                info.type, info.mode = tarfile.DIRTYPE, 0o755
-                tar.addfile(info)
-            else:
-                info.size, info.mode = len(data), 0o644
-                tar.addfile(info, io.BytesIO(data))
-    raw = buffer.getvalue()
-    if compress:
-        import gzip
-        raw = gzip.compress(raw, mtime=0)
-    dest.write_bytes(raw)
+    """Write `files` (relative path → bytes) as TVM does (mlfbuild.mlf.writer)."""
+    dest.write_bytes(tar_bytes(files, compress=compress, prefix=prefix))
     return dest
 
 

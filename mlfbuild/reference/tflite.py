@@ -15,11 +15,11 @@ SubGraph.tensors = 0, .inputs = 1, .outputs = 2; Tensor.shape = 0, .type = 1, .n
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InvalidInputError
+from ..importer.flatbuffer import Buffer, Malformed, Table
 from ..untrusted import read_regular
 
 FILE_IDENTIFIER = b"TFL3"
@@ -66,129 +66,41 @@ class TfliteModel:
         return {t.name: (t.scale, t.zero_point) for t in self.inputs + self.outputs if t.quantized}
 
 
-class _Malformed(ValueError):
-    pass
-
-
-class _Buffer:
-    """Bounds-checked reads of FlatBuffer primitives."""
-
-    def __init__(self, data: bytes):
-        self.data = data
-
-    def check(self, at: int, size: int) -> None:
-        if at < 0 or at + size > len(self.data):
-            raise _Malformed(f"offset {at} is outside the file")
-
-    def unpack(self, fmt: str, at: int):
-        self.check(at, struct.calcsize(fmt))
-        return struct.unpack_from(fmt, self.data, at)[0]
-
-    def table(self, at: int) -> "_Table":
-        vtable = at - self.unpack("<i", at)
-        vtable_bytes = self.unpack("<H", vtable)
-        if vtable_bytes < 4 or vtable_bytes % 2:
-            raise _Malformed(f"vtable at {vtable} is {vtable_bytes} bytes")
-        self.check(vtable, vtable_bytes)
-        return _Table(self, at, vtable, vtable_bytes)
-
-    def indirect(self, at: int) -> int:
-        return at + self.unpack("<I", at)
-
-    def vector(self, at: int, limit: int) -> tuple[int, int]:
-        """(first element's offset, length) of the vector referenced at `at`."""
-        start = self.indirect(at)
-        length = self.unpack("<I", start)
-        if length > limit:
-            raise _Malformed(f"a vector of {length} entries (at most {limit} expected)")
-        return start + 4, length
-
-
-@dataclass
-class _Table:
-    buf: _Buffer
-    at: int
-    vtable: int
-    vtable_bytes: int
-
-    def field(self, index: int) -> int | None:
-        """Absolute offset of field `index`, None when absent."""
-        slot = 4 + 2 * index
-        if slot + 2 > self.vtable_bytes:
-            return None
-        offset = self.buf.unpack("<H", self.vtable + slot)
-        return self.at + offset if offset else None
-
-    def scalar(self, index: int, fmt: str, default):
-        at = self.field(index)
-        return default if at is None else self.buf.unpack(fmt, at)
-
-    def table(self, index: int) -> "_Table | None":
-        at = self.field(index)
-        return None if at is None else self.buf.table(self.buf.indirect(at))
-
-    def vector(self, index: int, fmt: str, limit: int = MAX_TENSORS) -> list:
-        at = self.field(index)
-        if at is None:
-            return []
-        start, length = self.buf.vector(at, limit)
-        size = struct.calcsize(fmt)
-        self.buf.check(start, length * size)
-        return [self.buf.unpack(fmt, start + i * size) for i in range(length)]
-
-    def tables(self, index: int, limit: int = MAX_TENSORS) -> list["_Table"]:
-        at = self.field(index)
-        if at is None:
-            return []
-        start, length = self.buf.vector(at, limit)
-        return [self.buf.table(self.buf.indirect(start + 4 * i)) for i in range(length)]
-
-    def string(self, index: int) -> str:
-        at = self.field(index)
-        if at is None:
-            return ""
-        start, length = self.buf.vector(at, 4096)
-        raw = self.buf.data[start:start + length]
-        if len(raw) != length:
-            raise _Malformed("a string runs past the end of the file")
-        return raw.decode("utf-8", errors="replace")
-
-
 def parse_tflite(data: bytes, path: str = "model.tflite") -> TfliteModel:
     """The first subgraph's inputs and outputs; InvalidInputError naming the file for anything else."""
     if len(data) < 8 or data[4:8] != FILE_IDENTIFIER:
         raise InvalidInputError(f"{path}: not a TFLite model (no {FILE_IDENTIFIER.decode()} file identifier)")
     try:
-        buf = _Buffer(data)
-        subgraphs = buf.table(buf.indirect(0)).tables(2, limit=1 << 16)
+        buf = Buffer(data)
+        subgraphs = buf.root().tables(2, limit=1 << 16)
         if not subgraphs:
-            raise _Malformed("it has no subgraph")
+            raise Malformed("it has no subgraph")
         graph = subgraphs[0]
-        tensors = graph.tables(0)
-        inputs = tuple(_tensor(tensors, i) for i in graph.vector(1, "<i"))
-        outputs = tuple(_tensor(tensors, i) for i in graph.vector(2, "<i"))
-    except _Malformed as exc:
+        tensors = graph.tables(0, MAX_TENSORS)
+        inputs = tuple(_tensor(tensors, i) for i in graph.vector(1, "<i", MAX_TENSORS))
+        outputs = tuple(_tensor(tensors, i) for i in graph.vector(2, "<i", MAX_TENSORS))
+    except Malformed as exc:
         raise InvalidInputError(f"{path}: not a readable TFLite model ({exc})") from None
     if not inputs or not outputs:
         raise InvalidInputError(f"{path}: the model's graph has no {'inputs' if not inputs else 'outputs'}")
     return TfliteModel(path=path, inputs=inputs, outputs=outputs)
 
 
-def _tensor(tensors: list[_Table], index: int) -> TensorInfo:
+def _tensor(tensors: list[Table], index: int) -> TensorInfo:
     if not 0 <= index < len(tensors):
-        raise _Malformed(f"graph tensor {index} does not exist ({len(tensors)} tensors)")
+        raise Malformed(f"graph tensor {index} does not exist ({len(tensors)} tensors)")
     tensor = tensors[index]
     name = tensor.string(3) or f"tensor{index}"
     code = tensor.scalar(1, "<b", 0)
     if code not in TENSOR_TYPES:
-        raise _Malformed(f"tensor '{name}' has an element type (TensorType {code}) an MLF cannot hold")
+        raise Malformed(f"tensor '{name}' has an element type (TensorType {code}) an MLF cannot hold")
     shape = tuple(tensor.vector(0, "<i", limit=16))
     if any(d < 0 for d in shape):
-        raise _Malformed(f"tensor '{name}' has a dynamic shape {list(shape)}")
+        raise Malformed(f"tensor '{name}' has a dynamic shape {list(shape)}")
     scale = zero_point = None
     quantization = tensor.table(4)
     if quantization is not None:
-        scales, zero_points = quantization.vector(2, "<f"), quantization.vector(3, "<q")
+        scales, zero_points = quantization.vector(2, "<f", MAX_TENSORS), quantization.vector(3, "<q", MAX_TENSORS)
         if len(scales) == 1:
             scale, zero_point = float(scales[0]), int(zero_points[0]) if zero_points else 0
     return TensorInfo(name=name, dtype=TENSOR_TYPES[code], shape=shape, scale=scale, zero_point=zero_point)

@@ -1,0 +1,127 @@
+"""`mlfbuild import MODEL.tflite`: an int8 TFLite model compiled ahead of time into an MLF whose
+operators call CMSIS-NN, in TVM's own layout, so that it flows through the same pipeline as any MLF.
+
+    read (tflite.py) → check → lower each operator (lowering.py) → plan one pool → write (emit.py)
+
+The model is compiled exactly or refused: an operator, type or property outside what lowering.py
+covers ends the import with one line naming it (exit 3), and nothing is written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from .. import __version__
+from ..errors import InvalidInputError, UsageError
+from ..mlf.writer import tar_bytes
+from ..untrusted import read_regular
+from .emit import Layout, Provenance, mlf_files
+from .lowering import Lowered, UnsupportedModelError, lower
+from .tflite import Graph, parse_model
+
+MAX_MODEL_BYTES = 1 << 30
+_MODULE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+
+
+@dataclass
+class ImportResult:
+    mlf: Path
+    module: str
+    steps: list[Lowered]
+    layout: Layout
+    graph: Graph
+    sha256: str
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def pool_bytes(self) -> int:
+        return self.layout.plan.arena_bytes
+
+    @property
+    def floor_bytes(self) -> int:
+        return self.layout.plan.floor_bytes
+
+    def to_json(self) -> dict:
+        return {"mlf": str(self.mlf), "module": self.module, "model_sha256": self.sha256,
+                "operators": [{"index": s.operator.index, "operator": s.operator.name,
+                               "call": s.function or "(shares its input's bytes)", "note": s.note}
+                              for s in self.steps],
+                "workspace_bytes": self.pool_bytes, "floor_bytes": self.floor_bytes}
+
+
+def default_module_name(model: Path) -> str:
+    name = re.sub(r"[^0-9A-Za-z_]", "_", model.stem).lower() or "model"
+    return name if re.match(r"[A-Za-z_]", name) else f"m_{name}"
+
+
+def import_tflite(model: Path, out: Path, module: str | None = None) -> ImportResult:
+    """Compile `model` into the MLF `out` (written whole or not at all)."""
+    module = module or default_module_name(model)
+    if not _MODULE_NAME.match(module):
+        raise UsageError(f"--name {module!r}: a module name is a C identifier of at most 63 characters")
+    data = read_regular(Path(model), "model", MAX_MODEL_BYTES)
+    graph = parse_model(data, str(model))
+    steps = compile_graph(graph, str(model))
+    sha256 = hashlib.sha256(data).hexdigest()
+    provenance = Provenance(tool=f"mlfbuild {__version__}", model_file=Path(model).name, model_sha256=sha256)
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
+    files, layout = mlf_files(graph, steps, module, provenance, data, stamp)
+    _write_atomically(out, tar_bytes(files))
+    return ImportResult(mlf=out, module=module, steps=steps, layout=layout, graph=graph, sha256=sha256,
+                        notes=[f"operator {s.operator.index} ({s.operator.name}): {s.note}" for s in steps if s.note])
+
+
+def compile_graph(graph: Graph, where: str) -> list[Lowered]:
+    """Every operator lowered, in the model's order; the first thing not supported is refused."""
+    if graph.subgraph_count != 1:
+        raise UnsupportedModelError(f"{where}: the model has {graph.subgraph_count} subgraphs; "
+                                    "only single-subgraph models are supported")
+    if not graph.inputs or not graph.outputs:
+        raise InvalidInputError(f"{where}: the model's graph has no {'inputs' if not graph.inputs else 'outputs'}")
+    if not graph.operators:
+        raise UnsupportedModelError(f"{where}: the model has no operators")
+    _check_io(graph, where)
+    written = set(graph.inputs)
+    steps = []
+    for op in graph.operators:
+        for index in op.inputs:
+            tensor = graph.tensors[index] if index >= 0 else None
+            if tensor is not None and not tensor.is_constant and index not in written:
+                raise InvalidInputError(f"{where}: operator {op.index} ({op.name}) reads tensor {index} "
+                                        f"'{tensor.name[:60]}' before any operator writes it")
+        try:
+            steps.append(lower(graph, op))
+        except UnsupportedModelError as exc:
+            raise UnsupportedModelError(f"{where}: {exc}") from None
+        written.update(op.outputs)
+    missing = [i for i in graph.outputs if i not in written]
+    if missing:
+        raise InvalidInputError(f"{where}: graph output '{graph.tensors[missing[0]].name[:60]}' is never written")
+    return steps
+
+
+def _check_io(graph: Graph, where: str) -> None:
+    for index in graph.inputs + graph.outputs:
+        tensor = graph.tensors[index]
+        if tensor.dtype != "int8":
+            raise UnsupportedModelError(f"{where}: graph input/output {tensor.describe()} is {tensor.dtype}; "
+                                        "only int8 inputs and outputs are supported")
+        if tensor.is_constant:
+            raise UnsupportedModelError(f"{where}: graph input/output {tensor.describe()} is a constant")
+    if len(set(graph.inputs + graph.outputs)) != len(graph.inputs + graph.outputs):
+        raise UnsupportedModelError(f"{where}: a tensor is both a graph input and output (or listed twice)")
+
+
+def _write_atomically(out: Path, data: bytes) -> None:
+    out = Path(out)
+    temporary = out.with_name(f".{out.name}.partial-{os.getpid()}")
+    try:
+        temporary.write_bytes(data)
+        os.replace(temporary, out)
+    finally:
+        temporary.unlink(missing_ok=True)

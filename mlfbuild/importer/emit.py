@@ -1,0 +1,248 @@
+"""The files of an MLF in TVM 0.18's own layout for a lowered model: what TVM writes for an AOT
+executor with the C interface, the unpacked API, one static workspace pool (USMP) and linked
+constants — so the reader, the build and every later stage take it as they take TVM's.
+
+    codegen/host/include/tvmgen_<mod>.h   inputs/outputs structs, tvmgen_<mod>_run, sizes
+    codegen/host/src/<mod>_lib0.c         constants pool (.rodata.tvm), workspace pool, run()
+    codegen/host/src/<mod>_lib1.c         __tvm_main__: the operator calls in order
+    codegen/host/src/<mod>_lib2.c         one function per operator, calling CMSIS-NN
+    metadata.json                         version 7, memory summary of this very code
+    src/<mod>.tflite                      the model it was made from
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..mlf.model import c_identifier
+from ..project.memory_plan import Buffer, MemoryPlan, align, plan_memory
+from .lowering import Lowered, Operand
+from .tflite import Graph, Tensor
+
+ALIGNMENT = 16  # TVM's pools and constants are 16-byte aligned
+_CTYPES = {"int8": "int8_t", "int32": "int32_t", "uint8": "uint8_t", "int16": "int16_t", "float32": "float"}
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """What made the MLF: recorded in metadata.json under `mlfbuild_import`."""
+
+    tool: str
+    model_file: str
+    model_sha256: str
+
+    def to_json(self) -> dict:
+        return {"tool": self.tool, "model": self.model_file, "sha256": self.model_sha256,
+                "model_path": "src/model.tflite"}
+
+
+@dataclass
+class Layout:
+    """Where each tensor's bytes are: a graph input/output variable or an offset in the pool."""
+
+    storage: dict[int, int]  # tensor → the tensor whose bytes it uses (itself unless an alias)
+    plan: MemoryPlan
+    io_names: dict[int, str]  # graph input/output tensor → C name
+
+    def place(self, tensor: int) -> str:
+        root = self.storage.get(tensor, tensor)
+        if root in self.io_names:
+            return f"{self.io_names[root]}_buffer_var"
+        return f"sid_{root}_let"
+
+
+def plan_layout(graph: Graph, steps: list[Lowered]) -> Layout:
+    """One pool for every tensor that is neither a graph input/output nor a constant, each live from
+    the call that writes it to the last call that reads it; aliases share their source's bytes."""
+    io_names = _io_names(graph)
+    storage: dict[int, int] = {}
+    for step in steps:
+        if step.alias_of is not None:
+            storage[step.output] = storage.get(step.alias_of, step.alias_of)
+    first: dict[int, int] = {}
+    last: dict[int, int] = {}
+    calls = [s for s in steps if s.alias_of is None]
+    for index, step in enumerate(calls):
+        for operand in step.operands:
+            if operand.tensor is None:
+                continue
+            root = storage.get(operand.tensor, operand.tensor)
+            first.setdefault(root, index)
+            last[root] = index
+    buffers = [Buffer(f"sid_{root}", graph.tensors[root].nbytes, first[root], last[root])
+               for root in sorted(first) if root not in io_names]
+    return Layout(storage, plan_memory(buffers, ALIGNMENT), io_names)
+
+
+def _io_names(graph: Graph) -> dict[int, str]:
+    return {index: c_identifier(graph.tensors[index].name) for index in graph.inputs + graph.outputs}
+
+
+def mlf_files(graph: Graph, steps: list[Lowered], module: str, provenance: Provenance, model_bytes: bytes,
+              export_datetime: str) -> tuple[dict[str, bytes], Layout]:
+    layout = plan_layout(graph, steps)
+    calls = [s for s in steps if s.alias_of is None]
+    constants = _constants(calls)
+    inputs = [(layout.io_names[i], graph.tensors[i]) for i in graph.inputs]
+    outputs = [(layout.io_names[i], graph.tensors[i]) for i in graph.outputs]
+    const_bytes = _const_pool_bytes(constants)
+    files = {
+        f"codegen/host/include/tvmgen_{module}.h": _header(module, inputs, outputs, layout.plan.arena_bytes),
+        f"codegen/host/src/{module}_lib0.c": _lib0(module, constants, layout.plan.arena_bytes, inputs, outputs),
+        f"codegen/host/src/{module}_lib1.c": _lib1(module, calls, constants, layout, inputs, outputs),
+        f"codegen/host/src/{module}_lib2.c": _lib2(module, calls),
+        "src/model.tflite": model_bytes,
+    }
+    files = {k: v.encode() if isinstance(v, str) else v for k, v in files.items()}
+    meta = _metadata(module, calls, inputs, outputs, layout.plan.arena_bytes, const_bytes, provenance, export_datetime)
+    files["metadata.json"] = json.dumps(meta, indent=2, sort_keys=True).encode()
+    return files, layout
+
+
+# --- constants -------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Constant:
+    name: str
+    array: np.ndarray
+    offset: int
+
+
+def _constants(calls: list[Lowered]) -> dict[int, Constant]:
+    """id(operand) → its constant, laid out in one pool in call order, each 16-byte aligned."""
+    placed: dict[int, Constant] = {}
+    offset = 0
+    for step in calls:
+        for operand in step.operands:
+            if operand.constant is not None:
+                placed[id(operand)] = Constant(f"constant_{len(placed)}_let", operand.constant, offset)
+                offset = align(offset + operand.constant.nbytes, ALIGNMENT)
+    return placed
+
+
+def _const_pool_bytes(constants: dict[int, Constant]) -> int:
+    return max((align(c.offset + c.array.nbytes, ALIGNMENT) for c in constants.values()), default=0)
+
+
+def _values(array: np.ndarray) -> str:
+    flat = [str(int(v)) for v in array.reshape(-1)]
+    rows = [", ".join(flat[i:i + 24]) for i in range(0, len(flat), 24)]
+    return ",\n    ".join(rows)
+
+
+# --- C files ---------------------------------------------------------------------------------------
+
+_EXTERN_C_OPEN = '#ifdef __cplusplus\nextern "C" {\n#endif\n'
+_EXTERN_C_CLOSE = "#ifdef __cplusplus\n}\n#endif\n"
+
+
+def _header(module: str, inputs, outputs, workspace: int) -> str:
+    upper = module.upper()
+    lines = [f"#ifndef TVMGEN_{upper}_H_", f"#define TVMGEN_{upper}_H_", "#include <stdint.h>", "", _EXTERN_C_OPEN]
+    for kind, tensors in (("Input", inputs), ("Output", outputs)):
+        for name, tensor in tensors:
+            lines += [f"/*!\n * \\brief {kind} tensor {name} size (in bytes) for TVM module \"{module}\" \n */",
+                      f"#define TVMGEN_{upper}_{name.upper()}_SIZE {tensor.nbytes}"]
+    for kind, tensors in (("inputs", inputs), ("outputs", outputs)):
+        lines += [f"/*!\n * \\brief {kind.capitalize()[:-1]} tensor pointers for TVM module \"{module}\" \n */",
+                  f"struct tvmgen_{module}_{kind} {{"] + [f"  void* {name};" for name, _ in tensors] + ["};", ""]
+    lines += [f"/*!\n * \\brief entrypoint function for TVM module \"{module}\"\n"
+              " * \\param inputs Input tensors for the module \n * \\param outputs Output tensors for the module \n */",
+              f"int32_t tvmgen_{module}_run(\n  struct tvmgen_{module}_inputs* inputs,\n"
+              f"  struct tvmgen_{module}_outputs* outputs\n);",
+              f"/*!\n * \\brief Workspace size for TVM module \"{module}\" \n */",
+              f"#define TVMGEN_{upper}_WORKSPACE_SIZE {workspace}", "", _EXTERN_C_CLOSE,
+              f"#endif // TVMGEN_{upper}_H_", ""]
+    return "\n".join(lines)
+
+
+def _main_parameters(inputs, outputs) -> str:
+    tensors = [f"{_CTYPES[t.dtype]}* {name}_buffer_var" for name, t in inputs + outputs]
+    return ", ".join(tensors + ["uint8_t* global_const_workspace_0_var", "uint8_t* global_workspace_1_var"])
+
+
+def _lib0(module: str, constants: dict[int, Constant], workspace: int, inputs, outputs) -> str:
+    fields = [f"  {_CTYPES[str(c.array.dtype)]} {c.name}[{c.array.size}] __attribute__((packed, aligned(16)));"
+              f" // {c.array.nbytes} bytes, aligned offset: {c.offset}" for c in constants.values()]
+    values = [f"  .{c.name} = {{\n    {_values(c.array)}\n  }}," for c in constants.values()]
+    arguments = [f"inputs->{name}" for name, _ in inputs] + [f"outputs->{name}" for name, _ in outputs]
+    lines = ['#include "tvm/runtime/c_runtime_api.h"', _EXTERN_C_OPEN]
+    if constants:
+        lines += ['__attribute__((section(".rodata.tvm"), ))', "static const struct global_const_workspace {",
+                  *fields, "} global_const_workspace = {", *values,
+                  f"}};// of total size {_const_pool_bytes(constants)} bytes"]
+    else:
+        lines += ["static const uint8_t global_const_workspace[16] __attribute__((aligned(16))) = {0};"]
+    lines += ['__attribute__((section(".bss.noinit.tvm"), aligned(16)))',
+              f"static uint8_t global_workspace[{max(workspace, ALIGNMENT)}];",
+              f"#include <tvmgen_{module}.h>",
+              f"TVM_DLL int32_t tvmgen_{module}___tvm_main__({_main_parameters(inputs, outputs)});",
+              f"int32_t tvmgen_{module}_run(struct tvmgen_{module}_inputs* inputs,struct tvmgen_{module}_outputs* outputs) "
+              f"{{return tvmgen_{module}___tvm_main__({','.join(arguments)},((uint8_t*)&global_const_workspace),"
+              "((uint8_t*)&global_workspace));", "}", _EXTERN_C_CLOSE, ";"]
+    return "\n".join(lines) + "\n"
+
+
+def _function_name(module: str, index: int) -> str:
+    return f"tvmgen_{module}_cmsis_nn_main_{index}"
+
+
+def _lib1(module: str, calls: list[Lowered], constants: dict[int, Constant], layout: Layout, inputs, outputs) -> str:
+    lines = [f"// tvm target: c -keys=arm_cpu,cpu", "#define TVM_EXPORTS", '#include "tvm/runtime/c_runtime_api.h"',
+             '#include "tvm/runtime/c_backend_api.h"', "#include <stdbool.h>", _EXTERN_C_OPEN]
+    for index, step in enumerate(calls):
+        lines.append(f"TVM_DLL int32_t {_function_name(module, index)}({_prototype(step)});")
+    lines.append(f"TVM_DLL int32_t tvmgen_{module}___tvm_main__({_main_parameters(inputs, outputs)}) {{")
+    for constant in constants.values():
+        lines.append(f"  void* {constant.name} = (&(global_const_workspace_0_var[{constant.offset}]));")
+    for buffer in layout.plan.buffers:
+        lines.append(f"  void* {buffer.name}_let = (&(global_workspace_1_var[{layout.plan.offsets[buffer.name]}]));")
+    for index, step in enumerate(calls):
+        arguments = [constants[id(o)].name if o.constant is not None else layout.place(o.tensor) for o in step.operands]
+        arguments += ["global_const_workspace_0_var", "global_workspace_1_var"]
+        lines.append(f"  if ({_function_name(module, index)}({', '.join(arguments)}) != 0 ) return -1;")
+    lines += ["  return 0;", "}", "", _EXTERN_C_CLOSE, ";"]
+    return "\n".join(lines) + "\n"
+
+
+def _prototype(step: Lowered) -> str:
+    params = [f"{o.ctype} {o.param}" for o in step.operands]
+    return ", ".join(params + ["uint8_t* global_const_workspace_var", "uint8_t* global_workspace_var"])
+
+
+def _lib2(module: str, calls: list[Lowered]) -> str:
+    lines = ["// tvm target: cmsis-nn ", "#define TVM_EXPORTS", '#include "tvm/runtime/c_runtime_api.h"',
+             '#include "tvm/runtime/c_backend_api.h"', "#include <stdbool.h>", "#include <stddef.h>",
+             "#include <string.h>", "#include <arm_nnfunctions.h>", "#include <arm_nn_types.h>",
+             "#include <arm_nn_math_types.h>", _EXTERN_C_OPEN]
+    for index, step in enumerate(calls):
+        op = step.operator
+        lines.append(f"/* TFLite operator {op.index}: {op.name}{' — ' + step.note if step.note else ''} */")
+        lines.append(f"TVM_DLL int32_t {_function_name(module, index)}({_prototype(step)}) {{")
+        lines += ["  (void)global_const_workspace_var;", "  (void)global_workspace_var;"]
+        lines += step.body
+        lines += ["}", ""]
+    lines += [_EXTERN_C_CLOSE, ";"]
+    return "\n".join(lines) + "\n"
+
+
+# --- metadata --------------------------------------------------------------------------------------
+
+def _metadata(module: str, calls: list[Lowered], inputs, outputs, workspace: int, constants: int,
+              provenance: Provenance, export_datetime: str) -> dict:
+    def tensors(items) -> dict:
+        return {name: {"dtype": t.dtype, "size": t.nbytes} for name, t in items}
+
+    main = {"constants_size_bytes": constants, "device": 1, "inputs": tensors(inputs), "outputs": tensors(outputs),
+            "io_size_bytes": sum(t.nbytes for _, t in inputs + outputs), "workspace_size_bytes": workspace}
+    operators = [{"function_name": _function_name(module, i), "workspace": [{"device": 1, "workspace_size_bytes": 0}]}
+                 for i in range(len(calls))]
+    return {"modules": {module: {
+        "executors": ["aot"], "export_datetime": export_datetime,
+        "memory": {"functions": {"main": [main], "operator_functions": operators}},
+        "mlfbuild_import": provenance.to_json(),
+        "model_name": module, "style": "full-model", "target": ["c -keys=arm_cpu,cpu"]}},
+        "version": 7}
