@@ -87,6 +87,15 @@ def _check_stack_bytes(stack_bytes: int | None, board: Board) -> None:
                          f"from 8 to {ram:,} B (its RAM)")
 
 
+def _imported_if_tflite(model: Path, outdir: Path) -> Path:
+    """A .tflite given where an MLF is expected: imported into the output folder first (mlfbuild import)."""
+    from .importer import import_tflite, is_tflite
+
+    if not is_tflite(model):
+        return model
+    return import_tflite(model, outdir / f"{model.stem}.mlf.tar").mlf
+
+
 def _read_before_replacing(mlf: Path, outdir: Path, max_mlf_bytes: int, max_graph_nodes: int):
     """The MLF read and checked in a staging folder first: only a good input replaces the previous
     build's files (a wrong file given by mistake must not cost the user the last firmware)."""
@@ -109,7 +118,8 @@ def _read_before_replacing(mlf: Path, outdir: Path, max_mlf_bytes: int, max_grap
 def _build(mlf: Path, board: Board, outdir: Path, *, options: ProjectOptions, jobs: int,
            progress: Callable[[str], None] | None, max_mlf_bytes: int, budget_flash: int | None,
            budget_ram: int | None, verbose: bool, max_graph_nodes: int, build_timeout: float) -> BuildResult:
-    library = _read_before_replacing(Path(mlf), outdir, max_mlf_bytes, max_graph_nodes)
+    mlf = _imported_if_tflite(Path(mlf), outdir)
+    library = _read_before_replacing(mlf, outdir, max_mlf_bytes, max_graph_nodes)
     for warning in library.warnings:
         if progress:
             progress(f"warning: {warning}")

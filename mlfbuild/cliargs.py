@@ -19,6 +19,9 @@ from .units import build_memory, parse_byte_count, seconds, tolerance
 
 # Per command: examples (command lines after `mlfbuild`) and the exit codes it can end with.
 GUIDE: dict[str, tuple[tuple[str, ...], str]] = {
+    "import": (("import kws_ref_model.tflite -o kws.tar", "import model.tflite --name kws --json"),
+               "0 ok, 2 usage, 3 invalid or unsupported model (the operator and its index are named), "
+               "9 disk full or read-only"),
     "inspect": (("inspect model.tar", "inspect model.tar --json > model.json"),
                 "0 ok, 2 usage, 3 invalid MLF, 9 no room to unpack it"),
     "boards": (("boards", "boards --json --board-file my-board.toml"),

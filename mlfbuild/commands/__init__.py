@@ -12,6 +12,7 @@ from .build import BuildCommand
 from .example import ExampleCommand
 from .export import ExportCommand
 from .flash import FlashCommand
+from .import_model import ImportCommand
 from .inspect import InspectCommand
 from .matrix import MatrixCommand
 from .monitor import MonitorCommand
@@ -20,7 +21,7 @@ from .reference import ReferenceCommand
 from .run import RunCommand
 from .size import SizeCommand
 
-COMMANDS: list[Command] = [InspectCommand(), BoardsCommand(), BuildCommand(), RunCommand(), ReferenceCommand(), SizeCommand(),
+COMMANDS: list[Command] = [ImportCommand(), InspectCommand(), BoardsCommand(), BuildCommand(), RunCommand(), ReferenceCommand(), SizeCommand(),
                            ExportCommand(), FlashCommand(), MonitorCommand(), MatrixCommand(), PortsCommand(),
                            ExampleCommand()]
 

@@ -54,6 +54,20 @@ class ImportResult:
                 "workspace_bytes": self.pool_bytes, "floor_bytes": self.floor_bytes}
 
 
+def is_tflite(path: Path) -> bool:
+    """A regular file named .tflite, or holding TFLite's file identifier where FlatBuffers put it."""
+    path = Path(path)
+    if not path.is_file():
+        return False
+    if path.suffix.lower() == ".tflite":
+        return True
+    try:
+        with open(path, "rb") as f:
+            return f.read(8)[4:8] == b"TFL3"
+    except OSError:
+        return False
+
+
 def default_module_name(model: Path) -> str:
     name = re.sub(r"[^0-9A-Za-z_]", "_", model.stem).lower() or "model"
     return name if re.match(r"[A-Za-z_]", name) else f"m_{name}"

@@ -165,7 +165,7 @@ def _main_parameters(inputs, outputs) -> str:
 
 
 def _lib0(module: str, constants: dict[int, Constant], workspace: int, inputs, outputs) -> str:
-    fields = [f"  {_CTYPES[str(c.array.dtype)]} {c.name}[{c.array.size}] __attribute__((packed, aligned(16)));"
+    fields = [f"  {_CTYPES[str(c.array.dtype)]} {c.name}[{c.array.size}] __attribute__((aligned(16)));"
               f" // {c.array.nbytes} bytes, aligned offset: {c.offset}" for c in constants.values()]
     values = [f"  .{c.name} = {{\n    {_values(c.array)}\n  }}," for c in constants.values()]
     arguments = [f"inputs->{name}" for name, _ in inputs] + [f"outputs->{name}" for name, _ in outputs]
@@ -234,7 +234,7 @@ def _lib2(module: str, calls: list[Lowered]) -> str:
 def _metadata(module: str, calls: list[Lowered], inputs, outputs, workspace: int, constants: int,
               provenance: Provenance, export_datetime: str) -> dict:
     def tensors(items) -> dict:
-        return {name: {"dtype": t.dtype, "size": t.nbytes} for name, t in items}
+        return {name: {"dtype": t.dtype, "size": t.nbytes, "shape": list(t.shape)} for name, t in items}
 
     main = {"constants_size_bytes": constants, "device": 1, "inputs": tensors(inputs), "outputs": tensors(outputs),
             "io_size_bytes": sum(t.nbytes for _, t in inputs + outputs), "workspace_size_bytes": workspace}

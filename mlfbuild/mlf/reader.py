@@ -213,6 +213,8 @@ class _IoFacts:
         relay_name, relay_shape, relay_dtype = self.relay_by_c.get(c_name, (None, None, None))
         name = meta_name or relay_name or c_name
         shape = shape if shape is not None else relay_shape
+        if shape is None and meta_name:  # mlfbuild's own MLFs state shapes in metadata (TVM's do not)
+            shape = _meta_shape(meta[meta_name].get("shape"))
         dtype = dtype or (meta[meta_name]["dtype"] if meta_name else None) or relay_dtype or "unknown"
         return _tensor(self.name, name, dtype, shape, meta[meta_name]["size"] if meta_name else 0)
 
@@ -274,6 +276,12 @@ class _IoFacts:
             entry = graph.entries[graph.entry_id(node_id, index)]
             outputs.append(_tensor(self.name, name, entry.dtype, entry.shape))
         return inputs, outputs
+
+
+def _meta_shape(value) -> tuple[int, ...] | None:
+    if isinstance(value, list) and len(value) <= 16 and all(type(d) is int and 0 <= d < 1 << 31 for d in value):
+        return tuple(value)
+    return None
 
 
 def _tensor(module: str, name: str, dtype: str, shape: tuple[int, ...] | None, nbytes: int = 0) -> TensorSpec:
@@ -487,7 +495,7 @@ def _tensor_map(tensors: _Obj | dict) -> dict[str, dict]:
         item = tensors.obj(name)
         dtype = item.str("dtype")
         _check_dtype(dtype, item.where)
-        result[name] = {"size": item.int("size"), "dtype": dtype}
+        result[name] = {"size": item.int("size"), "dtype": dtype, "shape": item.value.get("shape")}
     return result
 
 

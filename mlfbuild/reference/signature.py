@@ -16,11 +16,13 @@ _POSITIONAL = re.compile(r"output_?\d*")
 
 
 def _describe(spec: dict) -> str:
+    if spec["shape"] is None:
+        return f"{spec['dtype']}[shape not stated]"
     return f"{spec['dtype']}[{','.join(str(d) for d in spec['shape'])}]"
 
 
 def _same_tensor(info: TensorInfo, spec: dict) -> bool:
-    return info.dtype == spec["dtype"] and list(info.shape) == list(spec["shape"])
+    return info.dtype == spec["dtype"] and spec["shape"] is not None and list(info.shape) == list(spec["shape"])
 
 
 def mismatch(tflite: TfliteModel, model: dict) -> str | None:

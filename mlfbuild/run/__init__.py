@@ -6,6 +6,8 @@ Knows how to talk to the firmware and compare numbers; does not know how the bui
 
 from __future__ import annotations
 
+import importlib.util
+
 import signal
 import time
 from dataclasses import dataclass, field
@@ -211,6 +213,19 @@ def _check_tolerances(**given: float | None) -> None:
                 raise UsageError(f"--{name}: {exc}") from None
 
 
+def _imported_models(build_dir: Path, models: list[dict], warnings: list[str]) -> list[str]:
+    """An MLF made by `mlfbuild import` carries its .tflite: without --reference, the run is checked
+    against it (with LiteRT, where installed)."""
+    model = build_dir / "mlf" / "src" / "model.tflite"
+    if len(models) != 1 or not model.is_file():
+        return []
+    if importlib.util.find_spec("ai_edge_litert") is None:
+        warnings.append(f"outputs not checked against the imported model ({model}): LiteRT is not installed "
+                        "(pip install 'mlfbuild[reference]')")
+        return []
+    return [str(model)]
+
+
 def run_build(build_dir: Path, *, port: str | None = None, baud: int = 115200, inputs: Path | None = None,
               references: list[str] = (), atol: float | None = None, rtol: float | None = None, repeat: int = 1,
               timeout: float = 60.0, seed: int = 0, icount_shift: int = 0,
@@ -225,9 +240,9 @@ def run_build(build_dir: Path, *, port: str | None = None, baud: int = 115200, i
     models = record["models"]
     given = load_tensors(inputs)
     _check_inputs_match(given, inputs, models)
-    refs = resolve_references(list(references), models)
-    # Every input and reference is ready, and checked against its model, before the firmware starts.
     warnings: list[str] = []
+    refs = resolve_references(list(references) or _imported_models(Path(build_dir), models, warnings), models)
+    # Every input and reference is ready, and checked against its model, before the firmware starts.
     feeds = {m["name"]: _sample_inputs(m, given, inputs, refs.get(m["name"]), samples, seed, warnings)
              for m in models}
     twins = {id(ref): ref for ref in refs.values() if isinstance(ref, HostTwinReference)}.values()

@@ -1,0 +1,41 @@
+"""`mlfbuild import`: an int8 .tflite compiled ahead of time into an MLF that calls CMSIS-NN."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..errors import UsageError
+from .base import Command
+
+
+class ImportCommand(Command):
+    name = "import"
+    help = "compile an int8 .tflite model into an MLF (TVM's layout, CMSIS-NN calls) for every other command"
+
+    def add_arguments(self, parser):
+        parser.add_argument("model", type=Path, help="the model: an int8 .tflite file")
+        parser.add_argument("-o", "--output", type=Path, help="the MLF tarball to write (default MODEL.tar beside "
+                                                              "the current folder: ./<model>.tar)")
+        parser.add_argument("--name", help="module name: tvmgen_<name>_run and friends (default: from the file name)")
+        parser.add_argument("--json", action="store_true", help="print what was imported as JSON")
+
+    def run(self, args):
+        from ..importer import import_tflite
+
+        out = args.output or Path(f"{args.model.stem}.tar")
+        if out.is_dir():
+            raise UsageError(f"-o {out}: is a folder; name the MLF tarball to write")
+        if out.resolve() == args.model.resolve():
+            raise UsageError(f"-o {out}: is the model itself")
+        result = import_tflite(args.model, out, args.name)
+        if args.json:
+            print(json.dumps(result.to_json(), indent=2))
+            return 0
+        calls = [s for s in result.steps if s.function]
+        print(f"imported {args.model} → {out}: module {result.module}, {len(result.steps)} operator(s) as "
+              f"{len(calls)} CMSIS-NN call(s), workspace {result.pool_bytes:,} B (liveness floor "
+              f"{result.floor_bytes:,} B)")
+        for note in result.notes:
+            print(f"  {note}")
+        return 0
