@@ -1,0 +1,81 @@
+"""`mlfbuild import` on the four MLPerf Tiny models, measured beside TensorFlow Lite Micro + CMSIS-NN.
+
+    .venv/bin/python benchmarks/import_vs_tflm.py --cmsis-nn PATH/TO/CMSIS-NN-v7.0.0 [--models ../shared/models]
+                                                  [--boards mps2-an386 mps3-an547] [--samples 3]
+
+Each model is built straight from its .tflite (`mlfbuild build MODEL.tflite`, which imports it) at -Os
+and run with `mlfbuild run --profile`: instructions per inference from QEMU's TCG plugin, outputs
+checked against the model with LiteRT. Flash is what `mlfbuild size` reports; RAM is data + bss + the
+measured stack peak, the measure of the TFLM figures below (arena at the smallest size AllocateTensors
+accepts, the same QEMU machines, arm-none-eabi-gcc at -Os, only the model's operators registered).
+Prints a Markdown table with the ratio to TFLM in each cell.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+MODELS = {"kws": "kws_ref_model.tflite", "vww": "vww_96_int8.tflite", "ic": "pretrainedResnet_quant.tflite",
+          "ad": "ad01_int8.tflite"}
+# TFLM + CMSIS-NN (flash, RAM, instructions per inference), measured as the docstring says.
+TFLM = {
+    ("kws", "mps2-an386"): (100_194, 24_300, 9_224_174), ("kws", "mps3-an547"): (95_314, 28_924, 2_453_830),
+    ("vww", "mps2-an386"): (379_556, 102_188, 28_556_459), ("vww", "mps3-an547"): (374_676, 102_348, 8_497_938),
+    ("ic", "mps2-an386"): (141_928, 56_476, 41_072_850), ("ic", "mps3-an547"): (136_772, 56_548, 5_301_235),
+    ("ad", "mps2-an386"): (299_924, 3_960, 843_335), ("ad", "mps3-an547"): (296_224, 10_792, 243_152),
+}
+
+
+def mlfbuild(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "mlfbuild", *args], capture_output=True, text=True, cwd=REPO,
+                          check=False)
+
+
+def measure(model: Path, board: str, tree: Path, samples: int, folder: Path) -> dict:
+    built = mlfbuild("build", str(model), "-b", board, "--opt=-Os", "--cmsis-nn", str(tree), "-o", str(folder))
+    if built.returncode != 0:
+        sys.exit(f"build of {model.name} for {board} failed: {built.stderr.strip()}")
+    size = json.loads(mlfbuild("size", "--json", str(folder)).stdout)
+    run = mlfbuild("run", str(folder), "--profile", "--json", "--samples", str(samples))
+    if not run.stdout.strip():
+        sys.exit(f"run of {model.name} on {board} failed: {run.stderr.strip()}")
+    result = json.loads(run.stdout)
+    record = result["models"][0]
+    kinds = size["ram"]["by_kind"]
+    outputs = record.get("outputs", [])
+    return {"flash": size["flash"]["used"], "ram": kinds.get("data", 0) + kinds.get("bss", 0) + record["stack_peak"],
+            "instructions": record["instructions"], "status": result["status"],
+            "max_diff": max((o.get("max_abs_error", 0) for o in outputs), default=0)}
+
+
+def cell(ours: int, theirs: int) -> str:
+    return f"{ours:,} ({ours / theirs:.2f}×)"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cmsis-nn", type=Path, required=True, help="CMSIS-NN source tree (v7.0.0 for the TFLM figures)")
+    parser.add_argument("--models", type=Path, default=REPO.parent / "shared" / "models")
+    parser.add_argument("--boards", nargs="+", default=["mps2-an386", "mps3-an547"])
+    parser.add_argument("--samples", type=int, default=3)
+    args = parser.parse_args()
+    print("| model | board | flash (ratio to TFLM) | RAM | instructions / inference | vs the .tflite (LiteRT) |")
+    print("|---|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory(prefix="mlfbuild-bench-") as work:
+        for name, file in MODELS.items():
+            for board in args.boards:
+                m = measure(args.models / file, board, args.cmsis_nn, args.samples, Path(work) / f"{name}-{board}")
+                flash, ram, insns = TFLM[(name, board)]
+                print(f"| {name} | {board} | {cell(m['flash'], flash)} | {cell(m['ram'], ram)} | "
+                      f"{cell(m['instructions'], insns)} | {m['status']}, max diff {m['max_diff']} LSB |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,197 @@
+"""`mlfbuild import`: .tflite → MLF in TVM's layout, checked against LiteRT's reference kernels.
+
+The oracle is LiteRT run with its reference op resolver (BUILTIN_REF): TFLite's semantics, not one of
+its optimised kernels. The firmware's outputs must equal it bit for bit (the fully connected layers
+of ad excepted, see test_ad_differs_only_by_the_requantisation_rounding).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tarfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import cli
+from mlfbuild.errors import InvalidInputError
+from mlfbuild.importer import import_tflite, quantization as q
+from mlfbuild.importer.tflite import parse_model
+
+MODELS = {"kws": "kws_ref_model.tflite", "vww": "vww_96_int8.tflite", "ic": "pretrainedResnet_quant.tflite",
+          "ad": "ad01_int8.tflite"}
+
+
+def litert_reference(model: Path, samples: int, seed: int = 1) -> dict[str, np.ndarray]:
+    """Seeded int8 inputs and LiteRT's reference-kernel outputs, as a .npz `run --reference` reads."""
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    interpreter = Interpreter(model_path=str(model), experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
+    interpreter.allocate_tensors()
+    (inp,), outputs = interpreter.get_input_details(), interpreter.get_output_details()
+    rng = np.random.default_rng(seed)
+    xs = rng.integers(-128, 128, size=(samples, *inp["shape"]), dtype=np.int8)
+    ys: list[list[np.ndarray]] = [[] for _ in outputs]
+    for x in xs:
+        interpreter.set_tensor(inp["index"], x)
+        interpreter.invoke()
+        for i, out in enumerate(outputs):
+            ys[i].append(interpreter.get_tensor(out["index"]).copy())
+    return {inp["name"]: xs, **{f"output_{i}": np.stack(y) for i, y in enumerate(ys)}}
+
+
+def save_reference(tmp_path: Path, model: Path, samples: int) -> Path:
+    path = tmp_path / f"{model.stem}-ref.npz"
+    np.savez(path, **litert_reference(model, samples))
+    return path
+
+
+# --- quantisation arithmetic -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("real", [0.5, 0.75, 1e-3, 0.9999999999, 2.5, 1.0 / 3, 1e-12, 3e9])
+def test_quantize_multiplier_reconstructs_the_real_number(real):
+    multiplier, shift = q.quantize_multiplier(real)
+    if real < 2.0 ** -31:
+        assert (multiplier, shift) == (0, 0)  # flushed to zero as TFLite does
+        return
+    assert 1 << 30 <= multiplier < 1 << 31
+    assert math.isclose(multiplier * 2.0 ** (shift - 31), real, rel_tol=2 ** -30)
+
+
+def test_multipliers_equal_those_tvm_computed_for_the_same_model(models_dir):
+    """TVM 0.18 compiled kws_ref_model.tflite to the shared kws CMSIS-NN MLF: its generated code holds
+    the fully connected multiplier {1278221461, -7} and the softmax's (1242899200, 24, -124)."""
+    graph = parse_model((models_dir / MODELS["kws"]).read_bytes())
+    fc = next(op for op in graph.operators if op.name == "FULLY_CONNECTED")
+    x, w, _ = (graph.tensors[i] for i in fc.inputs)
+    y = graph.tensors[fc.outputs[0]]
+    assert q.fully_connected_multiplier(x.quantization.scale, w.quantization.scale, y.quantization.scale) == \
+        (1278221461, -7)
+    softmax = next(op for op in graph.operators if op.name == "SOFTMAX")
+    assert q.softmax_parameters(softmax.options["beta"], graph.tensors[softmax.inputs[0]].quantization.scale) == \
+        (1242899200, 24, -124)
+
+
+def test_activation_ranges_follow_the_output_quantisation():
+    assert q.activation_range("NONE", 0.1, 3) == (-128, 127)
+    assert q.activation_range("RELU", 0.1, -128) == (-128, 127)
+    assert q.activation_range("RELU", 0.1, -5) == (-5, 127)
+    assert q.activation_range("RELU6", 0.05, -128) == (-128, -8)  # 6 / 0.05 = 120 steps above zero
+    assert q.activation_range("RELU_N1_TO_1", 0.01, 0) == (-100, 100)
+
+
+# --- the four MLPerf Tiny models ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_each_mlperf_tiny_model_imports_into_an_mlf_tvm_would_recognise(name, models_dir, tmp_path):
+    out = tmp_path / f"{name}.tar"
+    result = import_tflite(models_dir / MODELS[name], out, name)
+    with tarfile.open(out) as tar:
+        names = set(tar.getnames())
+        meta = json.load(tar.extractfile("./metadata.json"))
+    assert {f"./codegen/host/include/tvmgen_{name}.h", f"./codegen/host/src/{name}_lib0.c",
+            "./metadata.json", "./src/model.tflite"} <= names
+    module = meta["modules"][name]
+    assert meta["version"] == 7 and module["executors"] == ["aot"]
+    assert module["mlfbuild_import"]["sha256"] == result.sha256
+    # the memory summary is the plan of this very code, and the plan is at the liveness floor
+    assert module["memory"]["functions"]["main"][0]["workspace_size_bytes"] == result.pool_bytes == result.floor_bytes
+    inspected = cli("inspect", str(out), "--json")
+    assert inspected.returncode == 0, inspected.stderr
+    assert json.loads(inspected.stdout)["modules"][0]["name"] == name
+
+
+def test_the_one_input_channel_depthwise_layer_becomes_a_convolution(models_dir, tmp_path):
+    """vww's and kws's layers as TFLite states them; a depthwise with one input channel (none here
+    but the generated cases) is lowered as arm_convolve_wrapper_s8 — see test_import_operators."""
+    result = import_tflite(models_dir / MODELS["kws"], tmp_path / "kws.tar", "kws")
+    calls = [s.function for s in result.steps]
+    assert calls[0] == "arm_convolve_wrapper_s8"  # TFLite's CONV_2D 10x4 with one input channel
+    assert calls.count("arm_depthwise_conv_wrapper_s8") == 4
+    assert result.steps[-3].alias_of is not None  # RESHAPE: no code, the same bytes
+
+
+@pytest.mark.cross
+@pytest.mark.parametrize("name", ["kws", "vww", "ic"])
+def test_host_firmware_equals_litert_reference_kernels_bit_for_bit(name, models_dir, cmsis_nn, tmp_path):
+    model = models_dir / MODELS[name]
+    reference = save_reference(tmp_path, model, samples=20)
+    run = cli("run", str(model), "-b", "host", "--cmsis-nn", str(cmsis_nn("v6.0.0")), "-o", str(tmp_path / "b"),
+              "--reference", str(reference), "--atol", "0", "--json")
+    assert run.returncode == 0, run.stderr
+    result = json.loads(run.stdout)
+    assert result["status"] == "pass"
+    assert all(o["max_abs_error"] == 0 for o in result["models"][0]["outputs"])
+
+
+@pytest.mark.cross
+def test_ad_differs_only_by_the_requantisation_rounding(models_dir, cmsis_nn, tmp_path):
+    """LiteRT's reference fully connected kernel rounds once (acc × multiplier, one rounding shift);
+    CMSIS-NN, like TFLite's convolutions, rounds twice (doubling high multiply, then a rounding
+    shift). The two differ by at most 1 LSB per layer; over ad's ten layers the outputs stay within
+    3 LSB (measured: docs/import.md)."""
+    model = models_dir / MODELS["ad"]
+    reference = save_reference(tmp_path, model, samples=20)
+    run = cli("run", str(model), "-b", "host", "--cmsis-nn", str(cmsis_nn("v6.0.0")), "-o", str(tmp_path / "b"),
+              "--reference", str(reference), "--atol", "3", "--json")
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["status"] == "pass"
+
+
+@pytest.mark.qemu
+@pytest.mark.cross
+def test_kws_on_the_m4f_matches_litert_and_its_host_twin(models_dir, cmsis_nn, tmp_path):
+    model = models_dir / MODELS["kws"]
+    reference = save_reference(tmp_path, model, samples=3)
+    run = cli("run", str(model), "-b", "mps2-an386", "--cmsis-nn", str(cmsis_nn("v6.0.0")), "-o",
+              str(tmp_path / "b"), "--reference", str(reference), "--atol", "0", "--json")
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["status"] == "pass"
+    # without --reference, the run is checked against the model the MLF carries
+    again = cli("run", str(tmp_path / "b"), "--samples", "2", "--json")
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["models"][0]["reference"].endswith("src/model.tflite")
+
+
+# --- refusals ----------------------------------------------------------------------------------------
+
+def test_a_file_that_is_not_tflite_is_refused_in_one_line(tmp_path):
+    bad = tmp_path / "model.tflite"
+    bad.write_bytes(b"\x00" * 64)
+    out = tmp_path / "out"
+    out.mkdir()
+    run = cli("import", str(bad), "-o", str(out / "m.tar"))
+    assert run.returncode == 3
+    assert run.stderr.count("\n") == 1 and "not a TFLite model" in run.stderr
+    assert list(out.iterdir()) == []
+
+
+def test_a_damaged_model_is_refused_and_nothing_is_written(models_dir, tmp_path):
+    data = bytearray((models_dir / MODELS["kws"]).read_bytes())
+    data[8:12] = b"\xff\xff\xff\x7f"  # a table offset far past the end
+    damaged = tmp_path / "damaged.tflite"
+    damaged.write_bytes(bytes(data[: len(data) // 2]))
+    out = tmp_path / "out"
+    out.mkdir()
+    run = cli("import", str(damaged), "-o", str(out / "m.tar"))
+    assert run.returncode == 3, run.stderr
+    assert "Traceback" not in run.stderr and run.stderr.count("\n") == 1
+    assert list(out.iterdir()) == []
+
+
+def test_truncation_at_every_length_is_refused_cleanly(models_dir):
+    """Every prefix of a real model: InvalidInputError or a graph, never another exception."""
+    data = (models_dir / MODELS["ad"]).read_bytes()
+    for length in list(range(0, 512, 7)) + list(range(512, len(data), len(data) // 97)):
+        try:
+            parse_model(data[:length])
+        except InvalidInputError:
+            pass
+
+
+def test_an_unknown_module_name_is_refused(models_dir, tmp_path):
+    run = cli("import", str(models_dir / MODELS["ad"]), "-o", str(tmp_path / "m.tar"), "--name", "9lives")
+    assert run.returncode == 2 and "C identifier" in run.stderr
+    assert not (tmp_path / "m.tar").exists()
