@@ -8,8 +8,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import tflite_damage as td
 import tflitewriter as tw
 from litert_oracle import run_reference, run_seeded, seeded_inputs
+from mlfbuild.errors import InvalidInputError
 from mlfbuild.reference import litert
 from mlfbuild.reference.tflite import parse_tflite, read_tflite
 
@@ -203,3 +205,54 @@ def test_operator_codes_past_126_use_the_placeholder():
     (code,) = tw.read_model(graph.to_bytes()).operatorCodes
     assert code.builtinCode == tw.builtin_code("GELU") > 127 and code.deprecatedBuiltinCode == 127
     assert parse_tflite(graph.to_bytes(), "gelu.tflite").inputs[0].shape == (4,)
+
+
+# --- damaged and hostile models (tests/tflite_damage.py) --------------------------------------------------
+
+_DAMAGE_MODELS = {"conv2d": lambda: tw.conv2d_model(np.random.default_rng(0)),
+                  "kws_chain": lambda: tw.chain_model(np.random.default_rng(1)),
+                  "quantize": lambda: tw.quantize_model(np.random.default_rng(2))}
+
+
+@pytest.mark.parametrize("model", sorted(_DAMAGE_MODELS))
+def test_damage_finds_the_places_it_damages(model):
+    graph = _DAMAGE_MODELS[model]()
+    data = graph.to_bytes()
+    at = td.locate(data)
+    word = lambda offset: int.from_bytes(data[offset:offset + 4], "little")  # noqa: E731
+    assert (word(at.subgraphs_length), word(at.tensors_length), word(at.inputs_length), word(at.outputs_length),
+            word(at.operators_length), word(at.name_length)) == (
+        1, len(graph.tensors), len(graph.inputs), len(graph.outputs), len(graph.operators), len(graph.tensors[0].name))
+    assert word(at.inputs_length + 4) == graph.input_indices[0]
+    assert data[at.name_length + 4:at.name_length + 4 + word(at.name_length)] == graph.tensors[0].name.encode()
+    variants = td.all_variants(data)
+    assert all(damaged != data for damaged in variants.values())
+    assert td.REACHES_IO_READER <= set(variants)
+
+
+@pytest.mark.deadline(60)
+@pytest.mark.parametrize("model", sorted(_DAMAGE_MODELS))
+def test_io_reader_refuses_damaged_models_in_one_line(tmp_path, model):
+    data = _DAMAGE_MODELS[model]().to_bytes()
+    variants = td.all_variants(data)
+    for name, damaged in variants.items():
+        path = tmp_path / f"{name}.tflite"
+        path.write_bytes(damaged)
+        try:
+            read = read_tflite(path)
+        except InvalidInputError as exc:
+            assert str(exc).startswith(f"{path}: ") and "\n" not in str(exc), name
+        else:
+            assert name not in td.REACHES_IO_READER, f"{name} was read: {read}"
+
+
+@pytest.mark.deadline(60)
+def test_io_reader_survives_random_damage():
+    data = tw.chain_model(np.random.default_rng(4), tw.RESIDUAL_CHAIN).to_bytes()
+    variants, rng = td.all_variants(data), np.random.default_rng(0)
+    for _ in range(300):
+        what, damaged = td.random_damage(variants, rng)
+        try:
+            parse_tflite(damaged, "fuzz.tflite")
+        except InvalidInputError as exc:
+            assert str(exc).startswith("fuzz.tflite: ") and "\n" not in str(exc), what
