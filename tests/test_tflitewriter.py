@@ -58,6 +58,15 @@ def test_factory_models_run_for_many_seeds(tmp_path, op, seed):
     _check_outputs(graph, outputs)
 
 
+@pytest.mark.exhaustive
+@pytest.mark.parametrize("seed", range(20))
+@pytest.mark.parametrize("ops", [tw.KWS_CHAIN, tw.RESIDUAL_CHAIN], ids=["kws", "residual"])
+def test_chain_models_run_for_many_seeds(tmp_path, ops, seed):
+    graph = tw.chain_model(np.random.default_rng(seed), ops)
+    _, outputs = run_seeded(_written(tmp_path, graph), seed=seed, samples=SAMPLES)
+    _check_outputs(graph, outputs)
+
+
 def test_data_movement_is_what_the_writer_declared(tmp_path):
     """Operators whose result numpy states exactly: the written options and constants are the ones
     meant (a wrong perm, padding or axis would show here)."""
@@ -68,7 +77,8 @@ def test_data_movement_is_what_the_writer_declared(tmp_path):
                       lambda a: a.transpose(2, 0, 3, 1)),
         "reshape": (tw.reshape_model(rng, input_shape=(2, 3, 4, 5), new_shape=(6, 20)), lambda a: a.reshape(6, 20)),
         "squeeze": (tw.squeeze_model(rng, input_shape=(2, 1, 4, 1), squeeze_dims=[3]), lambda a: a[..., 0]),
-        "pad": (tw.pad_model(rng, input_shape=(2, 3, 4, 5), input_zero_point=-7, paddings=[[0, 0], [1, 2], [0, 1], [2, 0]]),
+        "pad": (tw.pad_model(rng, input_shape=(2, 3, 4, 5), input_zero_point=-7,
+                             paddings=[[0, 0], [1, 2], [0, 1], [2, 0]]),
                 lambda a: np.pad(a, [(0, 0), (1, 2), (0, 1), (2, 0)], constant_values=-7)),
         "max_pool": (tw.max_pool2d_model(rng, input_shape=(2, 3, 4, 5), padding="VALID", kernel_h=3, kernel_w=2,
                                          stride_h=1, stride_w=2, activation="NONE"),

@@ -574,8 +574,11 @@ def add_pad(graph: GraphBuilder, p: Draw, x: int, name: str = "pad") -> int:
 
 def add_mean(graph: GraphBuilder, p: Draw, x: int, name: str = "mean") -> int:
     shape = graph.tensor(x).shape
-    axes = p("axes", lambda: sorted(int(a) for a in p.rng.choice(len(shape), size=int(p.rng.integers(1, len(shape) + 1)),
-                                                                   replace=False)))
+
+    def draw_axes() -> list[int]:
+        count = int(p.rng.integers(1, len(shape) + 1))
+        return sorted(int(a) for a in p.rng.choice(len(shape), size=count, replace=False))
+    axes = p("axes", draw_axes)
     keep_dims = p("keep_dims", lambda: bool(p.rng.random() < 0.5))
     reduced = {a % len(shape) for a in axes}
     out_shape = tuple(1 if i in reduced else d for i, d in enumerate(shape) if keep_dims or i not in reduced)
@@ -768,7 +771,6 @@ ADDERS: dict[str, Callable[..., int]] = {
     "DEQUANTIZE": add_dequantize, "LOGISTIC": add_logistic, "RELU": add_relu, "RELU6": add_relu6,
 }
 
-OpSpec = "str | tuple[str, dict]"  # an operator's name, or its name and overrides of its draws
 
 # A keyword-spotting network in miniature: the operators of MLPerf Tiny's kws model, in its order.
 KWS_CHAIN = ("CONV_2D", "DEPTHWISE_CONV_2D", "CONV_2D", "AVERAGE_POOL_2D", "RESHAPE", "FULLY_CONNECTED", "SOFTMAX")
