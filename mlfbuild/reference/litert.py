@@ -4,6 +4,9 @@ LiteRT runs in a child process: its loader and kernels are native code that can 
 hostile model, and neither may take mlfbuild down with it. The child reads the inputs (.npz, one
 array per graph input with a leading sample axis), runs every sample and writes `output_0..N` the
 same way; the parent gives it a deadline and turns every way it can end into one line.
+
+`kernels="reference"` runs LiteRT's reference kernels (its BuiltinRefOpResolver, no delegates): the
+plain statement of each operator's semantics, slower than the default optimized kernels.
 """
 
 from __future__ import annotations
@@ -22,13 +25,19 @@ from ..errors import BuildError, InvalidInputError, RunError
 EXTRA_HINT = "install it with `pip install 'mlfbuild[reference]'` (or `pip install ai-edge-litert`)"
 _NOT_INSTALLED, _REFUSED = 10, 11  # the child's exit codes besides 0
 DEFAULT_TIMEOUT = 300.0
+KERNELS = ("optimized", "reference")
 
 
-def run_model(model: Path, inputs: dict[str, np.ndarray], timeout: float = DEFAULT_TIMEOUT) -> list[np.ndarray]:
-    """Every output of `model` for every sample of `inputs` (name → [samples, *shape]), in graph order."""
+def run_model(model: Path, inputs: dict[str, np.ndarray], timeout: float = DEFAULT_TIMEOUT,
+              kernels: str = "optimized") -> list[np.ndarray]:
+    """Every output of `model` for every sample of `inputs` (name → [samples, *shape]), in graph order,
+    computed by LiteRT's `kernels` (one of KERNELS)."""
+    if kernels not in KERNELS:
+        raise ValueError(f"kernels must be one of {KERNELS}, not {kernels!r}")
     with tempfile.TemporaryDirectory(prefix="mlfbuild-litert-") as work:
         np.savez(Path(work) / "inputs.npz", **inputs)
-        child = subprocess.Popen([sys.executable, "-m", "mlfbuild.reference.litert", str(Path(model).resolve()), work],
+        child = subprocess.Popen([sys.executable, "-m", "mlfbuild.reference.litert", str(Path(model).resolve()), work,
+                                  kernels],
                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                  start_new_session=True)
         try:
@@ -56,14 +65,15 @@ def _last_line(err: bytes) -> str:
     return lines[-1].strip()[:300] if lines else "no message"
 
 
-def _child(model: str, work: Path) -> int:
+def _child(model: str, work: Path, kernels: str) -> int:
     try:
-        from ai_edge_litert.interpreter import Interpreter
+        from ai_edge_litert.interpreter import Interpreter, OpResolverType
     except ImportError as exc:
         print(exc, file=sys.stderr)
         return _NOT_INSTALLED
+    resolver = OpResolverType.BUILTIN_REF if kernels == "reference" else OpResolverType.AUTO
     try:
-        interpreter = Interpreter(model_path=model)
+        interpreter = Interpreter(model_path=model, experimental_op_resolver_type=resolver)
         interpreter.allocate_tensors()
         inputs, outputs = interpreter.get_input_details(), interpreter.get_output_details()
         with np.load(work / "inputs.npz", allow_pickle=False) as data:
@@ -83,4 +93,4 @@ def _child(model: str, work: Path) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(_child(sys.argv[1], Path(sys.argv[2])))
+    sys.exit(_child(sys.argv[1], Path(sys.argv[2]), sys.argv[3] if len(sys.argv) > 3 else "optimized"))
