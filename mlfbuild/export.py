@@ -56,13 +56,21 @@ def export(mlfs: list[Path], board_name: str, folder: Path, *, name: str | None 
     with outfolder.locked(folder), tempfile.TemporaryDirectory(prefix=".unpack-", dir=folder) as unpack:
         if not (folder / MARKER).is_file():  # an export that fails half-way may still be written over
             (folder / MARKER).write_text(json.dumps({"schema": schemas.EXPORT, "complete": False}) + "\n")
-        libraries = [read_mlf(Path(mlf), Path(unpack) / str(i), max_total_bytes=max_mlf_bytes)
+        libraries = [read_mlf(_imported_if_tflite(Path(mlf), Path(unpack) / f"{i}.tar"), Path(unpack) / str(i),
+                              max_total_bytes=max_mlf_bytes)
                      for i, mlf in enumerate(mlfs)]
         _check_names(libraries)
         for lib in libraries:
             check_library(lib, board, options)
         return _export(mlfs, libraries, board, folder, name, options, jobs, _quantizations(libraries, list(models)),
                        Path(unpack) / "cmsis-nn-probe")
+
+
+def _imported_if_tflite(model: Path, mlf: Path) -> Path:
+    """A .tflite given where an MLF is expected: imported first (mlfbuild import), into the unpack folder."""
+    from .importer import import_tflite, is_tflite
+
+    return import_tflite(model, mlf).mlf if is_tflite(model) else model
 
 
 def _quantizations(libraries: list[ModelLibrary], models: list[str]) -> dict[str, dict[str, tuple[float, int]]]:

@@ -158,9 +158,15 @@ def cross(entries: list[Entry], boards: list[str]) -> list[Job]:
             while any(j.id == job_id for j in jobs):  # two names made plain alike, or a board given twice
                 job_id += "+"
             jobs.append(Job(id=job_id, mlf=entry.mlf, board=board,
-                            references=entry.references, atol=entry.atol, rtol=entry.rtol,
+                            references=entry.references or _the_model_itself(entry.mlf), atol=entry.atol, rtol=entry.rtol,
                             samples=entry.samples))
     return jobs
+
+
+def _the_model_itself(mlf: str) -> tuple[str, ...]:
+    """A .tflite job (imported by its build) is checked against that model, as `run` checks an
+    imported MLF against the model it carries."""
+    return (mlf,) if mlf.lower().endswith(".tflite") else ()
 
 
 def with_default_samples(jobs: list[Job], samples: int | None) -> list[Job]:

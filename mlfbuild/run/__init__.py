@@ -24,7 +24,7 @@ from ..schemas import RUN as RUN_SCHEMA
 from ..units import tolerance
 from .compare import Comparison, compare, is_classifier
 from .references import HostTwinReference, Reference, pick, resolve as resolve_references
-from .twin import twin_outputs
+from .twin import twin_outputs, twin_source
 from .samples import as_input_dtype, check_sample_bytes, dequantize as dequantize_values, random_samples, sample_axis
 from ..project.runtime import fault_exit_code
 from .profile import Profile, profiled_transport, with_profile
@@ -246,7 +246,8 @@ def run_build(build_dir: Path, *, port: str | None = None, baud: int = 115200, i
     feeds = {m["name"]: _sample_inputs(m, given, inputs, refs.get(m["name"]), samples, seed, warnings)
              for m in models}
     twins = {id(ref): ref for ref in refs.values() if isinstance(ref, HostTwinReference)}.values()
-    chain = any(ref.model_derived for ref in refs.values())  # the original model: which link differs?
+    # The original model: which link differs? (needs the MLF beside the firmware, to build its twin)
+    chain = any(ref.model_derived for ref in refs.values()) and twin_source(Path(build_dir)) is not None
     twin_out = twin_outputs(Path(build_dir), record, feeds, timeout) if twins or chain else {}
     for twin in twins:  # one twin run serves every model it is the reference of
         twin.outputs = twin_out

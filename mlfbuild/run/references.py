@@ -118,7 +118,7 @@ class ModelReference(Reference):
     def expected(self, model: dict, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
         from ..reference.litert import run_model
 
-        outputs = run_model(Path(self.path), inputs)
+        outputs = run_model(Path(self.path), inputs, kernels="reference")
         return [value.reshape((value.shape[0], *spec["shape"])) for value, spec in zip(outputs, model["outputs"])]
 
 
@@ -243,7 +243,7 @@ def model_reference_tensors(model_path: Path, given: dict[str, np.ndarray], sour
         quantization = (tensor.scale, tensor.zero_point) if tensor.quantized else None
         inputs[tensor.name] = as_input_dtype(sample_axis(value, tensor.shape, source, tensor.name), tensor.dtype,
                                              quantization, source, tensor.name)
-    outputs = run_model(Path(model_path), inputs)
+    outputs = run_model(Path(model_path), inputs, kernels="reference")
     tensors = {**inputs, **{f"output_{i}": value for i, value in enumerate(outputs)},
                SOURCE_KEY: np.array(Path(model_path).name)}
     for key, (scale, zero_point) in keyed_quantization(model).items():

@@ -21,6 +21,16 @@ TWIN_FOLDER = "host-twin"  # under the build folder: the twin's own build
 TWIN_MLF = "mlf.tar"  # where a firmware without its unpacked mlf/ (a matrix worker's) finds its MLF
 
 
+def twin_source(build_dir: Path) -> Path | None:
+    """The MLF a build was made from, where the build folder still has it (a matrix worker's has it
+    only when a job's reference is the host twin)."""
+    unpacked = build_dir / "mlf"
+    if unpacked.is_dir():
+        return unpacked
+    packed = build_dir / TWIN_MLF
+    return packed if packed.is_file() else None
+
+
 def twin_outputs(build_dir: Path, record: dict, feeds: dict[str, dict[str, np.ndarray]],
                  timeout: float) -> dict[str, list[np.ndarray]]:
     """Build the twin (incrementally, in BUILD/host-twin) and run it on `feeds`: each model's outputs,
@@ -28,9 +38,8 @@ def twin_outputs(build_dir: Path, record: dict, feeds: dict[str, dict[str, np.nd
     from ..build import build
     from . import run_build
 
-    unpacked = Path(build_dir) / "mlf"
-    source = unpacked if unpacked.is_dir() else Path(build_dir) / TWIN_MLF
-    twin = build(source, HOST, Path(build_dir) / TWIN_FOLDER, options=_options(record))
+    source = twin_source(Path(build_dir))
+    twin = build(source if source is not None else Path(build_dir) / TWIN_MLF, HOST, Path(build_dir) / TWIN_FOLDER, options=_options(record))
     with tempfile.TemporaryDirectory(prefix="mlfbuild-twin-") as scratch:
         inputs = Path(scratch) / "inputs.npz"
         np.savez(inputs, **{f"{model}/{name}": value for model, values in feeds.items() for name, value in values.items()})
