@@ -664,15 +664,34 @@ def _single(rng: np.random.Generator, overrides: dict, shape: Callable[[Draw], t
     override that input's draws)."""
     p = Draw(rng, overrides)
     graph = GraphBuilder()
+    graph.mark_output(_add_case(graph, p, shape, add, input_scale, dtype, "input", None))
+    p.finish()
+    return graph
+
+
+def _add_case(graph: GraphBuilder, p: Draw, shape, add, input_scale, dtype: str, input_name: str,
+              name: str | None) -> int:
+    """One graph input and one operator on it; the operator's output."""
     dtype = p("input_dtype", lambda: dtype)
     input_shape = tuple(p("input_shape", lambda: shape(p)))
     quantization = {}
     if dtype == "int8":
         quantization = {"scale": p.log_uniform("input_scale", *input_scale),
                         "zero_point": p.integer("input_zero_point", -128, 127)}
-    x = graph.add_input("input", dtype, input_shape, **quantization)
-    graph.mark_output(add(graph, p, x))
-    p.finish()
+    x = graph.add_input(input_name, dtype, input_shape, **quantization)
+    return add(graph, p, x) if name is None else add(graph, p, x, name=name)
+
+
+def bundle_model(rng: np.random.Generator, cases: Sequence) -> GraphBuilder:
+    """Many one-operator cases side by side in one graph (input `in<k>`, output of operator `case<k>`),
+    so that one build and one run check them all. Each entry is an operator's name or (name, overrides)."""
+    graph = GraphBuilder()
+    for k, case in enumerate(cases):
+        op, overrides = (case, {}) if isinstance(case, str) else (case[0], dict(case[1]))
+        shape, add, input_scale, dtype = CASE_SHAPES[op]
+        p = Draw(rng, overrides)
+        graph.mark_output(_add_case(graph, p, shape, add, input_scale, dtype, f"in{k}", f"case{k}"))
+        p.finish()
     return graph
 
 
@@ -753,6 +772,22 @@ def relu_model(rng: np.random.Generator, **overrides) -> GraphBuilder:
 def relu6_model(rng: np.random.Generator, **overrides) -> GraphBuilder:
     return _single(rng, overrides, _any_rank, add_relu6)
 
+
+_SCALES, _LOGITS = (1e-3, 1e-1), (1e-2, 1e-1)
+# Per operator: (input shape, the operator's adder, input scale range, input dtype), as its factory draws them.
+CASE_SHAPES: dict[str, tuple] = {
+    "CONV_2D": (_nhwc, add_conv2d, _SCALES, "int8"), "DEPTHWISE_CONV_2D": (_nhwc, add_depthwise_conv2d, _SCALES, "int8"),
+    "FULLY_CONNECTED": (_features, add_fully_connected, _SCALES, "int8"),
+    "AVERAGE_POOL_2D": (_nhwc, add_average_pool2d, _SCALES, "int8"),
+    "MAX_POOL_2D": (_nhwc, add_max_pool2d, _SCALES, "int8"), "SOFTMAX": (_features, add_softmax, _LOGITS, "int8"),
+    "LOGISTIC": (_any_rank, add_logistic, _LOGITS, "int8"), "ADD": (_nhwc, add_add, _SCALES, "int8"),
+    "MUL": (_nhwc, add_mul, _SCALES, "int8"), "RESHAPE": (_any_rank, add_reshape, _SCALES, "int8"),
+    "SQUEEZE": (_with_ones, add_squeeze, _SCALES, "int8"), "PAD": (_nhwc, add_pad, _SCALES, "int8"),
+    "MEAN": (_nhwc, add_mean, _SCALES, "int8"), "TRANSPOSE": (_any_rank, add_transpose, _SCALES, "int8"),
+    "CONCATENATION": (_any_rank, add_concatenation, _SCALES, "int8"),
+    "QUANTIZE": (_any_rank, add_quantize, _SCALES, "float32"), "DEQUANTIZE": (_any_rank, add_dequantize, _SCALES, "int8"),
+    "RELU": (_any_rank, add_relu, _SCALES, "int8"), "RELU6": (_any_rank, add_relu6, _SCALES, "int8"),
+}
 
 FACTORIES: dict[str, Callable[..., GraphBuilder]] = {
     "CONV_2D": conv2d_model, "DEPTHWISE_CONV_2D": depthwise_conv2d_model, "FULLY_CONNECTED": fully_connected_model,

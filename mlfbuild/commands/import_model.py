@@ -33,8 +33,10 @@ class ImportCommand(Command):
             print(json.dumps(result.to_json(), indent=2))
             return 0
         calls = [s for s in result.steps if s.function]
+        kernels = [s for s in result.steps if s.kernel]
+        own = f" and {len(kernels)} kernel(s) of mlfbuild's" if kernels else ""
         print(f"imported {args.model} → {out}: module {result.module}, {len(result.steps)} operator(s) as "
-              f"{len(calls)} CMSIS-NN call(s), workspace {result.pool_bytes:,} B (liveness floor "
+              f"{len(calls)} CMSIS-NN call(s){own}, workspace {result.pool_bytes:,} B (liveness floor "
               f"{result.floor_bytes:,} B)")
         for note in result.notes:
             print(f"  {note}")

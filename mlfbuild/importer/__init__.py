@@ -25,6 +25,7 @@ from .lowering import Lowered, UnsupportedModelError, lower
 from .tflite import Graph, parse_model
 
 MAX_MODEL_BYTES = 1 << 30
+MAX_CONSTANT_BYTES = 64 << 20
 _MODULE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 
 
@@ -49,7 +50,8 @@ class ImportResult:
     def to_json(self) -> dict:
         return {"mlf": str(self.mlf), "module": self.module, "model_sha256": self.sha256,
                 "operators": [{"index": s.operator.index, "operator": s.operator.name,
-                               "call": s.function or "(shares its input's bytes)", "note": s.note}
+                               "call": s.function or ("mlfbuild kernel" if s.kernel else "(shares its input's bytes)"),
+                               "note": s.note}
                               for s in self.steps],
                 "workspace_bytes": self.pool_bytes, "floor_bytes": self.floor_bytes}
 
@@ -113,6 +115,10 @@ def compile_graph(graph: Graph, where: str) -> list[Lowered]:
         except UnsupportedModelError as exc:
             raise UnsupportedModelError(f"{where}: {exc}") from None
         written.update(op.outputs)
+    constants = sum(o.constant.nbytes for s in steps for o in s.operands if o.constant is not None)
+    if constants > MAX_CONSTANT_BYTES:
+        raise UnsupportedModelError(f"{where}: {constants:,} bytes of weights; more than the "
+                                    f"{MAX_CONSTANT_BYTES >> 20} MiB any microcontroller's flash holds")
     missing = [i for i in graph.outputs if i not in written]
     if missing:
         raise InvalidInputError(f"{where}: graph output '{graph.tensors[missing[0]].name[:60]}' is never written")
@@ -122,9 +128,9 @@ def compile_graph(graph: Graph, where: str) -> list[Lowered]:
 def _check_io(graph: Graph, where: str) -> None:
     for index in graph.inputs + graph.outputs:
         tensor = graph.tensors[index]
-        if tensor.dtype != "int8":
+        if tensor.dtype not in ("int8", "float32"):
             raise UnsupportedModelError(f"{where}: graph input/output {tensor.describe()} is {tensor.dtype}; "
-                                        "only int8 inputs and outputs are supported")
+                                        "only int8 and float32 (quantized inside) inputs and outputs are supported")
         if tensor.is_constant:
             raise UnsupportedModelError(f"{where}: graph input/output {tensor.describe()} is a constant")
     if len(set(graph.inputs + graph.outputs)) != len(graph.inputs + graph.outputs):

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..mlf.model import c_identifier
 from ..project.memory_plan import Buffer, MemoryPlan, align, plan_memory
-from .lowering import Lowered, Operand
+from .lowering import REQUANTIZE_C, REQUANTIZE_FUNCTION, Lowered
 from .tflite import Graph, Tensor
 
 ALIGNMENT = 16  # TVM's pools and constants are 16-byte aligned
@@ -215,12 +215,15 @@ def _prototype(step: Lowered) -> str:
 
 def _lib2(module: str, calls: list[Lowered]) -> str:
     lines = ["// tvm target: cmsis-nn ", "#define TVM_EXPORTS", '#include "tvm/runtime/c_runtime_api.h"',
-             '#include "tvm/runtime/c_backend_api.h"', "#include <stdbool.h>", "#include <stddef.h>",
-             "#include <string.h>", "#include <arm_nnfunctions.h>", "#include <arm_nn_types.h>",
+             '#include "tvm/runtime/c_backend_api.h"', "#include <math.h>", "#include <stdbool.h>",
+             "#include <stddef.h>", "#include <string.h>", "#include <arm_nnfunctions.h>", "#include <arm_nn_types.h>",
              "#include <arm_nn_math_types.h>", _EXTERN_C_OPEN]
+    if any(REQUANTIZE_FUNCTION in line for step in calls for line in step.body):
+        lines += [REQUANTIZE_C, ""]
     for index, step in enumerate(calls):
         op = step.operator
-        lines.append(f"/* TFLite operator {op.index}: {op.name}{' — ' + step.note if step.note else ''} */")
+        how = f" — {step.note}" if step.note else (" — mlfbuild's kernel, TFLite's reference semantics" if step.kernel else "")
+        lines.append(f"/* TFLite operator {op.index}: {op.name}{how} */")
         lines.append(f"TVM_DLL int32_t {_function_name(module, index)}({_prototype(step)}) {{")
         lines += ["  (void)global_const_workspace_var;", "  (void)global_workspace_var;"]
         lines += step.body
@@ -234,7 +237,8 @@ def _lib2(module: str, calls: list[Lowered]) -> str:
 def _metadata(module: str, calls: list[Lowered], inputs, outputs, workspace: int, constants: int,
               provenance: Provenance, export_datetime: str) -> dict:
     def tensors(items) -> dict:
-        return {name: {"dtype": t.dtype, "size": t.nbytes, "shape": list(t.shape)} for name, t in items}
+        # keyed by the model's own names, as TVM keeps them (the header has their C identifiers)
+        return {t.name: {"dtype": t.dtype, "size": t.nbytes, "shape": list(t.shape)} for _, t in items}
 
     main = {"constants_size_bytes": constants, "device": 1, "inputs": tensors(inputs), "outputs": tensors(outputs),
             "io_size_bytes": sum(t.nbytes for _, t in inputs + outputs), "workspace_size_bytes": workspace}

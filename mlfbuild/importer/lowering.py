@@ -45,6 +45,7 @@ class Lowered:
     body: list[str] = field(default_factory=list)
     note: str = ""  # why this call, where it is not the obvious one
     alias_of: int | None = None  # no code: the output shares the bytes of this input tensor
+    kernel: bool = False  # our own C (TFLite's reference semantics), not a library call
 
     @property
     def output(self) -> int:
@@ -77,6 +78,9 @@ def _int8(op: Operator, *tensors: Tensor) -> None:
             raise _refuse(op, f"tensor {t.describe()} is {t.dtype}; only int8 activations are supported")
         if t.quantization is None or t.quantization.per_channel:
             raise _refuse(op, f"tensor {t.describe()} has no per-tensor quantization")
+        if not t.quantization.scale > 0 or not -128 <= t.quantization.zero_point <= 127:
+            raise _refuse(op, f"tensor {t.describe()} has scale {t.quantization.scale} and zero point "
+                              f"{t.quantization.zero_point}; int8 needs a positive scale and a zero point in -128..127")
 
 
 def _activation(op: Operator, out: Tensor) -> tuple[int, int]:
@@ -357,7 +361,176 @@ def _reshape(graph: Graph, op: Operator) -> Lowered:
         raise _refuse(op, f"{x.describe()} cannot be viewed as {y.describe()}")
     if x.quantization != y.quantization:
         raise _refuse(op, "input and output must share one quantization")
+    if y.index in graph.outputs:  # a graph output has its own bytes (the application's)
+        body = [f"  memcpy(output_, input_, {y.nbytes});", "  return 0;"]
+        return Lowered(op, "", list(_io(graph, op)), body, kernel=True)
     return Lowered(op, "", alias_of=x.index)
+
+
+# --- operators CMSIS-NN does not have: small kernels of ours, TFLite's reference semantics --------------
+#
+# REQUANTIZE is TFLite's MultiplyByQuantizedMultiplier (kernels/internal/common.h): a saturating
+# rounding doubling high multiply, then a rounding right shift — the rounding CMSIS-NN's kernels use
+# too (arm_nn_requantize without CMSIS_NN_USE_SINGLE_ROUNDING).
+
+REQUANTIZE_FUNCTION = "mlf_requantize"
+REQUANTIZE_C = """static inline int32_t mlf_requantize(int32_t value, int32_t multiplier, int32_t shift) {
+  const int32_t left = shift > 0 ? shift : 0, right = shift > 0 ? 0 : -shift;
+  const int64_t product = (int64_t)(value * (int32_t)(1u << left)) * multiplier;
+  const int64_t nudge = product >= 0 ? (1ll << 30) : (1 - (1ll << 30));
+  const int32_t high = (int32_t)((product + nudge) / (1ll << 31));
+  const int32_t mask = (int32_t)((1u << right) - 1u);
+  const int32_t remainder = high & mask, threshold = (mask >> 1) + (high < 0 ? 1 : 0);
+  return (high >> right) + (remainder > threshold ? 1 : 0);
+}"""
+
+
+def _clamp(value: str, lo: int, hi: int) -> str:
+    return f"({value} < {lo} ? {lo} : ({value} > {hi} ? {hi} : {value}))"
+
+
+def _elementwise(op: Operator, x: Tensor, y: Tensor, ctype_in: str, ctype_out: str, expression: list[str],
+                 note: str) -> Lowered:
+    """A loop over every element: `expression` computes `out` from `in`."""
+    count = int(np.prod(x.shape))
+    body = [f"  for (int32_t i = 0; i < {count}; ++i) {{", f"    const {ctype_in} in = input_[i];",
+            *[f"    {line}" for line in expression], "    output_[i] = out;", "  }", "  return 0;"]
+    operands = [Operand(f"{ctype_in}*", "input_", op.inputs[0]), Operand(f"{ctype_out}*", "output_", op.outputs[0])]
+    return Lowered(op, "", operands, body, note, kernel=True)
+
+
+def _relu_like(graph: Graph, op: Operator, top: float | None) -> Lowered:
+    """RELU / RELU6 (TFLite's activations.cc, QuantizedReluX): rescale by input/output (float
+    division, then widened), clamp to the quantized 0 and 6."""
+    x, y = _tensor(graph, op, 0), _tensor(graph, op, 0, output=True)
+    _int8(op, x, y)
+    multiplier, shift = q.quantize_multiplier(float(np.float32(x.quantization.scale) / np.float32(y.quantization.scale)))
+    zp = y.quantization.zero_point
+    lo = max(-128, zp + q.round_half_away(0.0))
+    hi = 127 if top is None else min(127, zp + q.round_half_away(float(np.float32(top) / np.float32(y.quantization.scale))))
+    expression = [f"const int32_t scaled = {zp} + {REQUANTIZE_FUNCTION}((int32_t)in - ({x.quantization.zero_point}), "
+                  f"{multiplier}, {shift});", f"const int8_t out = (int8_t){_clamp('scaled', lo, hi)};"]
+    return _elementwise(op, x, y, "int8_t", "int8_t", expression, "")
+
+
+def _relu(graph: Graph, op: Operator) -> Lowered:
+    return _relu_like(graph, op, None)
+
+
+def _relu6(graph: Graph, op: Operator) -> Lowered:
+    return _relu_like(graph, op, 6.0)
+
+
+def _quantize(graph: Graph, op: Operator) -> Lowered:
+    x, y = _tensor(graph, op, 0), _tensor(graph, op, 0, output=True)
+    if y.dtype != "int8" or y.quantization is None or y.quantization.per_channel:
+        raise _refuse(op, f"only quantization to per-tensor int8 is supported, not {y.describe()}")
+    zp = y.quantization.zero_point
+    if x.dtype == "float32":
+        # AffineQuantize: round(value / scale) in double (QuantizationParams.scale is a double) + zero point
+        scale = repr(float(y.quantization.scale))
+        expression = [f"const int32_t scaled = (int32_t)round((double)in / {scale}) + ({zp});",
+                      f"const int8_t out = (int8_t){_clamp('scaled', -128, 127)};"]
+        return _elementwise(op, x, y, "float", "int8_t", expression, "")
+    _int8(op, x)
+    multiplier, shift = q.quantize_multiplier(float(x.quantization.scale) / float(y.quantization.scale))
+    expression = [f"const int32_t scaled = {REQUANTIZE_FUNCTION}((int32_t)in - ({x.quantization.zero_point}), "
+                  f"{multiplier}, {shift}) + ({zp});", f"const int8_t out = (int8_t){_clamp('scaled', -128, 127)};"]
+    return _elementwise(op, x, y, "int8_t", "int8_t", expression, "")
+
+
+def _dequantize(graph: Graph, op: Operator) -> Lowered:
+    x, y = _tensor(graph, op, 0), _tensor(graph, op, 0, output=True)
+    _int8(op, x)
+    if y.dtype != "float32":
+        raise _refuse(op, f"only dequantization to float32 is supported, not {y.describe()}")
+    scale = repr(float(x.quantization.scale))  # Dequantize: (float)(scale as double × (value − zero point))
+    expression = [f"const float out = (float)({scale} * (double)((int32_t)in - ({x.quantization.zero_point})));"]
+    return _elementwise(op, x, y, "int8_t", "float", expression, "")
+
+
+def _same_quantization(op: Operator, *tensors: Tensor) -> None:
+    first = tensors[0].quantization
+    if any(t.quantization != first for t in tensors[1:]):
+        raise _refuse(op, "every input and the output must share one quantization")
+
+
+def _as_4d(op: Operator, shape: tuple[int, ...]) -> tuple[int, ...]:
+    if len(shape) > 4:
+        raise _refuse(op, f"rank {len(shape)} is not supported (at most 4)")
+    return (1,) * (4 - len(shape)) + tuple(shape)
+
+
+def _strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides, step = [], 1
+    for dim in reversed(shape):
+        strides.append(step)
+        step *= dim
+    return tuple(reversed(strides))
+
+
+def _pad(graph: Graph, op: Operator) -> Lowered:
+    x, paddings, y = _tensor(graph, op, 0), _tensor(graph, op, 1), _tensor(graph, op, 0, output=True)
+    _int8(op, x, y)
+    _same_quantization(op, x, y)
+    pads = _constant(op, paddings, paddings.dtype).astype(np.int64).reshape(-1, 2)
+    if pads.shape[0] != len(x.shape) or (pads < 0).any():
+        raise _refuse(op, "the paddings must be one non-negative (before, after) pair per dimension")
+    value = y.quantization.zero_point
+    if op.name == "PADV2" and len(op.inputs) > 2 and op.inputs[2] >= 0:
+        value = int(_constant(op, graph.tensors[op.inputs[2]], "int8").reshape(-1)[0])
+    if tuple(int(d + a + b) for d, (a, b) in zip(x.shape, pads)) != y.shape:
+        raise _refuse(op, f"the output {y.describe()} is not the padded input")
+    src, dst = _as_4d(op, x.shape), _as_4d(op, y.shape)
+    before = (0,) * (4 - len(x.shape)) + tuple(int(a) for a, _ in pads)
+    out_strides = _strides(dst)
+    offset = sum(b * s for b, s in zip(before, out_strides))
+    body = [f"  memset(output_, {value}, {int(np.prod(dst))});",
+            f"  for (int32_t a = 0; a < {src[0]}; ++a)", f"    for (int32_t b = 0; b < {src[1]}; ++b)",
+            f"      for (int32_t c = 0; c < {src[2]}; ++c)",
+            f"        memcpy(output_ + {offset} + a * {out_strides[0]} + b * {out_strides[1]} + c * {out_strides[2]}, "
+            f"input_ + ((a * {src[1]} + b) * {src[2]} + c) * {src[3]}, {src[3]});", "  return 0;"]
+    return Lowered(op, "", list(_io(graph, op)), body, kernel=True)
+
+
+def _transpose(graph: Graph, op: Operator) -> Lowered:
+    x, perm_tensor, y = _tensor(graph, op, 0), _tensor(graph, op, 1), _tensor(graph, op, 0, output=True)
+    _int8(op, x, y)
+    _same_quantization(op, x, y)
+    perm = [int(v) for v in _constant(op, perm_tensor, perm_tensor.dtype).reshape(-1)]
+    if sorted(perm) != list(range(len(x.shape))) or tuple(x.shape[p] for p in perm) != y.shape:
+        raise _refuse(op, f"permutation {perm} does not turn {x.describe()} into {y.describe()}")
+    shift = 4 - len(perm)
+    perm4 = list(range(shift)) + [p + shift for p in perm]
+    out4, in_strides = _as_4d(op, y.shape), _strides(_as_4d(op, x.shape))
+    strides = [in_strides[p] for p in perm4]  # input stride of each output dimension
+    body = [f"  int8_t* out = output_;", f"  for (int32_t a = 0; a < {out4[0]}; ++a)",
+            f"    for (int32_t b = 0; b < {out4[1]}; ++b)", f"      for (int32_t c = 0; c < {out4[2]}; ++c)",
+            f"        for (int32_t d = 0; d < {out4[3]}; ++d)",
+            f"          *out++ = input_[a * {strides[0]} + b * {strides[1]} + c * {strides[2]} + d * {strides[3]}];",
+            "  return 0;"]
+    return Lowered(op, "", list(_io(graph, op)), body, kernel=True)
+
+
+def _concatenation(graph: Graph, op: Operator) -> Lowered:
+    inputs = [_tensor(graph, op, i) for i in range(len(op.inputs))]
+    y = _tensor(graph, op, 0, output=True)
+    _int8(op, y, *inputs)
+    _same_quantization(op, y, *inputs)
+    if ACTIVATIONS.get(op.options.get("activation", 0)) != "NONE":
+        raise _refuse(op, "a fused activation on CONCATENATION is not supported")
+    axis = op.options["axis"] % max(len(y.shape), 1)
+    outer = int(np.prod(y.shape[:axis]))
+    widths = [int(np.prod(t.shape[axis:])) for t in inputs]
+    if sum(widths) * outer != int(np.prod(y.shape)) or any(t.shape[:axis] != y.shape[:axis] for t in inputs):
+        raise _refuse(op, "the inputs do not concatenate into the output")
+    operands, lines, position = [], [f"  for (int32_t o = 0; o < {outer}; ++o) {{"], 0
+    for i, (tensor, width) in enumerate(zip(inputs, widths)):
+        operands.append(Operand("int8_t*", f"input{i}_", tensor.index))
+        lines.append(f"    memcpy(output_ + o * {sum(widths)} + {position}, input{i}_ + o * {width}, {width});")
+        position += width
+    operands.append(Operand("int8_t*", "output_", y.index))
+    return Lowered(op, "", operands, lines + ["  }", "  return 0;"], kernel=True)
 
 
 _RULES: dict[str, Callable[[Graph, Operator], Lowered]] = {
@@ -371,5 +544,13 @@ _RULES: dict[str, Callable[[Graph, Operator], Lowered]] = {
     "MUL": _mul,
     "RESHAPE": _reshape,
     "SQUEEZE": _reshape,
+    "RELU": _relu,
+    "RELU6": _relu6,
+    "QUANTIZE": _quantize,
+    "DEQUANTIZE": _dequantize,
+    "PAD": _pad,
+    "PADV2": _pad,
+    "TRANSPOSE": _transpose,
+    "CONCATENATION": _concatenation,
 }
 SUPPORTED_OPERATORS = tuple(sorted(_RULES))

@@ -8,6 +8,7 @@ against the schema's generated code. Every count has a limit and every offset is
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -205,6 +206,8 @@ def _quantization(table: Table | None, name: str) -> Quantization | None:
     zero_points = table.vector(3, "<q", MAX_TENSORS)
     if not scales:
         return None
+    if not all(math.isfinite(v) and v >= 0 for v in scales):
+        raise Malformed(f"tensor '{name[:60]}' has a scale that is negative or not a number")
     if zero_points and len(zero_points) != len(scales):
         raise Malformed(f"tensor '{name[:60]}' has {len(scales)} scales and {len(zero_points)} zero points")
     return Quantization(scales=tuple(float(s) for s in scales), zero_points=tuple(int(z) for z in zero_points),

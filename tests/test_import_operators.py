@@ -1,0 +1,171 @@
+"""Every operator `mlfbuild import` compiles, over its parameter space, against LiteRT's reference
+kernels: bit for bit, on the host and on the Cortex-M cores (M3 generic C, M4F DSP, M55 MVE).
+
+Many random one-operator cases go side by side into one model (tflitewriter.bundle_model), so one
+import, one build and one run check them all. CI runs one seed on the host and on the M55; the
+exhaustive run draws more seeds on every core with both CMSIS-NN versions. A seed that ever failed
+stays in REGRESSION_SEEDS.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import cli
+from litert_oracle import run_seeded
+from mlfbuild.errors import InvalidInputError
+from mlfbuild.importer import import_tflite
+from mlfbuild.importer.lowering import SUPPORTED_OPERATORS, UnsupportedModelError
+from tflitewriter import KWS_CHAIN, GraphBuilder, add_model, bundle_model, chain_model, logistic_model, pack_model
+from tflite_damage import all_variants, random_damage
+
+# Operands CMSIS-NN's element-wise kernels take: same-shape graph tensors (no broadcast, no constant).
+_OVERRIDES = {"ADD": {"broadcast": False, "constant_operand": False},
+              "MUL": {"broadcast": False, "constant_operand": False}}
+_IMPORTABLE = sorted(set(SUPPORTED_OPERATORS) - {"PADV2"})  # PADV2: the writer makes PAD
+REGRESSION_SEEDS: list[int] = []
+
+
+def operator_cases(per_operator: int) -> list:
+    return [(op, dict(_OVERRIDES.get(op, {}))) for op in _IMPORTABLE for _ in range(per_operator)]
+
+
+def check_against_litert(model: Path, board: str, tree: Path, out: Path, samples: int = 4, seed: int = 5) -> dict:
+    """Build `model` for `board`, run it on seeded inputs, compare with LiteRT's reference kernels exactly."""
+    inputs, outputs = run_seeded(model, seed=seed, samples=samples)
+    reference = out.with_suffix(".npz")
+    np.savez(reference, **inputs, **{f"output_{i}": o for i, o in enumerate(outputs)})
+    run = cli("run", str(model), "-b", board, "--cmsis-nn", str(tree), "-o", str(out), "--reference", str(reference),
+              "--atol", "0", "--json")
+    assert run.returncode == 0, run.stderr
+    result = json.loads(run.stdout)
+    compared = [o for m in result["models"] for o in m["outputs"]]
+    assert result["status"] == "pass" and len(compared) == len(outputs)
+    assert all(o["max_abs_error"] == 0 for o in compared)
+    return result
+
+
+@pytest.mark.cross
+def test_every_operator_on_the_host_equals_litert(cmsis_nn, tmp_path):
+    model = bundle_model(np.random.default_rng(0), operator_cases(2)).write(tmp_path / "ops.tflite")
+    check_against_litert(model, "host", cmsis_nn("v6.0.0"), tmp_path / "host")
+
+
+@pytest.mark.qemu
+@pytest.mark.cross
+def test_every_operator_on_the_m55_equals_litert(cmsis_nn, tmp_path):
+    model = bundle_model(np.random.default_rng(1), operator_cases(1)).write(tmp_path / "ops.tflite")
+    check_against_litert(model, "mps3-an547", cmsis_nn("v6.0.0"), tmp_path / "m55", samples=2)
+
+
+@pytest.mark.exhaustive
+@pytest.mark.qemu
+@pytest.mark.cross
+@pytest.mark.parametrize("board", ["host", "mps2-an385", "mps2-an386", "mps3-an547"])
+@pytest.mark.parametrize("version", ["v4.1.0", "v6.0.0"])
+@pytest.mark.parametrize("seed", list(range(10, 16)) + REGRESSION_SEEDS)
+def test_every_operator_over_many_seeds(board, version, seed, cmsis_nn, tmp_path):
+    model = bundle_model(np.random.default_rng(seed), operator_cases(3)).write(tmp_path / "ops.tflite")
+    check_against_litert(model, board, cmsis_nn(version), tmp_path / board, seed=seed)
+
+
+@pytest.mark.cross
+def test_a_kws_like_chain_equals_litert(cmsis_nn, tmp_path):
+    """Operators feeding each other through the planned pool, RESHAPE sharing its input's bytes."""
+    model = chain_model(np.random.default_rng(3), KWS_CHAIN).write(tmp_path / "chain.tflite")
+    result = import_tflite(model, tmp_path / "chain.tar")
+    assert any(step.alias_of is not None for step in result.steps)
+    assert result.pool_bytes == result.floor_bytes
+    check_against_litert(model, "host", cmsis_nn("v6.0.0"), tmp_path / "host")
+
+
+def test_one_input_channel_depthwise_is_lowered_as_a_convolution(tmp_path):
+    model = bundle_model(np.random.default_rng(2), [("DEPTHWISE_CONV_2D", {"channels": 1, "depth_multiplier": 5})])
+    result = import_tflite(model.write(tmp_path / "dw.tflite"), tmp_path / "dw.tar")
+    assert [s.function for s in result.steps] == ["arm_convolve_wrapper_s8"]
+    assert "transposed at import" in result.steps[0].note
+
+
+@pytest.mark.cross
+def test_one_input_channel_depthwise_as_a_convolution_equals_litert(cmsis_nn, tmp_path):
+    cases = [("DEPTHWISE_CONV_2D", {"channels": 1}) for _ in range(6)]
+    model = bundle_model(np.random.default_rng(4), cases).write(tmp_path / "dw.tflite")
+    check_against_litert(model, "host", cmsis_nn("v6.0.0"), tmp_path / "host")
+
+
+# --- refusals: one line naming the operator and its index, exit 3, nothing written ------------------
+
+@pytest.mark.parametrize("factory, overrides, said", [
+    (logistic_model, {}, "operator 0 (LOGISTIC)"),
+    (add_model, {"broadcast": True, "constant_operand": False, "input_shape": (1, 2, 3, 4)}, "broadcasting"),
+    (None, {}, "float32; only int8 activations"),
+])
+def test_unsupported_models_are_refused_naming_what(factory, overrides, said, tmp_path):
+    graph = factory(np.random.default_rng(0), **overrides) if factory else _float_relu()
+    model = graph.write(tmp_path / "m.tflite")
+    out = tmp_path / "out"
+    out.mkdir()
+    run = cli("import", str(model), "-o", str(out / "m.tar"))
+    assert run.returncode == 3, run.stderr
+    assert said in run.stderr and run.stderr.count("\n") == 1
+    assert list(out.iterdir()) == []
+
+
+def _float_relu() -> GraphBuilder:
+    graph = GraphBuilder()
+    x = graph.add_input("x", "float32", (1, 8))
+    y = graph.add_tensor("y", "float32", (1, 8))
+    graph.add_operator("RELU", [x], [y])
+    graph.mark_output(y)
+    return graph
+
+
+def test_a_second_subgraph_is_refused(tmp_path):
+    graph = bundle_model(np.random.default_rng(0), ["RELU"])
+    model = graph.to_model()
+    model.subgraphs.append(model.subgraphs[0])
+    path = tmp_path / "two.tflite"
+    path.write_bytes(pack_model(model))
+    with pytest.raises(UnsupportedModelError, match="2 subgraphs"):
+        import_tflite(path, tmp_path / "two.tar")
+
+
+# --- fuzzing the importer with damaged and hostile files --------------------------------------------
+
+def _small_model(tmp_path: Path) -> bytes:
+    return chain_model(np.random.default_rng(9), KWS_CHAIN).to_bytes()
+
+
+def test_every_damaged_or_hostile_variant_is_refused_or_imported(tmp_path):
+    """Each variant of tflite_damage either imports into a readable MLF or is one InvalidInputError."""
+    data = _small_model(tmp_path)
+    for index, (description, variant) in enumerate(all_variants(data).items()):
+        path = tmp_path / f"v{index}.tflite"
+        path.write_bytes(variant)
+        try:
+            import_tflite(path, tmp_path / f"v{index}.tar")
+        except InvalidInputError as exc:
+            assert "\n" not in str(exc), description
+        except Exception as exc:  # noqa: BLE001 - the test is that nothing else escapes
+            pytest.fail(f"{description}: {type(exc).__name__}: {exc}")
+
+
+@pytest.mark.deadline(120)
+def test_random_damage_never_escapes_as_anything_but_invalid_input(tmp_path):
+    data = _small_model(tmp_path)
+    variants = all_variants(data)
+    rng = np.random.default_rng(2026)
+    for index in range(150):
+        description, variant = random_damage(variants, rng)
+        path = tmp_path / "r.tflite"
+        path.write_bytes(variant)
+        try:
+            import_tflite(path, tmp_path / "r.tar")
+        except InvalidInputError:
+            pass
+        except Exception as exc:  # noqa: BLE001
+            pytest.fail(f"case {index} ({description}): {type(exc).__name__}: {exc}")
