@@ -56,8 +56,14 @@ def test_every_executor_kind_matches_its_host_twin(fixtures_dir, build_firmware,
 @pytest.mark.qemu
 @pytest.mark.parametrize("board", ["mps2-an386", "mps3-an547"])
 def test_cmsis_nn_firmware_matches_its_host_twin_exactly(fixtures_dir, third_party_dir, build_firmware, board):
-    """DSP (M4F) and MVE (M55) paths against the library's generic C on the host: bit-exact on kws."""
+    """DSP (M4F) and MVE (M55) paths against the library's generic C on the host: bit-exact on kws,
+    whose first layer (TVM's depthwise call, kept on the host) runs as a convolution on both cores."""
     tree = required_folder(third_party_dir / "cmsis-nn-v6.0.0", "CMSIS-NN v6.0.0", THIRD_PARTY_ENV)
     out = build_firmware(fixtures_dir / "tvm-0.18" / "kws_aot_cmsisnn_m4.tar", board, cmsis_nn=tree)
+    record = json.loads((out / "build.json").read_text())
+    replaced = [p for p in record["cmsis_nn"]["scratch"]["prepared"] if p["kind"] == "replacement"]
+    assert [(p["function"], p["kernel"], p["replacement"]) for p in replaced] == \
+        [("tvmgen_kws_cmsis_nn_main_0", "arm_depthwise_conv_wrapper_s8", "arm_convolve_wrapper_s8")]
+    assert any("arm_depthwise_conv_wrapper_s8 -> arm_convolve_wrapper_s8" in note for note in record["notes"])
     done = cli("run", str(out), "--reference", "host", "--samples", "5")
     assert done.returncode == 0 and "5/5 exact, max |diff| 0 LSB" in done.stdout, done.stdout + done.stderr

@@ -10,14 +10,15 @@ line and column (and checked), because that is what the scratch plan rewrites.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pycparser import c_ast, c_generator
 
 from .cfront import CFrontError, ParsedFile, parse_sources
 from .cmsis_nn_model import CONTEXT_TYPE
-from .ctype import parse_int
+from .ctype import TypeTable, parse_int
 
 _NULL_BUFFERS = ("NULL", "0", "(void *) 0", "((void *) 0)")
 
@@ -35,6 +36,9 @@ class CmsisNnCall:
     scratch_bytes: int  # its size (0 for none)
     constants: tuple[str, ...]  # declarations of the call's constant structs, in order (C, from the syntax tree)
     call: str  # the status line as written, before which the plan inserts its checks
+    parameters: tuple[str, ...] = ()  # the operator function's parameter names
+    # The constant structs' values by variable: {field: int, or {field: int} for a nested struct}
+    values: dict[str, dict[str, Any]] = field(default_factory=dict, compare=False, hash=False)
 
 
 def cmsis_nn_call_sites(sources: dict[str, str], include_dirs: tuple[Path, ...] = ()) -> list[tuple[str, CmsisNnCall]] | None:
@@ -81,10 +85,13 @@ def _call_in(function: c_ast.FuncDef, parsed: ParsedFile) -> CmsisNnCall | None 
         return False
     generate = c_generator.CGenerator()
     buffer = generate.visit(init.exprs[0])
+    params = function.decl.type.args.params if function.decl.type.args else []
     return CmsisNnCall(function=function.decl.name, kernel=call.name.name,
                        arguments=tuple(generate.visit(a) for a in arguments), context=context_text,
                        buffer=buffer, scratch_bytes=0 if buffer in _NULL_BUFFERS else size,
-                       constants=_constants(items[:calls[0]], generate), call=status_text)
+                       constants=_constants(items[:calls[0]], generate), call=status_text,
+                       parameters=tuple(p.name or "" for p in params if isinstance(p, c_ast.Decl)),
+                       values=_struct_values(items[:calls[0]], _types(parsed)))
 
 
 def _status_call(item: c_ast.Node) -> c_ast.FuncCall | None:
@@ -119,6 +126,49 @@ def _constants(items: list, generate: c_generator.CGenerator) -> tuple[str, ...]
             known.add(item.name)
             kept.append(generate.visit(item) + ";")
     return tuple(kept)
+
+
+def _types(parsed: ParsedFile) -> TypeTable:
+    if parsed.path not in _TYPE_TABLES or _TYPE_TABLES[parsed.path][0] is not parsed.tree:
+        _TYPE_TABLES[parsed.path] = (parsed.tree, TypeTable(parsed.tree))
+    return _TYPE_TABLES[parsed.path][1]
+
+
+_TYPE_TABLES: dict[str, tuple[c_ast.FileAST, TypeTable]] = {}
+
+
+def _struct_values(items: list, types: TypeTable) -> dict[str, dict[str, Any]]:
+    """The integer fields of the constant struct locals (`cmsis_nn_dims filter_dims = {1,10,4,64};`), by
+    the field names of the library's own typedefs; nested structs by their variables' values."""
+    found: dict[str, dict[str, Any]] = {}
+    for item in items:
+        if not (isinstance(item, c_ast.Decl) and _type_name(item).startswith("cmsis_nn_") and
+                isinstance(item.init, c_ast.InitList)):
+            continue
+        ctype = types.resolve(item.type)
+        if ctype.kind != "struct" or len(item.init.exprs) != len(ctype.fields):
+            continue
+        value = {}
+        for name, expr in zip(ctype.fields, item.init.exprs):
+            if isinstance(expr, c_ast.ID) and expr.name in found:
+                value[name] = found[expr.name]
+            else:
+                number = _integer(expr)
+                if number is None:
+                    break
+                value[name] = number
+        else:
+            found[item.name] = value
+    return found
+
+
+def _integer(node: c_ast.Node) -> int | None:
+    if isinstance(node, c_ast.Constant):
+        return parse_int(node.value)
+    if isinstance(node, c_ast.UnaryOp) and node.op == "-" and isinstance(node.expr, c_ast.Constant):
+        value = parse_int(node.expr.value)
+        return None if value is None else -value
+    return None
 
 
 def _constant_item(node: c_ast.Node, known: set[str]) -> bool:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pycparser
@@ -23,6 +23,7 @@ from pycparser import c_ast
 from ..errors import BuildError
 from ..resources import data_dir
 from ..toolchain import run_compiler
+from .ctype import parse_int
 
 PREPROCESS_SECONDS = 10  # the generated C preprocesses in milliseconds; an include of a FIFO waits forever
 PREPROCESS_MEMORY = 512 * 2**20  # an include of /dev/zero grows without end
@@ -35,7 +36,8 @@ _GNU_SPELLINGS = ("-D__attribute__(x)=", "-D__extension__=", "-D__restrict=", "-
 
 # A brace list of numeric literals only (a weight table): every token starts with a digit, a sign or a
 # point, so no name can be inside. Such lists are read as `{0}` (with their line breaks kept, so lines
-# stay where they were): the analyses never read constant data, and parsing 300,000 numbers is slow.
+# stay where they were): parsing 300,000 numbers is slow, and only the build-time preparation of
+# constants reads them, through `ParsedFile.numbers`.
 _NUMBER = (r"[-+]?+(?:0[xX][0-9a-fA-F]++|[0-9]++(?:\.[0-9]*+)?+(?:[eE][-+]?+[0-9]++)?+|\.[0-9]++(?:[eE][-+]?+[0-9]++)?+)"
            r"[uUlLfF]*+")  # possessive throughout: a list that does not close fails in one pass
 _NUMBER_LIST = re.compile(r"\{\s*+" + _NUMBER + r"(?:\s*+,\s*+" + _NUMBER + r"){16,}+\s*+,?+\s*+\}")
@@ -50,6 +52,20 @@ class ParsedFile:
     path: str  # as the caller named it (the MLF-relative path)
     text: str  # the source as given
     tree: c_ast.FileAST
+    # The brace lists of numbers read as `{0}`, as written, by where the tree places that `0`:
+    # (file, line, column), the file as the tree's coordinates name it.
+    lists: dict[tuple[str, int, int], str] = field(default_factory=dict)
+
+    def numbers(self, init: c_ast.InitList) -> list[int | float] | None:
+        """The literals of an initialiser the front end read as `{0}` (None: it was not one of those)."""
+        if len(init.exprs) != 1 or init.exprs[0].coord is None:
+            return None
+        coord = init.exprs[0].coord
+        text = self.lists.get((coord.file, coord.line, coord.column))
+        if text is None:
+            return None
+        items = [item.strip() for item in text.strip()[1:-1].split(",")]
+        return [literal_value(item) for item in items if item]
 
 
 def runtime_include_dir() -> Path:
@@ -83,11 +99,12 @@ def _parse_all(sources: dict[str, str], include_dirs) -> list[ParsedFile]:
         root = Path(scratch)
         parsed = []
         for path, text in sorted(sources.items()):
-            parsed.append(ParsedFile(path, text, _parse_one(compiler, root, path, text, include_dirs)))
+            tree, lists = _parse_one(compiler, root, path, text, include_dirs)
+            parsed.append(ParsedFile(path, text, tree, lists))
         return parsed
 
 
-def _parse_one(compiler: str, root: Path, path: str, text: str, include_dirs) -> c_ast.FileAST:
+def _parse_one(compiler: str, root: Path, path: str, text: str, include_dirs) -> tuple[c_ast.FileAST, dict]:
     name = Path(path).name
     source = root / f"{len(list(root.iterdir()))}" / name
     source.parent.mkdir()
@@ -101,8 +118,42 @@ def _parse_one(compiler: str, root: Path, path: str, text: str, include_dirs) ->
     if done.returncode != 0:
         first = next((line for line in done.stderr.splitlines() if "error" in line), done.stderr.strip()[:200])
         raise CFrontError(f"{path}: cannot preprocess: {first.replace(str(source), path)}")
+    output = done.stdout.replace(str(source), path)
+    lists = _number_lists(output)
     try:
-        text = _NUMBER_LIST.sub(lambda m: "{0}" + "\n" * m.group(0).count("\n"), done.stdout)
-        return pycparser.CParser().parse(text.replace(str(source), path), path)
+        text = _NUMBER_LIST.sub(lambda m: "{0}" + "\n" * m.group(0).count("\n"), output)
+        return pycparser.CParser().parse(text, path), lists
     except Exception as exc:  # pycparser raises ParseError, and plain errors on input it was not made for
         raise CFrontError(f"{path}: cannot parse: {str(exc).replace(str(source), path)[:200]}") from None
+
+
+_LINE_MARKER = re.compile(r'^# (\d+) "([^"]*)"', re.M)
+
+
+def _number_lists(output: str) -> dict[tuple[str, int, int], str]:
+    """Each number list of the preprocessor's output by where its `{0}` stand-in puts the `0`: the
+    source file and line the preprocessor's line markers say, the column just after the brace."""
+    markers = [(m.start(), m.end(), m.group(2), int(m.group(1))) for m in _LINE_MARKER.finditer(output)]
+    found = {}
+    index = -1
+    for match in _NUMBER_LIST.finditer(output):
+        while index + 1 < len(markers) and markers[index + 1][0] < match.start():
+            index += 1
+        if index < 0:
+            continue
+        _, marker_end, file, line = markers[index]
+        line += output.count("\n", marker_end, match.start()) - 1  # the marker names the line after its own
+        column = match.start() - output.rfind("\n", 0, match.start())
+        found[(file, line, column + 1)] = match.group(0)
+    return found
+
+
+def literal_value(text: str) -> int | float:
+    """A C numeric literal of a weight table, with its sign."""
+    sign = -1 if text.startswith("-") else 1
+    body = text.lstrip("+-")
+    value = parse_int(body)
+    if value is not None:
+        return sign * value
+    body = body.rstrip("fFlL")
+    return sign * (float.fromhex(body) if body.lower().startswith("0x") else float(body))

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 from ..boards import Board
 from ..canalysis.callsites import cmsis_nn_call_sites
+from ..canalysis.cfront import CFrontError, parse_sources
+from ..canalysis.constants import ConstantBytes, operator_constants
 from ..errors import BuildError, InvalidInputError
 from ..mlf.model import ModelLibrary, Module
 from ..untrusted import kind_of, read_regular
@@ -163,8 +165,10 @@ def render_cmsis_nn(lib: ModelLibrary, board: Board, arch_flags: list[str], tree
             reason = f"mlfbuild does not know the DSP/MVE features of {board.name}'s {core_name}: generic C"
         scratch = plan_scratch(sites, tree, headers, features, probe_dir or writer.root / "build" / "cmsis-nn-probe",
                                core_include,
-                               lambda names: needed_sources(texts, headers, names), memory)
+                               lambda names: needed_sources(texts, headers, names), memory,
+                               _constants(lib, users, header_dirs(lib.root, tree, core_include)))
         called |= {c.size_function for c in scratch.calls if c.size_function}
+        called |= {c.call.kernel for c in scratch.calls}
         if scratch.kernel_sums:
             called.add(KERNEL_SUMS)
 
@@ -177,6 +181,18 @@ def render_cmsis_nn(lib: ModelLibrary, board: Board, arch_flags: list[str], tree
                           flags=flags, sources=tuple(sources), includes=tuple(includes), core_include=core_include,
                           core_sha256=_tree_sha256(core_include, (".",)) if core_include else None, reason=reason,
                           scratch=scratch)
+
+
+def _constants(lib: ModelLibrary, users: list[Module], include_dirs: tuple[Path, ...]) -> dict[tuple[str, str], ConstantBytes]:
+    """The constant operands the modules' code hands its operators (none when the code cannot be read)."""
+    found: dict[tuple[str, str], ConstantBytes] = {}
+    for module in users:
+        try:
+            files = parse_sources({rel: _text(lib.root / rel) for rel in module.sources}, include_dirs)
+        except CFrontError:
+            continue
+        found.update(operator_constants(files))
+    return found
 
 
 def _checked_tree(tree: Path | None, users: list[Module]) -> Path:

@@ -6,8 +6,10 @@ running those functions: a small probe program built with the host compiler agai
 calls their host variants (`_dsp`, `_mve`, which the library declares "intended for compilation on
 Host"; the plain one is the generic answer there). Before each call the firmware asks the same
 library, compiled for the real core, again and fails the operator, naming it, when the region is
-smaller. MVE fully-connected layers of CMSIS-NN 6 and 7 also get their kernel sums computed into that
-buffer (`arm_vector_sum_s8`), with the contract of the tree's own declaration.
+smaller. MVE fully-connected layers of CMSIS-NN 6 and 7 also get their kernel sums, with the contract
+of the tree's own declaration: computed at build time into a const array their context points at when
+their operands are constants of the code (canalysis/cmsis_nn_prepare.py, which also replaces calls by
+faster ones of the same arithmetic), otherwise by `arm_vector_sum_s8` into the buffer before each call.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from typing import Any, Callable
 from ..errors import BuildError, InvalidInputError
 from ..toolchain import first_error, run_compiler
 from ..canalysis.callsites import CmsisNnCall
+from ..canalysis.cmsis_nn_prepare import Preparation, kernel_sums, replace_call
+from ..canalysis.constants import ConstantBytes
 
 REGION = "mlf_cmsis_nn_scratch"  # the firmware's scratch region (src/mlf_cmsis_nn_scratch.h)
 REGION_BYTES = "MLF_CMSIS_NN_SCRATCH_BYTES"
@@ -64,21 +68,33 @@ class ScratchCall:
     size_function: str | None  # the library's size function (None: the kernel has none, needs no buffer)
     size_arguments: tuple[str, ...]
     library_bytes: int  # what the library's size function returned for the board's paths
-    kernel_sums: tuple[str, ...] | None  # arm_vector_sum_s8's arguments, when the call needs them
+    kernel_sums: tuple[str, ...] | None  # arm_vector_sum_s8's arguments, when the call computes them at run time
+    original: CmsisNnCall | None = None  # the call as TVM wrote it, when it is replaced
+    declarations: tuple[str, ...] = ()  # the replacement's constant locals, declared before it
+    preparations: tuple[Preparation, ...] = ()  # what is done for the call at build time
+
+    @property
+    def precomputed_sums(self) -> Preparation | None:
+        return next((p for p in self.preparations if p.kind == "kernel_sums"), None)
 
     @property
     def keeps_tvm_buffer(self) -> bool:
-        return self.call.scratch_bytes > 0 and self.call.scratch_bytes >= self.library_bytes
+        return not self.precomputed_sums and self.call.scratch_bytes > 0 and \
+            self.call.scratch_bytes >= self.library_bytes
 
     @property
     def supplied(self) -> bool:
-        return self.library_bytes > 0 and not self.keeps_tvm_buffer
+        """Given a region of the scratch buffer (a call whose buffer only holds precomputed sums gets those)."""
+        return self.library_bytes > 0 and not self.keeps_tvm_buffer and not self.precomputed_sums
 
     def to_json(self) -> dict[str, Any]:
+        buffer = "tvm" if self.keeps_tvm_buffer else "mlfbuild" if self.supplied else \
+            "precomputed" if self.precomputed_sums else "none"
         return {"function": self.call.function, "kernel": self.call.kernel, "size_function": self.size_function,
-                "library_bytes": self.library_bytes, "tvm_bytes": self.call.scratch_bytes,
-                "buffer": "tvm" if self.keeps_tvm_buffer else "mlfbuild" if self.supplied else "none",
-                "kernel_sums": self.kernel_sums is not None}
+                "library_bytes": self.library_bytes, "tvm_bytes": self.call.scratch_bytes, "buffer": buffer,
+                "kernel_sums": "run time" if self.kernel_sums else "build time" if self.precomputed_sums else None,
+                "tvm_kernel": (self.original or self.call).kernel,
+                "prepared": [p.to_json() for p in self.preparations]}
 
 
 @dataclass(frozen=True)
@@ -99,10 +115,15 @@ class ScratchPlan:
         """One region serves every supplied call not given a region of its pool: the calls run one after another."""
         return self.region_bytes_without({function for function, _ in self.pooled})
 
+    @property
+    def preparations(self) -> list[Preparation]:
+        return [p for c in self.calls for p in c.preparations]
+
     def to_json(self) -> dict[str, Any]:
         return {"region_bytes": self.region_bytes, "kernel_sums": self.kernel_sums,
                 "in_workspace_pool": sorted(function for function, _ in self.pooled),
-                "calls": [c.to_json() for c in self.calls]}
+                "calls": [c.to_json() for c in self.calls],
+                "prepared": [p.to_json() for p in self.preparations]}
 
     def summary(self) -> str:
         supplied = sum(c.supplied for c in self.calls)
@@ -113,6 +134,14 @@ class ScratchPlan:
             text += f", {kept} keep TVM's"
         if self.kernel_sums:
             text += f"; kernel sums by arm_vector_sum_s8 ({self.kernel_sums} contract)"
+        prepared = self.preparations
+        sums = [p for p in prepared if p.kind == "kernel_sums"]
+        replaced = [p for p in prepared if p.kind == "replacement"]
+        if sums:
+            text += (f"; kernel sums of {len(sums)} call(s) computed at build time into flash "
+                     f"({sum(a.nbytes for p in sums for a in p.arrays):,} B)")
+        if replaced:
+            text += "; " + "; ".join(p.describe() for p in replaced)
         return text
 
     def rewrite(self, source: str, code: str) -> str:
@@ -123,28 +152,51 @@ class ScratchPlan:
         pooled = dict(self.pooled)
         for item in calls:
             code = _rewrite_call(code, item, pooled.get(item.call.function))
-        return f'#include "{REGION_HEADER}"\n' + code
+        arrays = [a.declaration() for c in calls for p in c.preparations for a in p.arrays]
+        prelude = f'#include "{REGION_HEADER}"\n' + ("#include <stdint.h>\n" + "".join(arrays) if arrays else "")
+        return prelude + code
 
 
 def plan_scratch(sites: list[tuple[str, CmsisNnCall]], tree: Path, headers: dict[str, str],
                  features: frozenset[str], probe_dir: Path, core_include: Path | None,
-                 library_sources: Callable[[set[str]], list[str]], memory: int) -> ScratchPlan:
-    """Each call's size from the library's own functions, run on the host for `features`."""
+                 library_sources: Callable[[set[str]], list[str]], memory: int,
+                 constants: dict[tuple[str, str], ConstantBytes] | None = None) -> ScratchPlan:
+    """Each call's size from the library's own functions, run on the host for `features`; with the
+    code's `constants` (operator, parameter) -> bytes, each call's build-time preparation."""
+    constants = constants or {}
+    declared = {name for name in ("arm_convolve_wrapper_s8", "arm_convolve_wrapper_s8_get_buffer_size")
+                if prototype(headers, name) is not None}
     users = any(call.kernel in _KERNEL_SUM_USERS for _, call in sites)
     sums_contract = kernel_sum_contract(headers) if "mve" in features and users else None
     variant = next((_HOST_VARIANT[f] for f in ("mve", "dsp") if f in features), "")
     pending = []
     for rel, call in sites:
+        original, declarations, preparations = None, (), []
+        replaced = replace_call(call, prototype(headers, call.kernel) or [], constants, features, declared)
+        if replaced:
+            original, call, declarations = call, replaced.call, replaced.declarations
+            preparations.append(replaced.preparation)
         size_function, arguments = _size_call(call, headers)
         sums = None
         if sums_contract and call.kernel in _KERNEL_SUM_USERS:
-            sums = _kernel_sum_arguments(call, headers, sums_contract[1])
-        pending.append((rel, call, size_function, arguments, sums))
-    probed = [(f"{fn}{variant}", args, call) for _, call, fn, args, _ in pending if fn]
+            precomputed = kernel_sums(call, prototype(headers, call.kernel) or [], constants, sums_contract[0])
+            if precomputed:
+                preparations.append(precomputed)
+            else:
+                sums = _kernel_sum_arguments(call, headers, sums_contract[1])
+        pending.append((rel, call, size_function, arguments, sums, original, declarations, tuple(preparations)))
+    probed = [(f"{p[2]}{variant}", p[3], p[1]) for p in pending if p[2]]
     sizes = iter(_probe(probed, tree, headers, probe_dir, core_include, library_sources, memory))
     calls = tuple(ScratchCall(call=call, source=rel, size_function=fn, size_arguments=args,
-                              library_bytes=next(sizes) if fn else 0, kernel_sums=sums)
-                  for rel, call, fn, args, sums in pending)
+                              library_bytes=next(sizes) if fn else 0, kernel_sums=sums, original=original,
+                              declarations=declarations, preparations=prepared)
+                  for rel, call, fn, args, sums, original, declarations, prepared in pending)
+    for item in calls:
+        sums_bytes = item.precomputed_sums.arrays[0].nbytes if item.precomputed_sums else None
+        if sums_bytes is not None and sums_bytes < item.library_bytes:
+            raise BuildError(f"{item.call.function}: {item.size_function} asks for {item.library_bytes} B, more than "
+                             f"the {sums_bytes} B of kernel sums its contract defines; mlfbuild does not know this "
+                             "kernel's buffer")
     needs_sums = any(c.kernel_sums for c in calls)
     return ScratchPlan(calls=calls, kernel_sums=sums_contract[0] if sums_contract and needs_sums else None)
 
@@ -269,16 +321,22 @@ def _rewrite_call(code: str, item: ScratchCall, pool_buffer: str | None = None) 
     """Give the call its buffer (the shared region, or `pool_buffer`: its region of the model's workspace
     pool), check the buffer against the library before the call, add kernel sums."""
     call = item.call
+    written = item.original or call
     start = re.search(r"\b" + re.escape(call.function) + r"\([^;{}()]*\)[ \t]*\{", code)
     if start is None:
         raise BuildError(f"{item.source}: {call.function} not found again while rewriting it")
     head, body = code[:start.end()], code[start.end():]
-    if call.context not in body or call.call not in body:
+    if written.context not in body or written.call not in body:
         raise BuildError(f"{item.source}: the CMSIS-NN call in {call.function} changed before mlfbuild could give it "
                          "its scratch buffer")
+    if item.original:  # the replacement's constant locals, then the replacement, where TVM's call was
+        body = body.replace(written.call, "\n  ".join((*item.declarations, call.call)), 1)
     if item.supplied:
         buffer = f"{pool_buffer},{item.library_bytes}" if pool_buffer else f"{REGION},{REGION_BYTES}"
         body = body.replace(call.context, f"cmsis_nn_context context= {{{buffer}}}", 1)
+    elif item.precomputed_sums:
+        sums = item.precomputed_sums.arrays[0]
+        body = body.replace(call.context, f"cmsis_nn_context context= {{(void *){sums.name},{sums.nbytes}}}", 1)
     message = f"{call.function}: {call.kernel} scratch buffer too small"  # short: one per call, in flash
     inserted = []
     if item.size_function:
