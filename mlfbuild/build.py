@@ -286,7 +286,8 @@ def _record(mlf: Path, library: ModelLibrary, board: Board, project: Project, to
              "outputs": [t.to_json() for t in item.module.outputs],
              "workspace_bytes": item.workspace_bytes,
              **({"memory_plan": item.memory_plan} if item.memory_plan else {}),
-             **({"workspace_pool": item.pool.to_json()} if item.pool else {})}
+             **({"workspace_pool": item.pool.to_json()} if item.pool else {}),
+             **({"imported_from": item.module.imported_from} if item.module.imported_from else {})}
             for index, item in enumerate(project.lowered)],
         "library": library.to_json(),
         "outputs": outputs,

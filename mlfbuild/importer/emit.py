@@ -234,6 +234,13 @@ def _lib2(module: str, calls: list[Lowered]) -> str:
 
 # --- metadata --------------------------------------------------------------------------------------
 
+def _single_rounding(calls: list[Lowered]) -> list[str]:
+    """TFLite's reference FULLY_CONNECTED rounds its requantisation once (an int64 multiply and one
+    rounding shift) where its convolutions round twice, as CMSIS-NN's default build does everywhere:
+    the build compiles CMSIS-NN's fully connected kernel to round once for this MLF."""
+    return ["arm_fully_connected_s8"] if any(c.function == "arm_fully_connected_s8" for c in calls) else []
+
+
 def _metadata(module: str, calls: list[Lowered], inputs, outputs, workspace: int, constants: int,
               provenance: Provenance, export_datetime: str) -> dict:
     def tensors(items) -> dict:
@@ -247,6 +254,6 @@ def _metadata(module: str, calls: list[Lowered], inputs, outputs, workspace: int
     return {"modules": {module: {
         "executors": ["aot"], "export_datetime": export_datetime,
         "memory": {"functions": {"main": [main], "operator_functions": operators}},
-        "mlfbuild_import": provenance.to_json(),
+        "mlfbuild_import": dict(provenance.to_json(), single_rounding=_single_rounding(calls)),
         "model_name": module, "style": "full-model", "target": ["c -keys=arm_cpu,cpu"]}},
         "version": 7}

@@ -159,6 +159,10 @@ class Module:
     defects: tuple[str, ...] = ()  # producer defects that make this module unbuildable as exported
     system_headers: tuple[str, ...] = ()  # `#include <...>` of the generated C, e.g. arm_acle.h (ACLE intrinsics)
     cmsis_nn: CmsisNnAssumptions | None = None  # None: the code does not call CMSIS-NN
+    # CMSIS-NN functions whose requantisation must round once, as TFLite's reference kernel for them
+    # does (mlfbuild's own MLFs of .tflite models state it; TVM's never do)
+    single_rounding: tuple[str, ...] = ()
+    imported_from: dict[str, Any] | None = field(default=None, compare=False)  # `mlfbuild import` provenance
 
     @property
     def prefix(self) -> str:
@@ -190,6 +194,8 @@ class Module:
             "defects": list(self.defects),
             "system_headers": list(self.system_headers),
             "cmsis_nn": self.cmsis_nn.to_json() if self.cmsis_nn else None,
+            "single_rounding": list(self.single_rounding),
+            "imported_from": self.imported_from,
             "targets": [t.raw for t in self.targets],
             "target_kinds": sorted({t.kind for t in self.targets}),
             "sources": list(self.sources),

@@ -192,7 +192,32 @@ def _full_model_module(root: Path, meta: _Obj, name: str, version: int, max_grap
         defects=tuple(_aot_defects(name, executor, source_text) + _object_defects(objects)),
         system_headers=tuple(sorted(csource.system_includes(all_source))),
         cmsis_nn=_cmsis_nn_assumptions(source_text, targets),
+        single_rounding=_single_rounding(meta), imported_from=_provenance(meta),
     )
+
+
+# The CMSIS-NN functions whose requantisation an MLF may ask to round once (mlfbuild import does for
+# the fully connected layers: TFLite's reference kernel for them rounds once).
+SINGLE_ROUNDING_FUNCTIONS = ("arm_fully_connected_s8",)
+
+
+def _imported(meta: _Obj) -> dict:
+    value = meta.value.get("mlfbuild_import")
+    return value if isinstance(value, dict) else {}
+
+
+def _single_rounding(meta: _Obj) -> tuple[str, ...]:
+    names = _imported(meta).get("single_rounding", [])
+    if not isinstance(names, list) or not all(n in SINGLE_ROUNDING_FUNCTIONS for n in names):
+        raise MetadataError(f"{meta.where}.mlfbuild_import.single_rounding: expected a list of "
+                            f"{', '.join(SINGLE_ROUNDING_FUNCTIONS)}")
+    return tuple(sorted(set(names)))
+
+
+def _provenance(meta: _Obj) -> dict | None:
+    imported = _imported(meta)
+    keys = ("tool", "model", "sha256", "model_path")
+    return {k: str(imported[k])[:200] for k in keys if k in imported} or None
 
 
 class _IoFacts:

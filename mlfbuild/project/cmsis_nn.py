@@ -174,6 +174,7 @@ def render_cmsis_nn(lib: ModelLibrary, board: Board, arch_flags: list[str], tree
 
     includes = [_copy(writer, tree / "Include", "lib/cmsis-nn/Include", ".h")[0]]
     sources = _copy_sources(writer, tree, texts, headers, called)
+    sources = _rounding_once(writer, sources, {name for m in users for name in m.single_rounding})
     if core_include:
         includes.append(_copy(writer, core_include, "lib/cmsis-core/Include", ".h")[0])
     flags = tuple(f"-U{macro}" for feature, macro in FEATURE_MACROS.items() if feature not in features)
@@ -292,6 +293,30 @@ def _copy_sources(writer: "_Writer", tree: Path, texts: dict[str, str], headers:
         writer.write(f"lib/cmsis-nn/Source/{relative}", _read(source / relative))
         copied.append(f"lib/cmsis-nn/Source/{relative}")
     return copied
+
+
+# Where each function's requantisation is compiled (the same file in v4.1.0, v6.0.0 and v7.0.0:
+# arm_fully_connected_s8 hands every row to arm_nn_vec_mat_mult_t_s8, which requantises).
+_REQUANTISED_IN = {"arm_fully_connected_s8": "NNSupportFunctions/arm_nn_vec_mat_mult_t_s8.c"}
+
+
+def _rounding_once(writer: "_Writer", sources: list[str], functions: set[str]) -> list[str]:
+    """Compile the files that requantise for `functions` with CMSIS_NN_USE_SINGLE_ROUNDING, the
+    library's own switch (Include/arm_nnsupportfunctions.h: arm_nn_requantize rounds once). The switch
+    acts per translation unit, so a one-line wrapper that sets it and includes the file is compiled in
+    its place: every build system that compiles the source list gets the same arithmetic."""
+    replaced = list(sources)
+    for function in sorted(functions):
+        original = f"lib/cmsis-nn/Source/{_REQUANTISED_IN[function]}"
+        if original not in replaced:
+            continue
+        wrapper = original.replace(".c", "_single_rounding.c")
+        name = original.rsplit("/", 1)[1]
+        writer.write(wrapper, f"/* {name} with one rounding per requantisation, as TFLite's reference "
+                              f"kernel for {function} rounds. */\n#define CMSIS_NN_USE_SINGLE_ROUNDING\n"
+                              f"#include \"{name}\"\n".encode())
+        replaced[replaced.index(original)] = wrapper
+    return replaced
 
 
 # A file-scope definition starts in column 0: a function (name, parameters, body) or initialised data.

@@ -23,7 +23,7 @@ from ..project import templates_hash
 from ..schemas import RUN as RUN_SCHEMA
 from ..units import tolerance
 from .compare import Comparison, compare, is_classifier
-from .references import HostTwinReference, Reference, pick, resolve as resolve_references
+from .references import HostTwinReference, ModelReference, Reference, pick, resolve as resolve_references
 from .twin import twin_outputs, twin_source
 from .samples import as_input_dtype, check_sample_bytes, dequantize as dequantize_values, random_samples, sample_axis
 from ..project.runtime import fault_exit_code
@@ -213,6 +213,11 @@ def _check_tolerances(**given: float | None) -> None:
                 raise UsageError(f"--{name}: {exc}") from None
 
 
+def _compiled_exactly(reference: Reference, model: dict) -> bool:
+    """An MLF imported from this very .tflite is held to it bit for bit (docs/import.md)."""
+    return isinstance(reference, ModelReference) and reference.compiled_exactly(model)
+
+
 def _imported_models(build_dir: Path, models: list[dict], warnings: list[str]) -> list[str]:
     """An MLF made by `mlfbuild import` carries its .tflite: without --reference, the run is checked
     against it (with LiteRT, where installed)."""
@@ -312,7 +317,7 @@ def _compare_chain(run: ModelRun, model: dict, twin: list[np.ndarray], wanted: l
     input_elements = sum(int(np.prod(spec["shape"], dtype=np.int64)) for spec in model["inputs"])
     for spec, mlf, expected in zip(model["outputs"], twin, wanted):
         run.firmware_vs_mlf.append(compare(spec["name"], run.all_outputs[spec["name"]], mlf, 0.0, 0.0))
-        run.mlf_vs_model.append(compare(spec["name"], mlf, expected, atol, rtol, model_derived=True,
+        run.mlf_vs_model.append(compare(spec["name"], mlf, expected, atol, rtol, model_derived=run.model_derived,
                                         classifier=is_classifier(spec["shape"], input_elements)))
 
 
@@ -424,7 +429,7 @@ def _run_model(client: Client, model: dict, feed: dict[str, np.ndarray], referen
                    outputs={name: values[-1] for name, values in stacked.items()}, all_outputs=stacked, samples=count,
                    reference=reference.path if reference else None,
                    reference_kind=reference.kind if reference else None,
-                   model_derived=bool(reference and reference.model_derived),
+                   model_derived=bool(reference and reference.model_derived and not _compiled_exactly(reference, model)),
                    quantization=reference.quantization_of(model) if reference else {})
     input_elements = sum(int(np.prod(spec["shape"], dtype=np.int64)) for spec in model["inputs"])
     for spec, wanted in zip(model["outputs"], expected or ()):

@@ -115,6 +115,12 @@ class ModelReference(Reference):
     def kind(self) -> str:
         return "the original model, run with LiteRT"
 
+    def compiled_exactly(self, model: dict) -> bool:
+        """True when `model` is this very .tflite compiled by `mlfbuild import` (the same SHA-256):
+        its operators are TFLite's reference arithmetic, so no tolerance applies."""
+        imported = model.get("imported_from") or {}
+        return bool(imported.get("sha256")) and imported["sha256"] == _sha256_of(Path(self.path))
+
     def expected(self, model: dict, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
         from ..reference.litert import run_model
 
@@ -249,3 +255,12 @@ def model_reference_tensors(model_path: Path, given: dict[str, np.ndarray], sour
     for key, (scale, zero_point) in keyed_quantization(model).items():
         tensors[QUANTIZATION_PREFIX + key] = np.array([scale, zero_point], dtype=np.float64)
     return tensors
+
+
+def _sha256_of(path: Path) -> str:
+    import hashlib
+
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return ""
