@@ -18,6 +18,10 @@ class ImportCommand(Command):
         parser.add_argument("-o", "--output", type=Path, help="the MLF tarball to write (default MODEL.tar beside "
                                                               "the current folder: ./<model>.tar)")
         parser.add_argument("--name", help="module name: tvmgen_<name>_run and friends (default: from the file name)")
+        parser.add_argument("--rounding", choices=("tflite", "cmsis-nn"), default="tflite",
+                            help="tflite: bit-exact with TFLite's reference kernels (fully connected layers round "
+                                 "once; the default); cmsis-nn: CMSIS-NN's default rounding everywhere, as TFLM with "
+                                 "CMSIS-NN computes (faster fully connected layers on DSP cores, within an LSB per layer)")
         parser.add_argument("--json", action="store_true", help="print what was imported as JSON")
 
     def run(self, args):
@@ -28,7 +32,7 @@ class ImportCommand(Command):
             raise UsageError(f"-o {out}: is a folder; name the MLF tarball to write")
         if out.resolve() == args.model.resolve():
             raise UsageError(f"-o {out}: is the model itself")
-        result = import_tflite(args.model, out, args.name)
+        result = import_tflite(args.model, out, args.name, args.rounding)
         if args.json:
             print(json.dumps(result.to_json(), indent=2))
             return 0

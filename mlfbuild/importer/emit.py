@@ -22,6 +22,11 @@ from ..project.memory_plan import Buffer, MemoryPlan, align, plan_memory
 from .lowering import REQUANTIZE_C, REQUANTIZE_FUNCTION, Lowered
 from .tflite import Graph, Tensor
 
+# How requantisations round: "tflite", as TFLite's reference kernels (its fully connected layers
+# round once, its convolutions twice) — bit-exact; "cmsis-nn", CMSIS-NN's default build everywhere
+# (what TFLM with CMSIS-NN computes; its fully connected layers may differ from TFLite by an LSB).
+TFLITE_ROUNDING, CMSIS_NN_ROUNDING = "tflite", "cmsis-nn"
+ROUNDINGS = (TFLITE_ROUNDING, CMSIS_NN_ROUNDING)
 ALIGNMENT = 16  # TVM's pools and constants are 16-byte aligned
 _CTYPES = {"int8": "int8_t", "int32": "int32_t", "uint8": "uint8_t", "int16": "int16_t", "float32": "float"}
 
@@ -33,6 +38,7 @@ class Provenance:
     tool: str
     model_file: str
     model_sha256: str
+    rounding: str = "tflite"  # ROUNDINGS
 
     def to_json(self) -> dict:
         return {"tool": self.tool, "model": self.model_file, "sha256": self.model_sha256,
@@ -234,10 +240,12 @@ def _lib2(module: str, calls: list[Lowered]) -> str:
 
 # --- metadata --------------------------------------------------------------------------------------
 
-def _single_rounding(calls: list[Lowered]) -> list[str]:
+def _single_rounding(calls: list[Lowered], rounding: str) -> list[str]:
     """TFLite's reference FULLY_CONNECTED rounds its requantisation once (an int64 multiply and one
     rounding shift) where its convolutions round twice, as CMSIS-NN's default build does everywhere:
     the build compiles CMSIS-NN's fully connected kernel to round once for this MLF."""
+    if rounding != TFLITE_ROUNDING:
+        return []
     return ["arm_fully_connected_s8"] if any(c.function == "arm_fully_connected_s8" for c in calls) else []
 
 
@@ -254,6 +262,7 @@ def _metadata(module: str, calls: list[Lowered], inputs, outputs, workspace: int
     return {"modules": {module: {
         "executors": ["aot"], "export_datetime": export_datetime,
         "memory": {"functions": {"main": [main], "operator_functions": operators}},
-        "mlfbuild_import": dict(provenance.to_json(), single_rounding=_single_rounding(calls)),
+        "mlfbuild_import": dict(provenance.to_json(), rounding=provenance.rounding,
+                                single_rounding=_single_rounding(calls, provenance.rounding)),
         "model_name": module, "style": "full-model", "target": ["c -keys=arm_cpu,cpu"]}},
         "version": 7}

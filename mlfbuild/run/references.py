@@ -119,7 +119,8 @@ class ModelReference(Reference):
         """True when `model` is this very .tflite compiled by `mlfbuild import` (the same SHA-256):
         its operators are TFLite's reference arithmetic, so no tolerance applies."""
         imported = model.get("imported_from") or {}
-        return bool(imported.get("sha256")) and imported["sha256"] == _sha256_of(Path(self.path))
+        return bool(imported.get("sha256")) and imported.get("rounding", "tflite") == "tflite" and \
+            imported["sha256"] == _sha256_of(Path(self.path))
 
     def expected(self, model: dict, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
         from ..reference.litert import run_model
