@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/import_vs_tflm.py --cmsis-nn PATH/TO/CMSIS-NN-v7.0.0 [--models ../shared/models]
                                                   [--boards mps2-an386 mps3-an547] [--samples 3]
 
-Each model is built straight from its .tflite (`mlfbuild build MODEL.tflite`, which imports it) at -Os
+Each model is imported (`mlfbuild import --rounding R`) and built at -Os
 and run with `mlfbuild run --profile`: instructions per inference from QEMU's TCG plugin, outputs
 checked against the model with LiteRT. Flash is what `mlfbuild size` reports; RAM is data + bss + the
 measured stack peak, the measure of the TFLM figures below (arena at the smallest size AllocateTensors
@@ -37,8 +37,12 @@ def mlfbuild(*args: str) -> subprocess.CompletedProcess:
                           check=False)
 
 
-def measure(model: Path, board: str, tree: Path, samples: int, folder: Path) -> dict:
-    built = mlfbuild("build", str(model), "-b", board, "--opt=-Os", "--cmsis-nn", str(tree), "-o", str(folder))
+def measure(model: Path, board: str, tree: Path, samples: int, folder: Path, rounding: str) -> dict:
+    mlf = folder.with_suffix(".tar")
+    imported = mlfbuild("import", str(model), "-o", str(mlf), "--rounding", rounding)
+    if imported.returncode != 0:
+        sys.exit(f"import of {model.name} failed: {imported.stderr.strip()}")
+    built = mlfbuild("build", str(mlf), "-b", board, "--opt=-Os", "--cmsis-nn", str(tree), "-o", str(folder))
     if built.returncode != 0:
         sys.exit(f"build of {model.name} for {board} failed: {built.stderr.strip()}")
     size = json.loads(mlfbuild("size", "--json", str(folder)).stdout)
@@ -64,13 +68,16 @@ def main() -> int:
     parser.add_argument("--models", type=Path, default=REPO.parent / "shared" / "models")
     parser.add_argument("--boards", nargs="+", default=["mps2-an386", "mps3-an547"])
     parser.add_argument("--samples", type=int, default=3)
+    parser.add_argument("--rounding", choices=("tflite", "cmsis-nn"), default="tflite",
+                        help="mlfbuild import --rounding (tflite: bit-exact with TFLite; cmsis-nn: TFLM's arithmetic)")
     args = parser.parse_args()
     print("| model | board | flash (ratio to TFLM) | RAM | instructions / inference | vs the .tflite (LiteRT) |")
     print("|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory(prefix="mlfbuild-bench-") as work:
         for name, file in MODELS.items():
             for board in args.boards:
-                m = measure(args.models / file, board, args.cmsis_nn, args.samples, Path(work) / f"{name}-{board}")
+                m = measure(args.models / file, board, args.cmsis_nn, args.samples, Path(work) / f"{name}-{board}",
+                            args.rounding)
                 flash, ram, insns = TFLM[(name, board)]
                 print(f"| {name} | {board} | {cell(m['flash'], flash)} | {cell(m['ram'], ram)} | "
                       f"{cell(m['instructions'], insns)} | {m['status']}, max diff {m['max_diff']} LSB |", flush=True)

@@ -4,6 +4,8 @@ codes the command's --help states."""
 
 from __future__ import annotations
 
+import keyword
+
 import re
 import subprocess
 import sys
@@ -13,8 +15,8 @@ import pytest
 from mlfbuild.commands import COMMANDS, Command
 from conftest import REPO, cli
 
-EXPECTED = ["inspect", "boards", "build", "run", "reference", "size", "export", "flash", "monitor", "matrix", "ports",
-            "example"]
+EXPECTED = ["import", "inspect", "boards", "build", "run", "reference", "size", "export", "flash", "monitor", "matrix",
+            "ports", "example"]
 
 
 def _readme_rows() -> list[tuple[str, str]]:
@@ -43,7 +45,8 @@ def test_the_command_list():
     assert [c.name for c in COMMANDS] == EXPECTED
     for command in COMMANDS:
         assert isinstance(command, Command) and command.help
-        assert (REPO / "mlfbuild" / "commands" / f"{command.name}.py").is_file(), command.name
+        module = command.name + ("_" if keyword.iskeyword(command.name) else "")  # `import` is a keyword
+        assert (REPO / "mlfbuild" / "commands" / f"{module}.py").is_file(), command.name
 
 
 def test_the_readme_table_has_a_row_per_command():

@@ -12,7 +12,7 @@ from .build import BuildCommand
 from .example import ExampleCommand
 from .export import ExportCommand
 from .flash import FlashCommand
-from .import_model import ImportCommand
+from .import_ import ImportCommand
 from .inspect import InspectCommand
 from .matrix import MatrixCommand
 from .monitor import MonitorCommand

@@ -25,6 +25,11 @@ def _module_lines(m: Module) -> list[str]:
         flags.append("system-lib")
     lines = [f"  module {m.name}: {executor} ({', '.join(flags)})",
              f"    target {'; '.join(t.raw for t in m.targets)}"]
+    if m.imported_from:
+        made = m.imported_from
+        lines.append(f"    made by {made.get('tool', 'mlfbuild import')} from {made.get('model', '?')} "
+                     f"(sha256 {made.get('sha256', '?')[:12]}…, {made.get('rounding', 'tflite')} rounding); "
+                     f"the model travels in {made.get('model_path', 'src/model.tflite')}")
     code = [f"{len(m.sources)} C source(s)"] if m.sources else []
     code += [f"{o.path.rsplit('/', 1)[-1]} ({o.machine}, {o.cpu or '?'}, {o.float_abi}-float)" for o in m.objects]
     lines.append(f"    code   {', '.join(code)}")
