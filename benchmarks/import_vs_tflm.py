@@ -59,7 +59,7 @@ def measure(model: Path, board: str, tree: Path, samples: int, folder: Path, rou
 
 
 def cell(ours: int, theirs: int) -> str:
-    return f"{ours:,} ({ours / theirs:.2f}×)"
+    return f"{ours:,} ({ours / theirs:.3f}×)"
 
 
 def main() -> int:
