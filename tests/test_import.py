@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import tarfile
 from pathlib import Path
 
@@ -212,3 +213,39 @@ def test_an_unknown_module_name_is_refused(models_dir, tmp_path):
     run = cli("import", str(models_dir / MODELS["ad"]), "-o", str(tmp_path / "m.tar"), "--name", "9lives")
     assert run.returncode == 2 and "C identifier" in run.stderr
     assert not (tmp_path / "m.tar").exists()
+
+
+# --- the imported MLF in the user's own firmware ----------------------------------------------------
+
+@pytest.mark.qemu
+@pytest.mark.cross
+def test_an_imported_model_exports_and_runs_in_a_cmake_application(models_dir, cmsis_nn, tmp_path):
+    """examples/check-app, built with CMake from the export of kws_ref_model.tflite (imported on the
+    way), runs on the M4F and gives LiteRT's reference outputs bit for bit — as for a TVM MLF."""
+    import subprocess
+
+    from conftest import REPO
+
+    app = REPO / "examples" / "check-app"
+    folder = tmp_path / "export"
+    done = cli("export", str(models_dir / MODELS["kws"]), "-b", "mps2-an386", "--cmsis-nn", str(cmsis_nn("v6.0.0")),
+               "-o", str(folder), "--name", "kws")
+    assert done.returncode == 0, done.stderr
+    reference = tmp_path / "kws.npz"
+    arrays = litert_reference(models_dir / MODELS["kws"], samples=1)
+    np.savez(reference, **{k: v[0] for k, v in arrays.items()})
+    refs = tmp_path / "refs"
+    refs.mkdir()
+    subprocess.run([sys.executable, str(app / "reference.py"), str(folder / "mlfbuild-export.json"),
+                    f"kws_ref_model={reference}", "-o", str(refs / "reference.h")], check=True)
+    build = tmp_path / "build"
+    for step in (["-S", str(app), "-B", str(build), f"-DCMAKE_TOOLCHAIN_FILE={folder}/cmake/arm-none-eabi.cmake",
+                  f"-DMLF_EXPORTS={folder}", "-DMLF_BOARD_TARGET=mlfbuild::board_mps2_an386",
+                  f"-DREFERENCE_DIR={refs}", "-DCMAKE_BUILD_TYPE=Release"], ["--build", str(build), "-j2"]):
+        configured = subprocess.run(["cmake", *step], capture_output=True, text=True)
+        assert configured.returncode == 0, configured.stdout + configured.stderr
+    ran = subprocess.run(["qemu-system-arm", "-M", "mps2-an386", "-display", "none", "-monitor", "none", "-serial",
+                          "stdio", "-semihosting-config", "enable=on,target=native", "-kernel",
+                          str(build / "check-app.elf")], capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "kws_ref_model: status 0, 0 element(s) differ" in ran.stdout
