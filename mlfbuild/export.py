@@ -187,6 +187,7 @@ def _file_lists(rendered, crt_sources: list[str], cmsis_nn: CmsisNnLibrary | Non
             "cmsis_nn": list(cmsis_nn.sources) if cmsis_nn else [],
             "cmsis_nn_flags": list(cmsis_nn.flags) if cmsis_nn else [],
             "our_model": [s for _, _, f in rendered for s in f.sources],
+            "arenas": [s for _, _, f in rendered for s in f.arenas],
             "runtime": [s for s in crt_sources if not is_board_support(s)],
             "board": [s for s in crt_sources if is_board_support(s)], "runtime_includes": ["crt/include"]}
 

@@ -626,3 +626,69 @@ def test_module_names_that_differ_only_in_case_are_refused(tmp_path):
     done = cli("export", str(lower), str(upper), "-b", "host", "-o", str(tmp_path / "e"))
     assert done.returncode == 3 and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert "modules 'tiny' and 'TINY' differ only in case" in done.stderr
+
+
+def _mk_variables(folder: Path) -> dict[str, str]:
+    variables = {}
+    for line in (folder / "mlf.mk").read_text().splitlines():
+        if ":=" in line or "?=" in line:
+            key, _, value = line.partition("=")
+            variables[key.rstrip(":? ")] = value.replace("$(MLF_DIR)", str(folder)).strip()
+    return variables
+
+
+def _link_without_gc_sections(folders: list[Path], app: Path, out: Path) -> subprocess.CompletedProcess:
+    """The app linked the plainest way: the first export's board support, every export's prebuilt
+    libraries in the order given, no --gc-sections."""
+    first = _mk_variables(folders[0])
+    package = json.loads((folders[0] / MARKER).read_text())["cmake"]["package"].upper()
+    cpu = first[f"{package}_CPU_FLAGS"].split()
+    board_flags = first["MLFBUILD_BOARD_CFLAGS"].replace(f"$({package}_CPU_FLAGS)", "").split()
+    includes, libraries = [], []
+    for folder in folders:
+        variables, name = _mk_variables(folder), json.loads((folder / MARKER).read_text())["cmake"]["package"].upper()
+        includes += variables[f"{name}_INCLUDES"].split()
+        libraries += variables[f"{name}_LIBRARIES"].split()
+    command = ["arm-none-eabi-gcc", *cpu, *board_flags, "-Os", "-std=gnu11", *includes, str(app),
+               *first["MLFBUILD_BOARD_SOURCES"].split(), f"-T{folders[0] / 'board' / 'linker.ld'}",
+               "-nostartfiles", "--specs=nano.specs", *libraries, "-o", str(out)]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120)
+
+
+def _linked(folders: list[Path], app: Path, out: Path) -> Path:
+    done = _link_without_gc_sections(folders, app, out)
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+def _ram_and_arenas(elf: Path, symbol: str) -> tuple[int, list[str]]:
+    with elf.open("rb") as stream:
+        image = ELFFile(stream)
+        ram = sum(s["sh_size"] for s in image.iter_sections() if s.name in (".bss", ".data"))
+        sections = [image.get_section(s["st_shndx"]).name for s in image.get_section_by_name(".symtab").iter_symbols()
+                    if s.name == symbol]
+    return ram, sections
+
+
+def test_an_app_s_arena_replaces_the_library_s_without_gc_sections(fixtures_dir, tmp_path):
+    """An application that supplies the arena kept the library's too unless it linked with --gc-sections
+    (+ the whole arena of RAM): the library's arena is an object of its own, never pulled in then."""
+    folder = export([fixtures_dir / "tvm-0.13" / "kws_graph_c.tar"], BOARD, tmp_path / "e").folder
+    arena_bytes = json.loads((folder / MARKER).read_text())["models"][0]["arena"]["bytes"]
+    assert arena_bytes > 10_000
+    run = ('#include "mlf_default.h"\n#include "tvmgen_default.h"\n'
+           "static int8_t input[MLF_DEFAULT_INPUT_0_BYTES], output[MLF_DEFAULT_OUTPUT_0_BYTES];\n"
+           "int main(void) {\n"
+           "  struct tvmgen_default_inputs in = {.MLF_DEFAULT_INPUT_0_C_NAME = input};\n"
+           "  struct tvmgen_default_outputs out = {.MLF_DEFAULT_OUTPUT_0_C_NAME = output};\n"
+           "  return (int)tvmgen_default_run(&in, &out);\n}\n")
+    plain, supplied = tmp_path / "plain.c", tmp_path / "supplied.c"
+    plain.write_text(run)
+    supplied.write_text(run + "uint8_t mlf_default_arena[MLF_DEFAULT_ARENA_BYTES]\n"
+                              "  __attribute__((aligned(MLF_DEFAULT_ARENA_ALIGN), section(\".bss.app_arena\")));\n")
+    ram_plain, arenas_plain = _ram_and_arenas(_linked([folder], plain, tmp_path / "plain.elf"), "mlf_default_arena")
+    ram_supplied, arenas_supplied = _ram_and_arenas(_linked([folder], supplied, tmp_path / "supplied.elf"),
+                                                    "mlf_default_arena")
+    assert arenas_plain == [".bss"] and arenas_supplied == [".bss"]   # one symbol each (the map puts .bss* in .bss)
+    assert abs(ram_supplied - ram_plain) < 64, (ram_plain, ram_supplied)  # one arena, not two
+

@@ -60,6 +60,7 @@ class LibraryFiles:
     model_objects: list[str]  # the MLF's object files (LLVM targets)
     includes: list[str]
     headers: list[str]  # the application's headers: mlf_<mod>.h and every tvmgen_<mod>.h
+    arenas: list[str] = field(default_factory=list)  # src/mlf_<mod>_arena.c, also in `sources`
     status_fixes: int = 0  # TVM's inverted CMSIS-NN status checks patched
     cmsis_nn: CmsisNnLibrary | None = None  # the CMSIS-NN library compiled in, when the model calls it
     notes: list[str] = field(default_factory=list)
@@ -87,6 +88,11 @@ def render_library(lib: ModelLibrary, writer, env: Environment, runtime: str = "
         if item.code:
             writer.write(f"src/model_{name}.c", item.code)
             files.sources.append(f"src/model_{name}.c")
+        if item.arena_bytes:
+            writer.write(f"src/mlf_{name}_arena.c", env.get_template("library/mlf_arena.c.j2").render(
+                m=item.module, M=c_identifier(name).upper()))
+            files.sources.append(f"src/mlf_{name}_arena.c")
+            files.arenas.append(f"src/mlf_{name}_arena.c")
         if item.interface_header is not None:
             writer.write(f"{INCLUDE_DIR}/tvmgen_{name}.h", item.interface_header)
             files.headers.append(f"{INCLUDE_DIR}/tvmgen_{name}.h")

@@ -142,7 +142,7 @@ class Classifier:
         if path:
             if path.startswith("model/") or path.endswith(".tir") or path.startswith("lib/"):
                 return "model"
-            if path.startswith("src/model_"):
+            if path.startswith("src/model_") or _ARENA_FILE.fullmatch(path):
                 return "model"
             if path == "src/models.c":  # the console's table; the models' I/O buffers count as theirs
                 return "model" if name.startswith("mlf_workspace_pool") or _IO_BUFFER.search(name) else "app"
@@ -207,6 +207,7 @@ class Classifier:
 # The scratch region the model's CMSIS-NN calls share (templates/project/src/mlf_cmsis_nn_scratch.c.j2).
 _CMSIS_NN_SCRATCH = "mlf_cmsis_nn_scratch"
 _CMSIS_NN_SCRATCH_FILE = "src/mlf_cmsis_nn_scratch.c"
+_ARENA_FILE = re.compile(r"src/mlf_.+_arena\.c")  # a module's arena, an object of its own (library/mlf_arena.c.j2)
 
 
 def _libc_subcategory(path: str, stt_file: str | None, name: str) -> str:
