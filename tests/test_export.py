@@ -692,3 +692,34 @@ def test_an_app_s_arena_replaces_the_library_s_without_gc_sections(fixtures_dir,
     assert arenas_plain == [".bss"] and arenas_supplied == [".bss"]   # one symbol each (the map puts .bss* in .bss)
     assert abs(ram_supplied - ram_plain) < 64, (ram_plain, ram_supplied)  # one arena, not two
 
+
+def _symbol_size(elf: Path, name: str) -> list[int]:
+    with elf.open("rb") as stream:
+        return [s["st_size"] for s in ELFFile(stream).get_section_by_name(".symtab").iter_symbols() if s.name == name]
+
+
+def test_two_exports_that_call_cmsis_nn_share_one_library_and_the_largest_scratch_region(
+        fixtures_dir, third_party_dir, tmp_path):
+    """Linked into one image, the first export's scratch region served both, however small (docs said
+    "at most one such export", and nothing enforced it). Now the region is the largest any model asks
+    for, in either link order, and exports built against different CMSIS-NN trees do not link."""
+    def exported(name: str, tree: str, out: str) -> Path:
+        return export([fixtures_dir / "tvm-0.18" / f"{name}.tar"], "mps3-an547", tmp_path / out,
+                      options=ProjectOptions(cmsis_nn=third_party_dir / tree)).folder
+
+    kws = exported("kws_aot_cmsisnn_nousmp", "cmsis-nn-v6.0.0", "kws")
+    ad = exported("ad_aot_cmsisnn", "cmsis-nn-v6.0.0", "ad")
+    sizes = {json.loads((f / MARKER).read_text())["models"][0]["cmsis_nn_scratch_bytes"] for f in (kws, ad)}
+    assert len(sizes) == 2 and min(sizes) > 0
+    app = tmp_path / "main.c"
+    app.write_text('#include "tvmgen_kws.h"\n#include "tvmgen_ad.h"\n'
+                   "int main(void) { return (int)tvmgen_kws_run(0, 0) + (int)tvmgen_ad_run(0, 0); }\n")
+    for order in ([kws, ad], [ad, kws]):
+        elf = _linked(order, app, tmp_path / f"{order[0].name}-first.elf")
+        assert _symbol_size(elf, "mlf_cmsis_nn_scratch") == [max(sizes)], order[0].name
+
+    ad_v4 = exported("ad_aot_cmsisnn", "cmsis-nn-v4.1.0", "ad-v4")
+    refused = _link_without_gc_sections([kws, ad_v4], app, tmp_path / "mixed.elf")
+    assert refused.returncode != 0
+    assert "multiple definition of `mlf_cmsis_nn_one_library_per_image_all_models_must_use_the_same_tree_and_paths'" \
+        in refused.stderr

@@ -11,6 +11,7 @@ or the user's.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Callable
@@ -19,7 +20,7 @@ from jinja2 import Environment
 
 from .. import __version__
 from ..mlf.model import ModelLibrary, Module, c_identifier
-from .cmsis_nn import CmsisNnLibrary, fix_status_checks
+from .cmsis_nn import CmsisNnLibrary, describe_features, fix_status_checks
 from .lowering import Lowered, lowering_for
 from .lowering.base import CTensor, module_sources, shape_of
 from .pool_plan import header_dirs, plan_usmp_pool
@@ -197,11 +198,19 @@ def _scratch_in_pools(lib: ModelLibrary, lowered: list[Lowered], cmsis_nn: Cmsis
     return dataclasses.replace(cmsis_nn, scratch=dataclasses.replace(scratch, pooled=tuple(sorted(pooled.items()))))
 
 
+# Defined by every model file that calls CMSIS-NN, to one value per library (tree and paths): a link of
+# models built against two libraries stops on it, and the linker's message names the rule.
+CMSIS_NN_IDENTITY = "mlf_cmsis_nn_one_library_per_image_all_models_must_use_the_same_tree_and_paths"
+
+
 def _render_cmsis_nn_scratch(cmsis_nn: CmsisNnLibrary | None, env: Environment, writer) -> list[str]:
     """src/mlf_cmsis_nn_scratch.[ch]: the region the CMSIS-NN calls share, when mlfbuild supplies buffers."""
     if not cmsis_nn or not cmsis_nn.scratch:
         return []
+    identity = hashlib.sha256(f"{cmsis_nn.sha256} {sorted(cmsis_nn.features)} {cmsis_nn.flags}".encode()).digest()
     for name in ("mlf_cmsis_nn_scratch.h", "mlf_cmsis_nn_scratch.c"):
         writer.write(f"src/{name}", env.get_template(f"project/src/{name}.j2").render(
-            region_bytes=cmsis_nn.scratch.region_bytes))
+            region_bytes=cmsis_nn.scratch.region_bytes, tree_sha256=cmsis_nn.sha256,
+            paths=describe_features(cmsis_nn.features), identity_symbol=CMSIS_NN_IDENTITY,
+            identity=f"0x{int.from_bytes(identity[:4], 'big'):08X}"))
     return ["src/mlf_cmsis_nn_scratch.c"]
