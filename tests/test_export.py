@@ -723,3 +723,27 @@ def test_two_exports_that_call_cmsis_nn_share_one_library_and_the_largest_scratc
     assert refused.returncode != 0
     assert "multiple definition of `mlf_cmsis_nn_one_library_per_image_all_models_must_use_the_same_tree_and_paths'" \
         in refused.stderr
+
+
+@pytest.mark.cross
+def test_an_export_leaves_no_lock_no_working_folders_and_no_stub(tmp_path):
+    """A finished export held .mlfbuild.lock; a killed one's .unpack-*/.objects-* stayed through the next
+    export; a failed export into a new folder left the folder with a stub marker."""
+    mlf = str(REPO / "examples" / "tiny_aot.tar")
+    folder = tmp_path / "e"
+    assert cli("export", mlf, "-b", BOARD, "-o", str(folder)).returncode == 0
+    assert not (folder / ".mlfbuild.lock").exists()
+    for leftover in (".unpack-k1ll3d", ".objects-k1ll3d"):   # what a killed export leaves
+        (folder / leftover / "0").mkdir(parents=True)
+        (folder / leftover / "0" / "x.o").write_bytes(b"\0")
+    assert cli("export", mlf, "-b", BOARD, "-o", str(folder)).returncode == 0
+    assert not [p.name for p in folder.iterdir() if p.name.startswith(".")]
+
+    (tmp_path / "broken.tar").write_bytes(b"not a tar")
+    new = tmp_path / "new" / "deeper" / "e"
+    failed = cli("export", str(tmp_path / "broken.tar"), "-b", BOARD, "-o", str(new))
+    assert failed.returncode == 3, failed.stderr
+    assert not (tmp_path / "new").exists()
+    (tmp_path / "empty").mkdir()   # a folder the user made is kept, empty as it was
+    assert cli("export", str(tmp_path / "broken.tar"), "-b", BOARD, "-o", str(tmp_path / "empty")).returncode == 3
+    assert (tmp_path / "empty").is_dir()
