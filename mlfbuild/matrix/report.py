@@ -96,9 +96,10 @@ def _rows(results: list[dict]) -> dict[str, str]:
 
 
 def _cell(r: dict) -> str:
+    """Status and flash, in bytes as the HTML grid and the size report write them."""
     text = r["status"]
     if r["flash"] is not None:
-        text += f" {r['flash'] / 1024:.1f}K"
+        text += f" {r['flash']:,} B"
     return text
 
 
