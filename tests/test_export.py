@@ -439,7 +439,9 @@ def test_export_refuses_a_folder_that_is_not_an_export(fixtures_dir, tmp_path):
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert "is not an mlfbuild export" in done.stderr
     assert [p.name for p in (tmp_path / "mine").iterdir()] == ["notes.txt"]
-    # An export that failed half-way (here: no such MLF) is still ours to write over.
+    # An export that failed half-way (here: no such MLF) into a folder it did not create is still ours
+    # to write over (one it created is removed: test_an_export_leaves_no_lock_no_working_folders_and_no_stub).
+    (tmp_path / "e").mkdir()
     failed = cli("export", str(tmp_path / "missing.tar"), "-b", BOARD, "-o", str(tmp_path / "e"))
     assert failed.returncode == 3 and json.loads((tmp_path / "e" / MARKER).read_text())["complete"] is False
     again = cli("export", str(fixtures_dir / "tvm-0.13" / "kws_aot_c_unpacked_usmp.tar"), "-b", BOARD, "-o", str(tmp_path / "e"))
