@@ -9,8 +9,10 @@ add_subdirectory() or find_package(), an arm-none-eabi toolchain file and a Make
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import shutil
 import subprocess
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
@@ -52,18 +54,53 @@ def export(mlfs: list[Path], board_name: str, folder: Path, *, name: str | None 
     board = load_board(board_name, list(board_files))
     folder = Path(folder)
     _check_folder(folder)
+    created = _missing_folders(folder)
     folder = outfolder.prepare(folder)
-    with outfolder.locked(folder), tempfile.TemporaryDirectory(prefix=".unpack-", dir=folder) as unpack:
-        if not (folder / MARKER).is_file():  # an export that fails half-way may still be written over
-            (folder / MARKER).write_text(json.dumps({"schema": schemas.EXPORT, "complete": False}) + "\n")
-        libraries = [read_mlf(_imported_if_tflite(Path(mlf), Path(unpack) / f"{i}.tar"), Path(unpack) / str(i),
-                              max_total_bytes=max_mlf_bytes)
-                     for i, mlf in enumerate(mlfs)]
-        _check_names(libraries)
-        for lib in libraries:
-            check_library(lib, board, options)
-        return _export(mlfs, libraries, board, folder, name, options, jobs, _quantizations(libraries, list(models)),
-                       Path(unpack) / "cmsis-nn-probe")
+    try:
+        with outfolder.locked(folder, remove=True):
+            _remove_leftovers(folder)
+            with tempfile.TemporaryDirectory(prefix=UNPACK_PREFIX, dir=folder) as unpack:
+                if not (folder / MARKER).is_file():  # an export that fails half-way may still be written over
+                    (folder / MARKER).write_text(json.dumps({"schema": schemas.EXPORT, "complete": False}) + "\n")
+                libraries = [read_mlf(_imported_if_tflite(Path(mlf), Path(unpack) / f"{i}.tar"),
+                                      Path(unpack) / str(i), max_total_bytes=max_mlf_bytes)
+                             for i, mlf in enumerate(mlfs)]
+                _check_names(libraries)
+                for lib in libraries:
+                    check_library(lib, board, options)
+                return _export(mlfs, libraries, board, folder, name, options, jobs,
+                               _quantizations(libraries, list(models)), Path(unpack) / "cmsis-nn-probe")
+    except BaseException:
+        _remove_created(created)  # a failed export into a new folder leaves nothing behind
+        raise
+
+
+UNPACK_PREFIX, OBJECTS_PREFIX = ".unpack-", ".objects-"  # an export's working folders, inside its folder
+
+
+def _missing_folders(folder: Path) -> list[Path]:
+    """`folder` and those of its parents that do not exist yet, innermost first."""
+    missing = []
+    for path in [folder, *folder.parents]:
+        if path.exists() or path.is_symlink():
+            break
+        missing.append(path)
+    return missing
+
+
+def _remove_created(created: list[Path]) -> None:
+    if created:
+        shutil.rmtree(created[0], ignore_errors=True)
+    for parent in created[1:]:
+        with contextlib.suppress(OSError):
+            parent.rmdir()  # only while empty
+
+
+def _remove_leftovers(folder: Path) -> None:
+    """The working folders of an export that was killed: the lock is ours, so nothing else uses them."""
+    for path in folder.iterdir():
+        if path.name.startswith((UNPACK_PREFIX, OBJECTS_PREFIX)) and path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def _imported_if_tflite(model: Path, mlf: Path) -> Path:
@@ -195,6 +232,7 @@ def _file_lists(rendered, crt_sources: list[str], cmsis_nn: CmsisNnLibrary | Non
             "cmsis_nn": list(cmsis_nn.sources) if cmsis_nn else [],
             "cmsis_nn_flags": list(cmsis_nn.flags) if cmsis_nn else [],
             "our_model": [s for _, _, f in rendered for s in f.sources],
+            "arenas": [s for _, _, f in rendered for s in f.arenas],
             "runtime": [s for s in crt_sources if not is_board_support(s)],
             "board": [s for s in crt_sources if is_board_support(s)], "runtime_includes": ["crt/include"]}
 
@@ -211,7 +249,7 @@ def _prebuild(folder: Path, files: dict, board: Board, arch_flags: list[str], op
     common = [*arch_flags, options.optimize, "-g", "-std=gnu11", "-ffunction-sections", "-fdata-sections",
               f"-ffile-prefix-map={folder}=.", *includes]
     built = {}
-    with tempfile.TemporaryDirectory(prefix=".objects-", dir=folder) as work:
+    with tempfile.TemporaryDirectory(prefix=OBJECTS_PREFIX, dir=folder) as work:
         for library, sources, extra in ((f"prebuilt/lib{package}.a", files["model"], _MODEL_WARNINGS),
                                         ("prebuilt/libmlfbuild_runtime.a", files["runtime"], [])):
             objects = _compile(cc, sources, folder, Path(work) / Path(library).stem, common + extra, jobs)

@@ -38,25 +38,48 @@ def prepare(folder: Path, flag: str = "-o") -> Path:
 
 
 @contextlib.contextmanager
-def locked(folder: Path) -> Iterator[None]:
-    """Hold the folder's lock for the block; a folder another mlfbuild holds is refused (exit 2)."""
+def locked(folder: Path, *, remove: bool = False) -> Iterator[None]:
+    """Hold the folder's lock for the block; a folder another mlfbuild holds is refused (exit 2).
+    `remove`: delete the lock file when done (an export leaves none among the user's files); a writer
+    that locked a lock file deleted meanwhile takes the lock again on the file now there."""
     path = Path(folder) / LOCK_FILE
+    while True:
+        fd = _lock(path, folder)
+        if _same_file(fd, path):
+            break
+        os.close(fd)
+    try:
+        _write_pid(fd)
+        yield
+    finally:
+        if remove:
+            with contextlib.suppress(OSError):
+                path.unlink()
+        os.close(fd)  # releases the lock
+
+
+def _lock(path: Path, folder: Path) -> int:
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
     except OSError as exc:
         raise os_error(exc, f"cannot lock the output folder {folder}") from None
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
-                raise os_error(exc, f"cannot lock the output folder {folder}") from None
-            raise UsageError(f"{folder}: the output folder is in use by another mlfbuild{_holder(fd)}; "
-                             "wait for it or choose another -o") from None
-        _write_pid(fd)
-        yield
-    finally:
-        os.close(fd)  # releases the lock
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        holder = _holder(fd)
+        os.close(fd)
+        if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+            raise os_error(exc, f"cannot lock the output folder {folder}") from None
+        raise UsageError(f"{folder}: the output folder is in use by another mlfbuild{holder}; "
+                         "wait for it or choose another -o") from None
+    return fd
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    try:
+        return os.path.samestat(os.fstat(fd), os.stat(path))
+    except OSError:
+        return False
 
 
 def _write_pid(fd: int) -> None:

@@ -195,7 +195,7 @@ def test_hardware_board_checks(tmp_path):
     load_board_file(_write(tmp_path, good, "nucleo-f446re"))  # a copy is fine
     _expect_error(_write(tmp_path, good.replace("{ count = 3, size = 0x20000 }", "{ count = 2, size = 0x20000 }"),
                          "nucleo-f446re"), "flashing.sectors", "ends at")
-    _expect_error(_write(tmp_path, good.replace('method = "stm32-uart"', 'method = "jtag"'), "nucleo-f446re"),
+    _expect_error(_write(tmp_path, good.replace('method = "openocd"', 'method = "jtag"'), "nucleo-f446re"),
                   "flashing.method")
     _expect_error(_write(tmp_path, good.replace("[flashing]", "[flashingx]"), "nucleo-f446re"), "flashing", "missing")
     _expect_error(_write(tmp_path, good.replace("addr = 0x40023830", "addr = 0x40023831"), "nucleo-f446re"),

@@ -439,7 +439,9 @@ def test_export_refuses_a_folder_that_is_not_an_export(fixtures_dir, tmp_path):
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert "is not an mlfbuild export" in done.stderr
     assert [p.name for p in (tmp_path / "mine").iterdir()] == ["notes.txt"]
-    # An export that failed half-way (here: no such MLF) is still ours to write over.
+    # An export that failed half-way (here: no such MLF) into a folder it did not create is still ours
+    # to write over (one it created is removed: test_an_export_leaves_no_lock_no_working_folders_and_no_stub).
+    (tmp_path / "e").mkdir()
     failed = cli("export", str(tmp_path / "missing.tar"), "-b", BOARD, "-o", str(tmp_path / "e"))
     assert failed.returncode == 3 and json.loads((tmp_path / "e" / MARKER).read_text())["complete"] is False
     again = cli("export", str(fixtures_dir / "tvm-0.13" / "kws_aot_c_unpacked_usmp.tar"), "-b", BOARD, "-o", str(tmp_path / "e"))
@@ -626,3 +628,124 @@ def test_module_names_that_differ_only_in_case_are_refused(tmp_path):
     done = cli("export", str(lower), str(upper), "-b", "host", "-o", str(tmp_path / "e"))
     assert done.returncode == 3 and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert "modules 'tiny' and 'TINY' differ only in case" in done.stderr
+
+
+def _mk_variables(folder: Path) -> dict[str, str]:
+    variables = {}
+    for line in (folder / "mlf.mk").read_text().splitlines():
+        if ":=" in line or "?=" in line:
+            key, _, value = line.partition("=")
+            variables[key.rstrip(":? ")] = value.replace("$(MLF_DIR)", str(folder)).strip()
+    return variables
+
+
+def _link_without_gc_sections(folders: list[Path], app: Path, out: Path) -> subprocess.CompletedProcess:
+    """The app linked the plainest way: the first export's board support, every export's prebuilt
+    libraries in the order given, no --gc-sections."""
+    first = _mk_variables(folders[0])
+    package = json.loads((folders[0] / MARKER).read_text())["cmake"]["package"].upper()
+    cpu = first[f"{package}_CPU_FLAGS"].split()
+    board_flags = first["MLFBUILD_BOARD_CFLAGS"].replace(f"$({package}_CPU_FLAGS)", "").split()
+    includes, libraries = [], []
+    for folder in folders:
+        variables, name = _mk_variables(folder), json.loads((folder / MARKER).read_text())["cmake"]["package"].upper()
+        includes += variables[f"{name}_INCLUDES"].split()
+        libraries += variables[f"{name}_LIBRARIES"].split()
+    command = ["arm-none-eabi-gcc", *cpu, *board_flags, "-Os", "-std=gnu11", *includes, str(app),
+               *first["MLFBUILD_BOARD_SOURCES"].split(), f"-T{folders[0] / 'board' / 'linker.ld'}",
+               "-nostartfiles", "--specs=nano.specs", *libraries, "-o", str(out)]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120)
+
+
+def _linked(folders: list[Path], app: Path, out: Path) -> Path:
+    done = _link_without_gc_sections(folders, app, out)
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+def _ram_and_arenas(elf: Path, symbol: str) -> tuple[int, list[str]]:
+    with elf.open("rb") as stream:
+        image = ELFFile(stream)
+        ram = sum(s["sh_size"] for s in image.iter_sections() if s.name in (".bss", ".data"))
+        sections = [image.get_section(s["st_shndx"]).name for s in image.get_section_by_name(".symtab").iter_symbols()
+                    if s.name == symbol]
+    return ram, sections
+
+
+def test_an_app_s_arena_replaces_the_library_s_without_gc_sections(fixtures_dir, tmp_path):
+    """An application that supplies the arena kept the library's too unless it linked with --gc-sections
+    (+ the whole arena of RAM): the library's arena is an object of its own, never pulled in then."""
+    folder = export([fixtures_dir / "tvm-0.13" / "kws_graph_c.tar"], BOARD, tmp_path / "e").folder
+    arena_bytes = json.loads((folder / MARKER).read_text())["models"][0]["arena"]["bytes"]
+    assert arena_bytes > 10_000
+    run = ('#include "mlf_default.h"\n#include "tvmgen_default.h"\n'
+           "static int8_t input[MLF_DEFAULT_INPUT_0_BYTES], output[MLF_DEFAULT_OUTPUT_0_BYTES];\n"
+           "int main(void) {\n"
+           "  struct tvmgen_default_inputs in = {.MLF_DEFAULT_INPUT_0_C_NAME = input};\n"
+           "  struct tvmgen_default_outputs out = {.MLF_DEFAULT_OUTPUT_0_C_NAME = output};\n"
+           "  return (int)tvmgen_default_run(&in, &out);\n}\n")
+    plain, supplied = tmp_path / "plain.c", tmp_path / "supplied.c"
+    plain.write_text(run)
+    supplied.write_text(run + "uint8_t mlf_default_arena[MLF_DEFAULT_ARENA_BYTES]\n"
+                              "  __attribute__((aligned(MLF_DEFAULT_ARENA_ALIGN), section(\".bss.app_arena\")));\n")
+    ram_plain, arenas_plain = _ram_and_arenas(_linked([folder], plain, tmp_path / "plain.elf"), "mlf_default_arena")
+    ram_supplied, arenas_supplied = _ram_and_arenas(_linked([folder], supplied, tmp_path / "supplied.elf"),
+                                                    "mlf_default_arena")
+    assert arenas_plain == [".bss"] and arenas_supplied == [".bss"]   # one symbol each (the map puts .bss* in .bss)
+    assert abs(ram_supplied - ram_plain) < 64, (ram_plain, ram_supplied)  # one arena, not two
+
+
+def _symbol_size(elf: Path, name: str) -> list[int]:
+    with elf.open("rb") as stream:
+        return [s["st_size"] for s in ELFFile(stream).get_section_by_name(".symtab").iter_symbols() if s.name == name]
+
+
+def test_two_exports_that_call_cmsis_nn_share_one_library_and_the_largest_scratch_region(
+        fixtures_dir, third_party_dir, tmp_path):
+    """Linked into one image, the first export's scratch region served both, however small (docs said
+    "at most one such export", and nothing enforced it). Now the region is the largest any model asks
+    for, in either link order, and exports built against different CMSIS-NN trees do not link."""
+    def exported(name: str, tree: str, out: str) -> Path:
+        return export([fixtures_dir / "tvm-0.18" / f"{name}.tar"], "mps3-an547", tmp_path / out,
+                      options=ProjectOptions(cmsis_nn=third_party_dir / tree)).folder
+
+    kws = exported("kws_aot_cmsisnn_nousmp", "cmsis-nn-v6.0.0", "kws")
+    ad = exported("ad_aot_cmsisnn", "cmsis-nn-v6.0.0", "ad")
+    sizes = {json.loads((f / MARKER).read_text())["models"][0]["cmsis_nn_scratch_bytes"] for f in (kws, ad)}
+    assert len(sizes) == 2 and min(sizes) > 0
+    app = tmp_path / "main.c"
+    app.write_text('#include "tvmgen_kws.h"\n#include "tvmgen_ad.h"\n'
+                   "int main(void) { return (int)tvmgen_kws_run(0, 0) + (int)tvmgen_ad_run(0, 0); }\n")
+    for order in ([kws, ad], [ad, kws]):
+        elf = _linked(order, app, tmp_path / f"{order[0].name}-first.elf")
+        assert _symbol_size(elf, "mlf_cmsis_nn_scratch") == [max(sizes)], order[0].name
+
+    ad_v4 = exported("ad_aot_cmsisnn", "cmsis-nn-v4.1.0", "ad-v4")
+    refused = _link_without_gc_sections([kws, ad_v4], app, tmp_path / "mixed.elf")
+    assert refused.returncode != 0
+    assert "multiple definition of `mlf_cmsis_nn_one_library_per_image_all_models_must_use_the_same_tree_and_paths'" \
+        in refused.stderr
+
+
+@pytest.mark.cross
+def test_an_export_leaves_no_lock_no_working_folders_and_no_stub(tmp_path):
+    """A finished export held .mlfbuild.lock; a killed one's .unpack-*/.objects-* stayed through the next
+    export; a failed export into a new folder left the folder with a stub marker."""
+    mlf = str(REPO / "examples" / "tiny_aot.tar")
+    folder = tmp_path / "e"
+    assert cli("export", mlf, "-b", BOARD, "-o", str(folder)).returncode == 0
+    assert not (folder / ".mlfbuild.lock").exists()
+    for leftover in (".unpack-k1ll3d", ".objects-k1ll3d"):   # what a killed export leaves
+        (folder / leftover / "0").mkdir(parents=True)
+        (folder / leftover / "0" / "x.o").write_bytes(b"\0")
+    assert cli("export", mlf, "-b", BOARD, "-o", str(folder)).returncode == 0
+    assert not [p.name for p in folder.iterdir() if p.name.startswith(".")]
+
+    (tmp_path / "broken.tar").write_bytes(b"not a tar")
+    new = tmp_path / "new" / "deeper" / "e"
+    failed = cli("export", str(tmp_path / "broken.tar"), "-b", BOARD, "-o", str(new))
+    assert failed.returncode == 3, failed.stderr
+    assert not (tmp_path / "new").exists()
+    (tmp_path / "empty").mkdir()   # a folder the user made is kept, empty as it was
+    assert cli("export", str(tmp_path / "broken.tar"), "-b", BOARD, "-o", str(tmp_path / "empty")).returncode == 3
+    assert (tmp_path / "empty").is_dir()

@@ -25,7 +25,8 @@ from fake_stm32_bootloader import FakeBootloader, Fault
 from mlfbuild import cli
 from mlfbuild.boards import load_board
 from mlfbuild.errors import FlashError
-from mlfbuild.flash import FlashOptions, Progress, flash, load_job
+from mlfbuild.flash import FlashOptions, Progress, load_job
+from mlfbuild.flash import flash as flash_with
 from mlfbuild.flash.reset import enter_bootloader, leave_bootloader
 from mlfbuild.flash.an3155 import Timeouts
 from conftest import REPO
@@ -64,6 +65,11 @@ def f103_board(board: dict) -> None:
     board["memory"]["flash"]["length"] = 0x20000
     board["flashing"]["sectors"] = [{"count": 128, "size": 0x400}]
     board["flashing"]["chip_id"] = 0x410
+
+
+def flash(job, options, progress=None):
+    """The ROM bootloader's flasher, named: the boards here default to their on-board probe."""
+    return flash_with(job, options, progress, method="stm32-uart")
 
 
 def image_of(size: int, seed: int = 1) -> bytes:
@@ -153,7 +159,7 @@ def test_flash_writes_a_built_firmware_byte_for_byte(build_firmware, capsys):
     out = build_firmware(EXAMPLE, "nucleo-f446re")
     firmware = (out / "firmware.bin").read_bytes()
     with FakeBootloader("f446") as fake:
-        rc = _main("flash", str(out), "--port", fake.path, "--parity", "none", "--reset", "none")
+        rc = _main("flash", "--method", "stm32-uart", str(out), "--port", fake.path, "--parity", "none", "--reset", "none")
         time.sleep(0.05)
     captured = capsys.readouterr()
     assert rc == 0, captured.err
@@ -188,7 +194,7 @@ int main(void) {{
     firmware = (out / "firmware.bin").read_bytes()
     assert _APP_MARK.encode() in firmware
     with FakeBootloader("f446") as fake:
-        rc = _main("flash", str(out), "--port", fake.path, "--parity", "none", "--reset", "none")
+        rc = _main("flash", "--method", "stm32-uart", str(out), "--port", fake.path, "--parity", "none", "--reset", "none")
         time.sleep(0.05)
     captured = capsys.readouterr()
     assert rc == 0, captured.err
@@ -202,7 +208,7 @@ def test_flash_keeps_other_sectors_and_writes_at_an_offset(tmp_path, capsys):
     with FakeBootloader("f446") as fake:
         fake.load(0x08060000, b"\x5a" * 64)                          # data in sector 7
         fake.load(0x08004000, b"\x11" * 16)                          # stale data in sector 1
-        rc = _main("flash", str(folder), "--port", fake.path, "--parity", "none", "--reset", "none",
+        rc = _main("flash", "--method", "stm32-uart", str(folder), "--port", fake.path, "--parity", "none", "--reset", "none",
                    "--address", "0x08004000", "--no-start")
     assert rc == 0, capsys.readouterr().err
     assert fake.flash_bytes(0x08004000, len(image)) == image
@@ -216,7 +222,7 @@ def test_flash_keeps_other_sectors_and_writes_at_an_offset(tmp_path, capsys):
 def test_flash_without_verify_does_not_read_back(tmp_path, capsys):
     image = image_of(5000)
     with FakeBootloader("f446") as fake:
-        rc = _main("flash", str(make_build(tmp_path / "b", image)), "--port", fake.path, "--parity", "none",
+        rc = _main("flash", "--method", "stm32-uart", str(make_build(tmp_path / "b", image)), "--port", fake.path, "--parity", "none",
                    "--reset", "none", "--no-verify")
     assert rc == 0
     assert "NOT verified" in capsys.readouterr().out
@@ -333,7 +339,7 @@ def test_flasher_fails_cleanly_on(faults, extra, step, tmp_path):
 def test_fault_exit_code_through_the_cli(tmp_path, capsys):
     folder = make_build(tmp_path / "b", image_of(3000))
     with FakeBootloader("f446", faults=[Fault.parse("disconnect:write:2:50")]) as fake:
-        rc = _main("flash", str(folder), "--port", fake.path, "--parity", "none", "--reset", "none")
+        rc = _main("flash", "--method", "stm32-uart", str(folder), "--port", fake.path, "--parity", "none", "--reset", "none")
     captured = capsys.readouterr()
     assert rc == 8
     assert "error: write at 0x08000100" in captured.err
@@ -406,7 +412,7 @@ def test_oversized_image_is_refused_before_the_port_is_opened(tmp_path, monkeypa
     monkeypatch.setattr(serialport, "open_port", no_port)
     monkeypatch.setattr(serialport.serial.tools.list_ports, "comports", no_port)
     with FakeBootloader("f446") as fake:
-        rc = _main("flash", str(folder), "--port", fake.path, "--parity", "none", "--reset", "none")
+        rc = _main("flash", "--method", "stm32-uart", str(folder), "--port", fake.path, "--parity", "none", "--reset", "none")
         time.sleep(0.1)
         assert fake.rx_bytes == 0
     err = capsys.readouterr().err
@@ -423,25 +429,33 @@ def test_image_too_big_for_the_flash_left_after_address(tmp_path):
 @pytest.mark.parametrize("address, message", [("0x08000002", "not 4-byte aligned"),
                                               ("0x20000000", "outside nucleo-f446re's flash")])
 def test_bad_address_is_a_usage_error(tmp_path, capsys, address, message):
-    rc = _main("flash", str(make_build(tmp_path / "b", b"1234")), "--port", "/dev/nonexistent", "--address", address)
+    rc = _main("flash", "--method", "stm32-uart", str(make_build(tmp_path / "b", b"1234")), "--port", "/dev/nonexistent", "--address", address)
     assert rc == 2
     assert message in capsys.readouterr().err
 
 
 def test_targets_that_cannot_be_flashed(tmp_path, capsys):
-    assert _main("flash", str(tmp_path / "nothing"), "--port", "x") == 3
+    assert _main("flash", "--method", "stm32-uart", str(tmp_path / "nothing"), "--port", "x") == 3
     assert "no such build folder" in capsys.readouterr().err
     (tmp_path / "empty").mkdir()
-    assert _main("flash", str(tmp_path / "empty"), "--port", "x") == 3
+    assert _main("flash", "--method", "stm32-uart", str(tmp_path / "empty"), "--port", "x") == 3
     assert "not an mlfbuild build folder" in capsys.readouterr().err
-    assert _main("flash", str(make_build(tmp_path / "q", b"1234", board="mps2-an386")), "--port", "x") == 3
+    assert _main("flash", "--method", "stm32-uart", str(make_build(tmp_path / "q", b"1234", board="mps2-an386")), "--port", "x") == 3
     assert "only hardware boards can be flashed" in capsys.readouterr().err
 
 
-def test_missing_port_is_a_flash_error(tmp_path, capsys):
-    rc = _main("flash", str(make_build(tmp_path / "b", b"1234")), "--port", str(tmp_path / "ttyNONE"))
+def test_missing_port_is_a_flash_error_naming_the_on_board_probe(tmp_path, capsys):
+    build = make_build(tmp_path / "b", b"1234")
+    rc = _main("flash", "--method", "stm32-uart", str(build), "--port", str(tmp_path / "ttyNONE"))
     assert rc == 8
-    assert "no such port" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "no such port" in err
+    assert f"on-board debug probe, with no adapter or BOOT0 wiring: `mlfbuild flash {build} --method openocd`" in err
+    # A board without probe data has no alternative to name.
+    bare = make_build(tmp_path / "c", b"1234", edit=lambda b: [b["flashing"].pop("pyocd_target"),
+                                                              b["flashing"].pop("openocd_config")])
+    assert _main("flash", "--method", "stm32-uart", str(bare), "--port", str(tmp_path / "ttyNONE")) == 8
+    assert "debug probe" not in capsys.readouterr().err
 
 
 def test_even_parity_that_does_not_stick_is_reported(tmp_path):
@@ -457,7 +471,7 @@ def test_even_parity_that_does_not_stick_is_reported(tmp_path):
 
 def test_a_pty_cannot_drive_dtr_rts(tmp_path, capsys):
     with FakeBootloader("f446") as fake:
-        rc = _main("flash", str(make_build(tmp_path / "b", b"1234")), "--port", fake.path, "--parity", "none",
+        rc = _main("flash", "--method", "stm32-uart", str(make_build(tmp_path / "b", b"1234")), "--port", fake.path, "--parity", "none",
                    "--reset", "dtr-rts")
         assert fake.rx_bytes == 0
     assert rc == 8

@@ -135,6 +135,30 @@ def test_real_openocd_without_a_probe_exits_8_with_its_message(tmp_path, capsys)
     assert "mlfbuild: error: openocd failed to program (exit 1): Error: open failed" in err
 
 
+ST_LINK_BOARDS = ["nucleo-f446re", "nucleo-f746zg", "nucleo-l4r5zi", "stm32f4-discovery"]
+
+
+@pytest.mark.parametrize("board", ST_LINK_BOARDS)
+def test_boards_with_an_st_link_flash_through_it_by_default(tmp_path, board):
+    """The on-board probe needs no adapter wired to BOOT0/NRST; the ROM bootloader stays a --method away."""
+    flashing = load_board(board).flashing
+    assert flashing.method == "openocd" and flashing.openocd_config and flashing.pyocd_target
+    assert flashing.sectors and flashing.chip_id is not None      # what --method stm32-uart needs
+    run = Recorder()
+    result = flash(load_job(make_build(tmp_path / "b", board=board)), FlashOptions(port=""), run=run,
+                   which=lambda tool: "openocd")
+    assert run.calls[0][:3] == ["openocd", "-f", flashing.openocd_config[0]] and result.verified
+
+
+def test_real_openocd_is_the_default_for_a_nucleo(tmp_path, capsys):
+    if shutil.which("openocd") is None:
+        pytest.skip("openocd is not installed (docker/apt-packages-test.txt lists it)") if not _ci() else \
+            pytest.fail("openocd is not installed (required when CI=true)")
+    assert cli.main(["flash", str(make_build(tmp_path / "b"))]) == 8    # no port looked for, no --method
+    err = capsys.readouterr().err
+    assert "(openocd)" in err and "openocd failed to program (exit 1): Error: open failed" in err
+
+
 def test_real_pyocd_without_a_probe_exits_8_with_its_message(tmp_path, capsys):
     pytest.importorskip("pyocd") if not _ci() else __import__("pyocd")
     # A target pyOCD knows without a pack.

@@ -68,7 +68,10 @@ def test_local_matrix_junit_cache_and_retry_failed(fixtures_dir, tmp_path):
     passed = by_name[(BOARDS[0], "tvm-0.13/mlp_graph_c #000")]
     properties = {p.get("name"): p.get("value") for p in passed.find("properties")}
     assert {"flash", "ram", "ms", "instructions", "ticks"} <= set(properties) and int(properties["flash"]) > 0
+    assert properties["clock"] == "qemu-icount"           # the ms are QEMU's virtual time, not a chip's
+    assert all(set(r["clock"].values()) == {"qemu-icount"} for r in report["jobs"] if r["ms"])
     grid = (out / "matrix.html").read_text()
+    assert "instructions per inference (QEMU: " in grid and "ms of its -icount clock, not a chip's time" in grid
     assert grid.count('href="jobs/') == 7 and all((out / "jobs" / i / "size.html").is_file() for i in status)
 
     retried = _matrix("--retry-failed", out / "matrix.json", "-o", tmp_path / "again", "--cache", out / "cache",

@@ -452,3 +452,11 @@ def test_jobs_file_paths_are_kept_as_the_user_wrote_them(tmp_path):
     (entry,) = entries_from_file(jobs)
     assert entry.mlf == str(tmp_path / "linked" / "m.tar")
     assert entry.references == (str(tmp_path / "linked" / "r.npz"), "m=host")
+
+
+def test_the_summary_table_writes_bytes_as_the_html_grid_does():
+    result = {"id": "000-kws-mps2-an386", "model": "kws", "board": "mps2-an386", "status": "pass",
+              "outcome": "passed", "exit_code": 0, "message": "", "flash": 66_444, "ram": 20_000, "ms": None,
+              "ticks": None, "instructions": None, "seconds": 0.0, "cache": "miss", "folder": "f", "files": []}
+    assert "pass 66,444 B" in summary_table([result]) and "64.9K" not in summary_table([result])
+    assert "flash 66,444 B" in html_grid([result])

@@ -37,3 +37,4 @@ def test_run_junit_has_timing_properties(tmp_path):
     properties = {p.get("name"): p.get("value") for p in case.find("properties")}
     assert int(properties["ticks"]) > 0 and float(properties["ms"]) > 0
     assert "instructions" not in properties  # counted only under QEMU's -icount, not on the host
+    assert properties["clock"] == "timer"    # the host's time is measured

@@ -192,7 +192,7 @@ def test_flash_without_port_uses_discovery(tmp_path, monkeypatch, capsys):
     (folder / "firmware.bin").write_bytes(b"\0" * 64)
     (folder / "build.json").write_text(json.dumps({"board": load_board("nucleo-f446re").to_json()}))
     monkeypatch.setattr(serial.tools.list_ports, "comports", lambda *a, **k: [])
-    rc = cli.main(["flash", str(folder)])
+    rc = cli.main(["flash", str(folder), "--method", "stm32-uart"])
     assert rc == 2
     assert "no USB serial port found" in capsys.readouterr().err
 

@@ -23,7 +23,7 @@ from mlfbuild.boards import list_boards, load_board, load_board_file
 from mlfbuild.errors import BoardError, InvalidInputError, RunError
 from mlfbuild.run import ModelRun, RunResult, run_build
 from mlfbuild.console.client import Client
-from mlfbuild.run.report import format_run
+from mlfbuild.run.report import format_run, model_properties
 from conftest import REPO, cli as run_mlfbuild
 
 EXAMPLE = REPO / "examples" / "tiny_aot.tar"
@@ -150,13 +150,55 @@ def test_a_failed_build_inside_run_names_no_deleted_folder(tmp_path):
     assert "mlfbuild-run-" not in line and "<temporary build folder>" in line and "-o DIR" in line
 
 
-def test_latency_in_ms_and_inferences_per_second():
+def test_measured_latency_in_ms_and_inferences_per_second():
     model = ModelRun(name="kws", ticks=[25_000], timer_hz=25_000_000, workspace_peak=1024, stack_peak=None,
                      outputs={})
     text = format_run(RunResult(target="b", board="host", models=[model], exit_code=0, seconds=0.1))
-    assert "kws: 1.00 ms per inference, 1,000 inferences/s (25000 ticks at 25,000,000 Hz" in text
+    assert "kws: 1.00 ms per inference, 1,000 inferences/s (25,000 ticks at 25,000,000 Hz" in text
     assert "stack peak not measured" in text
     assert model.to_json()["latency_ms"] == 1.0 and model.to_json()["stack_peak"] is None
+
+
+def test_qemu_time_leads_with_instructions_and_is_called_qemu_s():
+    """Under -icount one instruction takes one virtual nanosecond: 585,120 ticks at 25 MHz are 23.4 ms of
+    QEMU's clock, which a 25 MHz Cortex-M4 would take about a second for. Instructions lead."""
+    model = ModelRun(name="kws", ticks=[585_120], timer_hz=25_000_000, workspace_peak=1024, stack_peak=512,
+                     outputs={}, icount_shift=0)
+    text = format_run(RunResult(target="b", board="mps2-an386", models=[model], exit_code=0, seconds=0.1))
+    assert ("kws: 23,404,800 instructions per inference in QEMU (585,120 ticks at 25,000,000 Hz; 1 run(s), "
+            "identical: 23.4 ms of QEMU's -icount clock, not the speed of any chip)") in text
+    assert "ms per inference" not in text and "inferences/s" not in text
+    document = model.to_json()
+    assert document["clock"] == "qemu-icount" and document["qemu_instructions"] == 23_404_800
+    assert document["latency_ms"] == pytest.approx(23.4048)   # kept, documented as QEMU's virtual time
+    assert model_properties(model)["clock"] == "qemu-icount" and model_properties(model)["instructions"] == 23_404_800
+    shifted = ModelRun(name="kws", ticks=[585_120], timer_hz=25_000_000, workspace_peak=0, stack_peak=0,
+                       outputs={}, icount_shift=2)   # one instruction per 4 ns
+    assert shifted.qemu_instructions == 5_851_200
+    quick = ModelRun(name="kws", ticks=[0], timer_hz=25_000_000, workspace_peak=0, stack_peak=0, outputs={},
+                     icount_shift=0)
+    assert "under one timer tick (fewer than 40 instructions) per inference in QEMU" in \
+        format_run(RunResult(target="b", board="mps2-an386", models=[quick], exit_code=0, seconds=0.1))
+    host = ModelRun(name="kws", ticks=[25_000], timer_hz=25_000_000, workspace_peak=0, stack_peak=None, outputs={})
+    assert host.to_json()["clock"] == "timer" and host.to_json()["qemu_instructions"] is None
+    assert "instructions" not in model_properties(host) and model_properties(host)["clock"] == "timer"
+
+
+@pytest.mark.qemu
+@pytest.mark.cross
+def test_a_qemu_run_says_its_time_is_qemu_s(build_firmware, tmp_path):
+    out = build_firmware(EXAMPLE, "mps2-an386")
+    junit = tmp_path / "run.xml"
+    result = _cli("run", str(out), "--reference", str(EXAMPLE_REFERENCE), "--junit", str(junit))
+    assert result.returncode == 0, result.stderr
+    assert re.search(r"tiny: [\d,]+ instructions per inference in QEMU \([\d,]+ ticks at 25,000,000 Hz; 1 run\(s\), "
+                     r"identical: [\d.,]+ ms of QEMU's -icount clock, not the speed of any chip\)", result.stdout), \
+        result.stdout
+    model = json.loads((out / "run.json").read_text())["models"][0]
+    assert model["clock"] == "qemu-icount" and model["qemu_instructions"] == round(model["ticks"][-1] * 40)
+    from xml.etree import ElementTree
+    properties = {p.get("name"): p.get("value") for p in ElementTree.parse(junit).getroot().iter("property")}
+    assert properties["clock"] == "qemu-icount" and int(properties["instructions"]) == model["qemu_instructions"]
 
 
 def test_host_run_says_the_stack_was_not_measured(host_build):

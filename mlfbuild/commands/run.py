@@ -68,7 +68,6 @@ class RunCommand(Command):
                                references=args.reference, atol=args.atol, rtol=args.rtol, repeat=args.repeat,
                                timeout=args.timeout, seed=args.seed, profile=args.profile, samples=args.samples,
                                progress=None if args.json else RepeatProgress())
-            board = record.load(build_dir).board
         result.target = str(args.target if build_dir != args.target and not args.output else build_dir)
         if args.json:
             print(json.dumps(result.to_json(dequantize=args.dequantize), indent=2, sort_keys=True))
@@ -80,7 +79,7 @@ class RunCommand(Command):
         for warning in result.warnings:
             print(f"mlfbuild: warning: {warning}", file=sys.stderr)
         if args.junit:  # after the verdict is shown: a JUnit file that cannot be written loses nothing else
-            write_report_file(args.junit, junit_xml(result, board))
+            write_report_file(args.junit, junit_xml(result))
         if result.status == MISMATCH:
             verdicts = [m.chain_verdict for m in result.models if m.status == "mismatch" and m.chain_verdict]
             raise MismatchError(f"{verdicts[0] if verdicts else 'outputs differ from the reference'} (see above)")

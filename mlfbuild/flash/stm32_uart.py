@@ -48,6 +48,19 @@ class FlashResult:
     seconds: float
 
 
+def probe_alternative(job: FlashJob) -> str:
+    """The way around the ROM bootloader's wiring on a board with an on-board debug probe."""
+    if job.flashing.openocd_config:
+        method = "openocd"
+    elif job.flashing.pyocd_target:
+        method = "pyocd"
+    else:
+        return ""
+    folder = job.source.parent if job.source is not None else "BUILD_DIR"
+    return (f"{job.board or 'the board'} also flashes through its on-board debug probe, with no adapter "
+            f"or BOOT0 wiring: `mlfbuild flash {folder} --method {method}`")
+
+
 class _NeedsErase(Exception):
     def __init__(self, address: int):
         super().__init__(address)
@@ -67,6 +80,15 @@ class Stm32UartFlasher:
     # -- entry ---------------------------------------------------------------------------------
     def flash(self, job: FlashJob, options: FlashOptions, progress: Progress | None = None) -> FlashResult:
         job.check()                       # size, alignment: before the port is even opened
+        try:
+            return self._flash(job, options, progress)
+        except FlashError as exc:
+            hint = probe_alternative(job)
+            if not hint:
+                raise
+            raise FlashError(f"{exc}; {hint}") from None
+
+    def _flash(self, job: FlashJob, options: FlashOptions, progress: Progress | None) -> FlashResult:
         if options.parity not in ("even", "none"):
             raise UsageError(f"parity must be even or none, not '{options.parity}'")
         if options.erase not in ("sectors", "all"):

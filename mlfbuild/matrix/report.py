@@ -47,7 +47,7 @@ def job_result(job: Job, outcome: dict, cache: str, outroot: Path) -> dict:
     return {"id": job.id, "job": job.to_json(), "model": job.model, "board": job.board, "status": status,
             "outcome": OUTCOMES[status], "exit_code": outcome["exit_code"], "message": outcome["message"],
             "flash": outcome.get("flash"), "ram": outcome.get("ram"), "ticks": outcome.get("ticks"),
-            "ms": outcome.get("ms"), "instructions": outcome.get("instructions"),
+            "ms": outcome.get("ms"), "instructions": outcome.get("instructions"), "clock": outcome.get("clock"),
             "unchecked": outcome.get("unchecked", []),
             "seconds": round(outcome.get("build_seconds", 0.0) + outcome.get("run_seconds", 0.0), 3),
             "build_seconds": outcome.get("build_seconds"), "run_seconds": outcome.get("run_seconds"),
@@ -96,9 +96,10 @@ def _rows(results: list[dict]) -> dict[str, str]:
 
 
 def _cell(r: dict) -> str:
+    """Status and flash, in bytes as the HTML grid and the size report write them."""
     text = r["status"]
     if r["flash"] is not None:
-        text += f" {r['flash'] / 1024:.1f}K"
+        text += f" {r['flash']:,} B"
     return text
 
 
@@ -129,6 +130,8 @@ def junit_xml(results: list[dict]) -> bytes:
             properties[f"ticks{suffix}"] = r["ticks"][name]
             if r["instructions"] and name in r["instructions"]:
                 properties[f"instructions{suffix}"] = r["instructions"][name]
+            if r.get("clock") and name in r["clock"]:
+                properties[f"clock{suffix}"] = r["clock"][name]
         outcome = r["outcome"]
         message = "outputs not checked" if outcome == SKIPPED else r["message"]
         cases.append(JUnitCase(classname=r["board"], name=rows[r["id"]], seconds=r["seconds"], outcome=outcome,
@@ -171,12 +174,21 @@ def _html_cell(r: dict) -> str:
     if r["flash"] is not None:
         facts.append(f"<small>flash {r['flash']:,} B · RAM {r['ram']:,} B</small>")
     if r["ms"]:
-        facts.append("<small>" + ", ".join(f"{html.escape(k)} {v:g} ms" for k, v in r["ms"].items()) + "</small>")
+        facts.append("<small>" + ", ".join(_html_timing(r, name) for name in r["ms"]) + "</small>")
     if "size.html" in r["files"]:
         facts.append(f'<small><a href="jobs/{html.escape(r["id"])}/size.html">size report</a></small>')
     if r["outcome"] != PASSED and r["message"]:
         facts.append(f"<small>{html.escape(printable(r['message']))}</small>")
     return f'<td class="{r["outcome"]}" title="{html.escape(r["id"])}">' + "".join(facts) + "</td>"
+
+
+def _html_timing(r: dict, name: str) -> str:
+    """Under QEMU the instructions lead and the time is QEMU's virtual time; elsewhere the time measured."""
+    instructions = (r.get("instructions") or {}).get(name)
+    if instructions is None:
+        return f"{html.escape(name)} {r['ms'][name]:g} ms"
+    return (f"{html.escape(name)} {instructions:,} instructions per inference "
+            f"(QEMU: {r['ms'][name]:g} ms of its -icount clock, not a chip's time)")
 
 
 class Progress:

@@ -60,7 +60,7 @@ def run_task(job: dict, built: dict, references: list[bytes], reply_timeout: flo
     """The result of one job: its build's, and when the firmware was built and its board can be run
     here (QEMU or host), the run's. Never raises: failures are data."""
     result = {"status": built["status"], "exit_code": built["exit_code"], "message": built["message"],
-              "flash": built.get("flash"), "ram": built.get("ram"), "ticks": None, "ms": None,
+              "flash": built.get("flash"), "ram": built.get("ram"), "ticks": None, "ms": None, "clock": None,
               "instructions": None, "unchecked": [], "build_seconds": built["seconds"],
               "build_worker": built.get("worker"), "run_seconds": 0.0, "worker": _worker_address(),
               "files": dict(built.get("files", {}))}
@@ -192,7 +192,7 @@ def _keep_only(out: Path, names: tuple[str, ...]) -> None:
 
 def _run_stage(folder: Path, spec: dict) -> dict:
     from ..errors import InvalidInputError, MlfError
-    from ..record import RUN_RECORD, load as load_record
+    from ..record import RUN_RECORD
     from ..run import run_build
     from ..run.report import model_properties
 
@@ -204,11 +204,11 @@ def _run_stage(folder: Path, spec: dict) -> dict:
         return {**result, "status": INVALID_INPUT, "exit_code": EXIT_INVALID_INPUT, "message": _first_line(exc)}
     except MlfError as exc:
         return {**result, "status": RUN_ERROR, "exit_code": exc.exit_code, "message": _first_line(exc)}
-    board = load_record(folder).board
-    timing = {m.name: model_properties(m, board) for m in ran.models}
+    timing = {m.name: model_properties(m) for m in ran.models}
     result.update(ticks={name: t["ticks"] for name, t in timing.items()},
                   ms={name: t["ms"] for name, t in timing.items()},
                   instructions={name: t["instructions"] for name, t in timing.items() if "instructions" in t} or None,
+                  clock={name: t["clock"] for name, t in timing.items()},
                   unchecked=ran.unchecked)
     if ran.status == MISMATCH:
         differing = [f"{m.name}/{c.name} ({c.failure()})" for m in ran.models

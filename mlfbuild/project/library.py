@@ -11,6 +11,7 @@ or the user's.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Callable
@@ -19,7 +20,7 @@ from jinja2 import Environment
 
 from .. import __version__
 from ..mlf.model import ModelLibrary, Module, c_identifier
-from .cmsis_nn import CmsisNnLibrary, fix_status_checks
+from .cmsis_nn import CmsisNnLibrary, describe_features, fix_status_checks
 from .lowering import Lowered, lowering_for
 from .lowering.base import CTensor, module_sources, shape_of
 from .pool_plan import header_dirs, plan_usmp_pool
@@ -60,6 +61,7 @@ class LibraryFiles:
     model_objects: list[str]  # the MLF's object files (LLVM targets)
     includes: list[str]
     headers: list[str]  # the application's headers: mlf_<mod>.h and every tvmgen_<mod>.h
+    arenas: list[str] = field(default_factory=list)  # src/mlf_<mod>_arena.c, also in `sources`
     status_fixes: int = 0  # TVM's inverted CMSIS-NN status checks patched
     cmsis_nn: CmsisNnLibrary | None = None  # the CMSIS-NN library compiled in, when the model calls it
     notes: list[str] = field(default_factory=list)
@@ -87,6 +89,11 @@ def render_library(lib: ModelLibrary, writer, env: Environment, runtime: str = "
         if item.code:
             writer.write(f"src/model_{name}.c", item.code)
             files.sources.append(f"src/model_{name}.c")
+        if item.arena_bytes:
+            writer.write(f"src/mlf_{name}_arena.c", env.get_template("library/mlf_arena.c.j2").render(
+                m=item.module, M=c_identifier(name).upper()))
+            files.sources.append(f"src/mlf_{name}_arena.c")
+            files.arenas.append(f"src/mlf_{name}_arena.c")
         if item.interface_header is not None:
             writer.write(f"{INCLUDE_DIR}/tvmgen_{name}.h", item.interface_header)
             files.headers.append(f"{INCLUDE_DIR}/tvmgen_{name}.h")
@@ -191,11 +198,19 @@ def _scratch_in_pools(lib: ModelLibrary, lowered: list[Lowered], cmsis_nn: Cmsis
     return dataclasses.replace(cmsis_nn, scratch=dataclasses.replace(scratch, pooled=tuple(sorted(pooled.items()))))
 
 
+# Defined by every model file that calls CMSIS-NN, to one value per library (tree and paths): a link of
+# models built against two libraries stops on it, and the linker's message names the rule.
+CMSIS_NN_IDENTITY = "mlf_cmsis_nn_one_library_per_image_all_models_must_use_the_same_tree_and_paths"
+
+
 def _render_cmsis_nn_scratch(cmsis_nn: CmsisNnLibrary | None, env: Environment, writer) -> list[str]:
     """src/mlf_cmsis_nn_scratch.[ch]: the region the CMSIS-NN calls share, when mlfbuild supplies buffers."""
     if not cmsis_nn or not cmsis_nn.scratch:
         return []
+    identity = hashlib.sha256(f"{cmsis_nn.sha256} {sorted(cmsis_nn.features)} {cmsis_nn.flags}".encode()).digest()
     for name in ("mlf_cmsis_nn_scratch.h", "mlf_cmsis_nn_scratch.c"):
         writer.write(f"src/{name}", env.get_template(f"project/src/{name}.j2").render(
-            region_bytes=cmsis_nn.scratch.region_bytes))
+            region_bytes=cmsis_nn.scratch.region_bytes, tree_sha256=cmsis_nn.sha256,
+            paths=describe_features(cmsis_nn.features), identity_symbol=CMSIS_NN_IDENTITY,
+            identity=f"0x{int.from_bytes(identity[:4], 'big'):08X}"))
     return ["src/mlf_cmsis_nn_scratch.c"]

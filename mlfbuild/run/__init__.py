@@ -58,11 +58,31 @@ class ModelRun:
     # exactly) and the MLF (the twin's outputs) against the model, by the same rule as `comparisons`.
     firmware_vs_mlf: list[Comparison] = field(default_factory=list)
     mlf_vs_model: list[Comparison] = field(default_factory=list)
+    # Set when QEMU's -icount clock timed the run (one instruction per 2**shift virtual ns): the
+    # ticks then count instructions, not the time any chip would take.
+    icount_shift: int | None = None
 
     @property
     def latency_ms(self) -> float:
-        """The last inference's time in milliseconds (of the firmware's timer)."""
+        """The last inference's time in milliseconds (of the firmware's timer; QEMU's virtual time there)."""
         return 1000.0 * self.ticks[-1] / self.timer_hz if self.ticks and self.timer_hz else 0.0
+
+    @property
+    def clock(self) -> str:
+        """What the ticks measure: 'qemu-icount' (instructions, as QEMU's virtual time) or 'timer' (real time)."""
+        return "timer" if self.icount_shift is None else "qemu-icount"
+
+    @property
+    def qemu_instructions(self) -> int | None:
+        """The last inference's instructions, read from QEMU's -icount clock (None off QEMU), to the
+        timer's resolution (one tick is 1e9 / (Hz · 2^shift) instructions)."""
+        if self.icount_shift is None or not self.ticks or not self.timer_hz:
+            return None
+        return round(self.ticks[-1] * 1e9 / self.timer_hz / 2 ** self.icount_shift)
+
+    @property
+    def instructions_per_tick(self) -> float | None:
+        return None if self.icount_shift is None or not self.timer_hz else 1e9 / self.timer_hz / 2 ** self.icount_shift
 
     @property
     def inferences_per_second(self) -> float | None:
@@ -92,6 +112,7 @@ class ModelRun:
                                  for name, values in self.output_values(dequantize=True).items()}} if dequantize else {}
         return {**extra, "name": self.name, "ticks": self.ticks, "timer_hz": self.timer_hz, "latency_ms": self.latency_ms,
                 "inferences_per_second": self.inferences_per_second,
+                "clock": self.clock, "qemu_instructions": self.qemu_instructions,
                 "workspace_peak": self.workspace_peak, "stack_peak": self.stack_peak,
                 "reference": self.reference, "status": self.status, "unchecked": self.unchecked,
                 "samples": self.samples, "model_derived": self.model_derived,
@@ -284,6 +305,9 @@ def run_build(build_dir: Path, *, port: str | None = None, baud: int = 115200, i
                                       expected.get(model["name"]), repeat, 0.0 if exact else atol,
                                       0.0 if exact else rtol, hello.timer_hz,
                                       stack_measured=record["board"]["kind"] != "host", progress=progress))
+        if isinstance(transport, QemuTransport):  # QEMU's clock counts instructions: say so wherever time is shown
+            for run in results:
+                run.icount_shift = transport.icount_shift
         if transport.boots_fresh:  # a flashed board keeps serving: the next run finds it ready
             client.quit(0)
         for model, run in zip(models, results):

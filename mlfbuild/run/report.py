@@ -26,8 +26,8 @@ def _model_lines(model: ModelRun, dequantize: bool) -> list[str]:
     ticks = model.ticks
     spread = "identical" if len(set(ticks)) == 1 else f"min {min(ticks)} max {max(ticks)}"
     stack = "not measured" if model.stack_peak is None else f"{model.stack_peak:,} B"
-    lines = [f"  {model.name}: {_latency(model)} ({ticks[-1]} ticks at {model.timer_hz:,} Hz; "
-             f"{len(ticks)} run(s), {spread}); workspace peak {model.workspace_peak:,} B, stack peak {stack}"]
+    runs = f"{ticks[-1]:,} ticks at {model.timer_hz:,} Hz; {len(ticks)} run(s), {spread}"
+    lines = [f"  {model.name}: {_speed(model, runs)}; workspace peak {model.workspace_peak:,} B, stack peak {stack}"]
     if model.reference:
         lines.append(f"    reference: {model.reference} ({model.reference_kind}); {model.samples} sample(s)")
     if model.quantization:
@@ -73,6 +73,25 @@ def _what(model: ModelRun, name: str) -> str:
 def _values(values) -> str:
     shown = ", ".join(f"{v:.6g}" for v in values.reshape(-1)[:16].tolist())
     return f"[{shown}{', ...' if values.size > 16 else ''}]"
+
+
+def _speed(model: ModelRun, runs: str) -> str:
+    """Off QEMU, the measured time; under QEMU's -icount the virtual clock counts instructions, so
+    those lead and its time is said to be QEMU's, not the speed of any chip."""
+    instructions = model.qemu_instructions
+    if instructions is None:
+        return f"{_latency(model)} ({runs})"
+    if instructions == 0:
+        return (f"under one timer tick (fewer than {model.instructions_per_tick:,.0f} instructions) per inference "
+                f"in QEMU ({runs})")
+    return (f"{instructions:,} instructions per inference in QEMU ({runs}: {qemu_time(model)} of QEMU's "
+            f"-icount clock, not the speed of any chip)")
+
+
+def qemu_time(model: ModelRun) -> str:
+    """'23.4 ms': QEMU's virtual time for an inference, three significant digits."""
+    ms = model.latency_ms
+    return f"{ms:,.{max(0, 2 - math.floor(math.log10(ms)))}f} ms" if ms else "0 ms"
 
 
 def _latency(model: ModelRun) -> str:
@@ -142,14 +161,16 @@ def junit_suite(name: str, cases: list[JUnitCase], seconds: float | None = None)
     return ElementTree.tostring(suite, encoding="utf-8", xml_declaration=True)
 
 
-def model_properties(model, board: dict | None = None) -> dict[str, object]:
-    """Timing of a model's last inference as JUnit properties: ticks, milliseconds and, under QEMU's
-    -icount (one instruction per virtual nanosecond), instructions."""
+def model_properties(model: ModelRun) -> dict[str, object]:
+    """Timing of a model's last inference as JUnit properties: ticks, milliseconds and the clock that
+    measured them; under QEMU's -icount the instructions, and the milliseconds are QEMU's virtual time
+    (`clock` says so), not a chip's."""
     ticks = model.ticks[-1]
     properties: dict[str, object] = {"ticks": ticks, "timer_hz": model.timer_hz,
-                                     "ms": float(f"{model.latency_ms:.6g}")}  # 6 digits: a host inference takes µs
-    if board is not None and board.get("qemu"):
-        properties["instructions"] = round(ticks * 1e9 / model.timer_hz)
+                                     "ms": float(f"{model.latency_ms:.6g}"),  # 6 digits: a host inference takes µs
+                                     "clock": model.clock}
+    if model.qemu_instructions is not None:
+        properties["instructions"] = model.qemu_instructions
     return properties
 
 
@@ -159,12 +180,12 @@ def _figures(c) -> dict[str, object]:
             "top1_agreement": c.top1_agreement, "rule": c.rule}
 
 
-def junit_xml(result: RunResult, board: dict | None = None) -> bytes:
+def junit_xml(result: RunResult) -> bytes:
     """One testcase per output: <failure> for a mismatch, <skipped> for an output no reference checked."""
     seconds = result.seconds / max(len(result.models), 1)
     cases = []
     for model in result.models:
-        properties = model_properties(model, board)
+        properties = model_properties(model)
         for c in model.comparisons:
             case = JUnitCase(f"{result.board}.{model.name}", c.name, seconds, properties={**properties, **_figures(c)},
                              output=f"ticks={model.ticks} hz={model.timer_hz}")
