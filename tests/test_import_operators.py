@@ -20,7 +20,7 @@ from litert_oracle import run_seeded
 from mlfbuild.errors import InvalidInputError
 from mlfbuild.importer import import_tflite
 from mlfbuild.importer.lowering import SUPPORTED_OPERATORS, UnsupportedModelError
-from tflitewriter import KWS_CHAIN, GraphBuilder, add_model, bundle_model, chain_model, logistic_model, pack_model
+from tflitewriter import KWS_CHAIN, GraphBuilder, add_model, bundle_model, chain_model, pack_model
 from tflite_damage import all_variants, random_damage
 
 # Operands CMSIS-NN's element-wise kernels take: same-shape graph tensors (no broadcast, no constant).
@@ -100,12 +100,12 @@ def test_one_input_channel_depthwise_as_a_convolution_equals_litert(cmsis_nn, tm
 # --- refusals: one line naming the operator and its index, exit 3, nothing written ------------------
 
 @pytest.mark.parametrize("factory, overrides, said", [
-    (logistic_model, {}, "operator 0 (LOGISTIC)"),
+    (None, {"op": "TANH"}, "operator 0 (BUILTIN_28)"),
     (add_model, {"broadcast": True, "constant_operand": False, "input_shape": (1, 2, 3, 4)}, "broadcasting"),
-    (None, {}, "float32; only int8 activations"),
+    (None, {"dtype": "float32"}, "float32; only int8 activations"),
 ])
 def test_unsupported_models_are_refused_naming_what(factory, overrides, said, tmp_path):
-    graph = factory(np.random.default_rng(0), **overrides) if factory else _float_relu()
+    graph = factory(np.random.default_rng(0), **overrides) if factory else _one_operator(**overrides)
     model = graph.write(tmp_path / "m.tflite")
     out = tmp_path / "out"
     out.mkdir()
@@ -115,11 +115,12 @@ def test_unsupported_models_are_refused_naming_what(factory, overrides, said, tm
     assert list(out.iterdir()) == []
 
 
-def _float_relu() -> GraphBuilder:
+def _one_operator(op: str = "RELU", dtype: str = "int8") -> GraphBuilder:
     graph = GraphBuilder()
-    x = graph.add_input("x", "float32", (1, 8))
-    y = graph.add_tensor("y", "float32", (1, 8))
-    graph.add_operator("RELU", [x], [y])
+    quantization = {"scale": 0.05, "zero_point": 0} if dtype == "int8" else {}
+    x = graph.add_input("x", dtype, (1, 8), **quantization)
+    y = graph.add_tensor("y", dtype, (1, 8), **quantization)
+    graph.add_operator(op, [x], [y])
     graph.mark_output(y)
     return graph
 

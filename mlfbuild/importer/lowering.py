@@ -575,6 +575,23 @@ def _mean(graph: Graph, op: Operator) -> Lowered:
     return Lowered(op, "", list(_io(graph, op)), body, kernel=True)
 
 
+def _logistic(graph: Graph, op: Operator) -> Lowered:
+    """LOGISTIC: for int8, TFLite's reference kernel looks up a 256-entry table it fills at prepare
+    time in float (activations.cc, PopulateLookupTable with 1 / (1 + exp(-x))); the same table is
+    computed here, at import, into flash."""
+    x, y = _tensor(graph, op, 0), _tensor(graph, op, 0, output=True)
+    _int8(op, x, y)
+    if y.quantization.zero_point != -128 or y.quantization.scale != float(np.float32(1.0 / 256)):
+        raise _refuse(op, "an int8 logistic's output must have scale 1/256 and zero point -128 (as TFLite requires)")
+    table = q.logistic_table(x.quantization.scale, x.quantization.zero_point, y.quantization.scale,
+                             y.quantization.zero_point)
+    count = int(np.prod(x.shape))
+    body = [f"  for (int32_t i = 0; i < {count}; ++i) output_[i] = table_[(uint8_t)input_[i]];", "  return 0;"]
+    operands = [Operand("int8_t*", "input_", x.index), Operand("int8_t*", "table_", constant=table),
+                Operand("int8_t*", "output_", y.index)]
+    return Lowered(op, "", operands, body, kernel=True)
+
+
 _RULES: dict[str, Callable[[Graph, Operator], Lowered]] = {
     "CONV_2D": _conv2d,
     "DEPTHWISE_CONV_2D": _depthwise,
@@ -595,5 +612,6 @@ _RULES: dict[str, Callable[[Graph, Operator], Lowered]] = {
     "TRANSPOSE": _transpose,
     "CONCATENATION": _concatenation,
     "MEAN": _mean,
+    "LOGISTIC": _logistic,
 }
 SUPPORTED_OPERATORS = tuple(sorted(_RULES))

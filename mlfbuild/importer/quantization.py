@@ -113,3 +113,20 @@ def _smaller_than_one(real: float) -> tuple[int, int]:
     if not 0.0 < real < 1.0:
         raise ValueError(f"a rescale of {real} (TFLite requires 0 < multiplier < 1)")
     return quantize_multiplier(real)
+
+
+def logistic_table(input_scale: float, input_zero_point: int, output_scale: float, output_zero_point: int) -> np.ndarray:
+    """int8 LOGISTIC's table, indexed by the input's byte (uint8 of the int8 value), computed in float
+    as TFLite's PopulateLookupTable does: dequantize, 1 / (1 + exp(-x)), × 1/scale, round, + zero
+    point, clamp. exp is the correctly rounded float32 exp (the C library's expf is, to within the
+    last bit; the tests hold the result to LiteRT's)."""
+    f32 = np.float32
+    inverse_scale = f32(1) / f32(output_scale)
+    table = np.zeros(256, dtype=np.int8)
+    for value in range(-128, 128):
+        dequantized = f32(input_scale) * f32(value - input_zero_point)
+        transformed = f32(1) / (f32(1) + f32(math.exp(-float(dequantized))))
+        rescaled = f32(round_half_away(float(f32(transformed * inverse_scale))))
+        quantized = int(f32(rescaled + f32(output_zero_point)))
+        table[value & 0xFF] = max(-128, min(127, quantized))
+    return table
