@@ -51,7 +51,9 @@ def check_against_litert(model: Path, board: str, tree: Path, out: Path, samples
 
 @pytest.mark.cross
 def test_every_operator_on_the_host_equals_litert(cmsis_nn, tmp_path):
-    model = bundle_model(np.random.default_rng(0), operator_cases(2)).write(tmp_path / "ops.tflite")
+    """With two depthwise layers of one input channel, which run as convolutions."""
+    cases = operator_cases(2) + [("DEPTHWISE_CONV_2D", {"channels": 1}) for _ in range(2)]
+    model = bundle_model(np.random.default_rng(0), cases).write(tmp_path / "ops.tflite")
     check_against_litert(model, "host", cmsis_nn("v6.0.0"), tmp_path / "host")
 
 
@@ -90,6 +92,7 @@ def test_one_input_channel_depthwise_is_lowered_as_a_convolution(tmp_path):
     assert "transposed at import" in result.steps[0].note
 
 
+@pytest.mark.exhaustive
 @pytest.mark.cross
 def test_one_input_channel_depthwise_as_a_convolution_equals_litert(cmsis_nn, tmp_path):
     cases = [("DEPTHWISE_CONV_2D", {"channels": 1}) for _ in range(6)]
