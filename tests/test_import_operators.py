@@ -85,6 +85,24 @@ def test_a_kws_like_chain_equals_litert(cmsis_nn, tmp_path):
     check_against_litert(model, "host", cmsis_nn("v6.0.0"), tmp_path / "host")
 
 
+RESIDUAL = ("QUANTIZE", ("CONV_2D", {"padding": "SAME", "stride_h": 1, "stride_w": 1}),
+            ("ADD", {"broadcast": False, "constant_operand": False}), "RELU", "MAX_POOL_2D",
+            ("MEAN", {"axes": [1, 2], "keep_dims": False}), "FULLY_CONNECTED", "DEQUANTIZE")
+
+
+@pytest.mark.cross
+def test_a_residual_chain_behind_a_float_interface_works_in_place_and_equals_litert(cmsis_nn, tmp_path):
+    """ADD writes over the convolution's output and RELU over ADD's (TFLite's in-place element-wise
+    operators): one buffer for the three, and the outputs still LiteRT's."""
+    model = chain_model(np.random.default_rng(1), RESIDUAL).write(tmp_path / "residual.tflite")
+    result = import_tflite(model, tmp_path / "residual.tar")
+    storage = {s.output: result.layout.storage.get(s.output, s.output) for s in result.steps}
+    add, relu = (next(s for s in result.steps if s.operator.name == name) for name in ("ADD", "RELU"))
+    assert storage[add.output] == storage[relu.output] == result.layout.storage.get(add.operands[0].tensor,
+                                                                                    add.operands[0].tensor)
+    check_against_litert(model, "host", cmsis_nn("v6.0.0"), tmp_path / "host")
+
+
 def test_one_input_channel_depthwise_is_lowered_as_a_convolution(tmp_path):
     model = bundle_model(np.random.default_rng(2), [("DEPTHWISE_CONV_2D", {"channels": 1, "depth_multiplier": 5})])
     result = import_tflite(model.write(tmp_path / "dw.tflite"), tmp_path / "dw.tar")

@@ -68,19 +68,42 @@ def plan_layout(graph: Graph, steps: list[Lowered]) -> Layout:
     for step in steps:
         if step.alias_of is not None:
             storage[step.output] = storage.get(step.alias_of, step.alias_of)
-    first: dict[int, int] = {}
-    last: dict[int, int] = {}
     calls = [s for s in steps if s.alias_of is None]
-    for index, step in enumerate(calls):
-        for operand in step.operands:
-            if operand.tensor is None:
-                continue
-            root = storage.get(operand.tensor, operand.tensor)
-            first.setdefault(root, index)
-            last[root] = index
+    _work_in_place(graph, calls, storage, io_names)
+    first, last = _lives(calls, storage)
     buffers = [Buffer(f"sid_{root}", graph.tensors[root].nbytes, first[root], last[root])
                for root in sorted(first) if root not in io_names]
     return Layout(storage, plan_memory(buffers, ALIGNMENT), io_names)
+
+
+def _lives(calls: list[Lowered], storage: dict[int, int]) -> tuple[dict[int, int], dict[int, int]]:
+    """For each storage root, the first and last call that touches it."""
+    first: dict[int, int] = {}
+    last: dict[int, int] = {}
+    for index, step in enumerate(calls):
+        for operand in step.operands:
+            if operand.tensor is not None:
+                root = storage.get(operand.tensor, operand.tensor)
+                first.setdefault(root, index)
+                last[root] = index
+    return first, last
+
+
+def _work_in_place(graph: Graph, calls: list[Lowered], storage: dict[int, int], io_names: dict[int, str]) -> None:
+    """An element-wise call writes its output over an input of the same size that no later call
+    reads (TFLite's in-place element-wise operators): the two share one buffer."""
+    for index, step in enumerate(calls):
+        if not step.in_place or step.output in io_names:
+            continue
+        _, last = _lives(calls, storage)
+        out = graph.tensors[step.output]
+        for operand in step.operands:
+            if operand.tensor is None or operand.tensor == step.output:
+                continue
+            root = storage.get(operand.tensor, operand.tensor)
+            if root not in io_names and last.get(root) == index and graph.tensors[root].nbytes == out.nbytes:
+                storage[step.output] = root
+                break
 
 
 def _io_names(graph: Graph) -> dict[int, str]:

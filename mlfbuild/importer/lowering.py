@@ -46,6 +46,9 @@ class Lowered:
     note: str = ""  # why this call, where it is not the obvious one
     alias_of: int | None = None  # no code: the output shares the bytes of this input tensor
     kernel: bool = False  # our own C (TFLite's reference semantics), not a library call
+    # Element i of the output is written after element i of each input is read, and of none other:
+    # the output may take over the bytes of an input that is not read again.
+    in_place: bool = False
 
     @property
     def output(self) -> int:
@@ -340,7 +343,7 @@ def _add(graph: Graph, op: Operator) -> Lowered:
             f"{p['input1_shift']}, {-b.quantization.zero_point}, {p['input2_mult']}, {p['input2_shift']}, "
             f"{p['left_shift']}, output_, {y.quantization.zero_point}, {p['out_mult']}, {p['out_shift']}, "
             f"{lo}, {hi}, {size})")
-    return Lowered(op, "arm_elementwise_add_s8", _binary_operand_list(op), _bare_call(call))
+    return Lowered(op, "arm_elementwise_add_s8", _binary_operand_list(op), _bare_call(call), in_place=True)
 
 
 def _mul(graph: Graph, op: Operator) -> Lowered:
@@ -350,7 +353,7 @@ def _mul(graph: Graph, op: Operator) -> Lowered:
     size = int(np.prod(y.shape))
     call = (f"arm_elementwise_mul_s8(input1_, input2_, {-a.quantization.zero_point}, {-b.quantization.zero_point}, "
             f"output_, {y.quantization.zero_point}, {multiplier}, {shift}, {lo}, {hi}, {size})")
-    return Lowered(op, "arm_elementwise_mul_s8", _binary_operand_list(op), _bare_call(call))
+    return Lowered(op, "arm_elementwise_mul_s8", _binary_operand_list(op), _bare_call(call), in_place=True)
 
 
 # --- shape only ------------------------------------------------------------------------------------
@@ -396,7 +399,7 @@ def _elementwise(op: Operator, x: Tensor, y: Tensor, ctype_in: str, ctype_out: s
     body = [f"  for (int32_t i = 0; i < {count}; ++i) {{", f"    const {ctype_in} in = input_[i];",
             *[f"    {line}" for line in expression], "    output_[i] = out;", "  }", "  return 0;"]
     operands = [Operand(f"{ctype_in}*", "input_", op.inputs[0]), Operand(f"{ctype_out}*", "output_", op.outputs[0])]
-    return Lowered(op, "", operands, body, note, kernel=True)
+    return Lowered(op, "", operands, body, note, kernel=True, in_place=ctype_in == ctype_out)
 
 
 def _relu_like(graph: Graph, op: Operator, top: float | None) -> Lowered:
