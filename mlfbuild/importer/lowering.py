@@ -592,7 +592,7 @@ def _logistic(graph: Graph, op: Operator) -> Lowered:
     body = [f"  for (int32_t i = 0; i < {count}; ++i) output_[i] = table_[(uint8_t)input_[i]];", "  return 0;"]
     operands = [Operand("int8_t*", "input_", x.index), Operand("int8_t*", "table_", constant=table),
                 Operand("int8_t*", "output_", y.index)]
-    return Lowered(op, "", operands, body, kernel=True)
+    return Lowered(op, "", operands, body, kernel=True, in_place=True)
 
 
 _RULES: dict[str, Callable[[Graph, Operator], Lowered]] = {
