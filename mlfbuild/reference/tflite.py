@@ -15,6 +15,7 @@ SubGraph.tensors = 0, .inputs = 1, .outputs = 2; Tensor.shape = 0, .type = 1, .n
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -101,6 +102,8 @@ def _tensor(tensors: list[Table], index: int) -> TensorInfo:
     quantization = tensor.table(4)
     if quantization is not None:
         scales, zero_points = quantization.vector(2, "<f", MAX_TENSORS), quantization.vector(3, "<q", MAX_TENSORS)
+        if not all(math.isfinite(v) and v >= 0 for v in scales):
+            raise Malformed(f"tensor '{name}' has a scale that is negative or not a number")
         if len(scales) == 1:
             scale, zero_point = float(scales[0]), int(zero_points[0]) if zero_points else 0
     return TensorInfo(name=name, dtype=TENSOR_TYPES[code], shape=shape, scale=scale, zero_point=zero_point)
