@@ -93,7 +93,9 @@ def measure(mlf: Path, reference: Path, board: str, tree: Path, out: Path, plugi
     size = json.loads(mlfbuild("size", "--json", str(out)).stdout)
     run = json.loads(mlfbuild("run", str(out), "--profile", "--json", "--reference", str(reference),
                               "--atol", TOLERANCE_LSB).stdout)
-    twin = json.loads(mlfbuild("run", str(out), "--json", "--reference", "host", "--samples", "4").stdout)
+    twin_run = mlfbuild("run", str(out), "--json", "--reference", "host", "--samples", "4")
+    twin = (json.loads(twin_run.stdout) if twin_run.stdout.strip()
+            else {"status": f"not run ({twin_run.stderr.strip().splitlines()[-1][:120]})"})
     model = run["models"][0]
     kinds = size["ram"]["by_kind"]
     prepared = json.loads((out / "build.json").read_text())["cmsis_nn"].get("scratch", {}).get("prepared", [])
