@@ -9,7 +9,11 @@ the TCG plugin in QEMU) against TVM's reference (within 2 LSB, CMSIS-NN's requan
 against the host twin (`--reference host`: the same MLF on the host with the library's generic C,
 exactly). Flash as `mlfbuild size` reports it; RAM = data + bss + the stack peak the run measured.
 The models whose MLF is not found (ic is not among the shared fixtures) are listed as such.
-Prints a Markdown table.
+`run --profile` charges library code to the operator that calls it, so the per-call preparation
+CMSIS-NN would repeat (`arm_transpose_s8`, `arm_vector_sum_s8`) is counted on its own too: a second
+run under the TCG plugin `benchmarks/insncount.c` over those functions' addresses in the ELF
+(difference of a 3-inference and a 1-inference session: per inference; "not linked" when the ELF
+has no such function). Prints a Markdown table.
 """
 
 from __future__ import annotations
@@ -21,7 +25,17 @@ import sys
 import tempfile
 from pathlib import Path
 
+from elftools.elf.elffile import ELFFile
+
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from mlfbuild.run import run_build  # noqa: E402
+from mlfbuild.run.transports import QemuTransport  # noqa: E402
+
+# CMSIS-NN functions that only prepare constants (a filter's layout, kernel sums): none should run
+# per inference once that work is done at build time. Their static helpers share the prefix.
+PREPARATION_FUNCTIONS = ("arm_transpose_s8", "arm_vector_sum_s8")
 BOARDS = {"mps2-an386": "M4F", "mps3-an547": "M55"}
 # model -> (MLF for the M4F, MLF for the M55), under the fixtures folder, and its reference
 MODELS = {
@@ -38,21 +52,57 @@ def mlfbuild(*args: str) -> subprocess.CompletedProcess:
                           check=False)
 
 
-def measure(mlf: Path, reference: Path, board: str, tree: Path, out: Path) -> dict:
+def function_ranges(elf: Path, prefixes: tuple[str, ...]) -> list[tuple[int, int]]:
+    """[lo, hi) of every function in the ELF whose name starts with one of `prefixes`."""
+    with elf.open("rb") as stream:
+        symbols = ELFFile(stream).get_section_by_name(".symtab")
+        return sorted({(s["st_value"] & ~1, (s["st_value"] & ~1) + s["st_size"]) for s in symbols.iter_symbols()
+                       if s["st_info"]["type"] == "STT_FUNC" and s["st_size"] and s.name.startswith(prefixes)})
+
+
+class _CountingQemu(QemuTransport):
+    def __init__(self, elf: Path, machine: str, plugin: Path, ranges: Path, log: Path):
+        super().__init__(elf, machine)
+        self.plugin_args = ["-plugin", f"{plugin},ranges={ranges}", "-d", "plugin", "-D", str(log)]
+
+    def command(self, listen_fd: int) -> list[str]:
+        return super().command(listen_fd) + self.plugin_args
+
+
+def preparation_per_inference(out: Path, plugin: Path) -> int | None:
+    """Instructions per inference inside PREPARATION_FUNCTIONS (None: none is linked)."""
+    ranges = function_ranges(out / "firmware.elf", PREPARATION_FUNCTIONS)
+    if not ranges:
+        return None
+    ranges_file = out / "preparation-ranges.txt"
+    ranges_file.write_text("".join(f"{lo:x} {hi:x}\n" for lo, hi in ranges))
+    machine = json.loads((out / "build.json").read_text())["board"]["qemu"]["machine"]
+    counted = {}
+    for repeat in (1, 3):
+        log = out / f"preparation-{repeat}.txt"
+        run_build(out, transport=_CountingQemu(out / "firmware.elf", machine, plugin, ranges_file, log),
+                  repeat=repeat, timeout=300)
+        counted[repeat] = int(log.read_text().split("in_range=")[1].split()[0])
+    return (counted[3] - counted[1]) // 2
+
+
+def measure(mlf: Path, reference: Path, board: str, tree: Path, out: Path, plugin: Path) -> dict:
     built = mlfbuild("build", str(mlf), "-b", board, "--opt=-Os", "-o", str(out), "--cmsis-nn", str(tree))
     if built.returncode != 0:
         sys.exit(f"build of {mlf.name} for {board} failed: {built.stderr.strip()}")
     size = json.loads(mlfbuild("size", "--json", str(out)).stdout)
     run = json.loads(mlfbuild("run", str(out), "--profile", "--json", "--reference", str(reference),
                               "--atol", TOLERANCE_LSB).stdout)
-    twin = json.loads(mlfbuild("run", str(out), "--json", "--reference", "host", "--samples", "4").stdout)
+    twin_run = mlfbuild("run", str(out), "--json", "--reference", "host", "--samples", "4")
+    twin = (json.loads(twin_run.stdout) if twin_run.stdout.strip()
+            else {"status": f"not run ({twin_run.stderr.strip().splitlines()[-1][:120]})"})
     model = run["models"][0]
     kinds = size["ram"]["by_kind"]
     prepared = json.loads((out / "build.json").read_text())["cmsis_nn"].get("scratch", {}).get("prepared", [])
     return {"flash": size["flash"]["used"], "ram": kinds.get("data", 0) + kinds.get("bss", 0) + model["stack_peak"],
             "instructions": model["instructions"], "reference": run["status"], "twin": twin["status"],
             "max_diff": max(o["max_abs_error"] for o in model["outputs"]),
-            "prepared": [p["kind"] for p in prepared]}
+            "prepared": [p["kind"] for p in prepared], "preparation": preparation_per_inference(out, plugin)}
 
 
 def main() -> None:
@@ -72,21 +122,25 @@ def main() -> None:
         m4, m55 = paths.split(",")
         models[name] = (Path(m4), Path(m55), models[name][2])
     print("| model | board | CMSIS-NN | flash B | RAM B (measured stack) | instructions / inference | "
-          "vs TVM's reference | vs host twin | prepared at build time |")
-    print("|---|---|---|---:|---:|---:|---|---|---|")
+          "vs TVM's reference | vs host twin | prepared at build time | transpose + vector sum / inference |")
+    print("|---|---|---|---:|---:|---:|---|---|---|---:|")
     with tempfile.TemporaryDirectory() as scratch:
+        plugin = Path(scratch) / "libinsncount.so"
+        subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-o", str(plugin), str(REPO / "benchmarks" / "insncount.c")],
+                       check=True)
         for name, (m4, m55, reference) in models.items():
             for (board, core), mlf in zip(BOARDS.items(), (m4, m55)):
                 for version, tree in trees.items():
                     if not mlf.is_file():
-                        print(f"| {name} | {board} ({core}) | {version} | | | | no MLF ({mlf.name}) | | |")
+                        print(f"| {name} | {board} ({core}) | {version} | | | | no MLF ({mlf.name}) | | | |")
                         continue
-                    row = measure(mlf, reference, board, tree, Path(scratch) / f"{name}-{board}-{version}")
+                    row = measure(mlf, reference, board, tree, Path(scratch) / f"{name}-{board}-{version}", plugin)
                     prepared = ", ".join(f"{row['prepared'].count(k)} {k.replace('_', ' ')}"
                                          for k in sorted(set(row["prepared"]))) or "none"
+                    preparation = "not linked" if row["preparation"] is None else f"{row['preparation']:,}"
                     print(f"| {name} | {board} ({core}) | {version} | {row['flash']:,} | {row['ram']:,} | "
                           f"{row['instructions']:,} | {row['reference']} (max {row['max_diff']} LSB) | {row['twin']} | "
-                          f"{prepared} |", flush=True)
+                          f"{prepared} | {preparation} |", flush=True)
 
 
 if __name__ == "__main__":

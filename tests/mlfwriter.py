@@ -299,6 +299,138 @@ def with_cmsis_nn(model: TinyModel, targets: list[str], scratch_bytes: list[int]
     return files
 
 
+
+def requantize(values: np.ndarray, multiplier: int, shift: int) -> np.ndarray:
+    """CMSIS-NN's arm_nn_requantize (its default double rounding): a doubling high multiply rounded
+    at bit 31, then a right shift rounding half away from zero (TFLite's reference arithmetic)."""
+    scaled = values.astype(np.int64) * (1 << max(shift, 0))
+    high = (scaled * multiplier + (1 << 30)) >> 31
+    exponent = max(-shift, 0)
+    mask = (1 << exponent) - 1
+    result = high >> exponent
+    threshold = (mask >> 1) + (result < 0)
+    return result + ((high & mask) > threshold)
+
+
+class ResidualModel(TinyModel):
+    """The residual pattern of MLPerf Tiny's ic, in TVM's USMP + CMSIS-NN shape: input int8[1,64] →
+    shift (sid_1) → negate-halve (sid_2) → triple-clip (sid_4) → arm_elementwise_add_s8(sid_1, sid_4)
+    (sid_3) → minus one → int8[1,64]. The skip connection sid_1 lives across two operators until the
+    add; TVM's pool gives every tensor its own 64 B (256 B), the liveness floor is 192 B."""
+
+    SIZE = 64
+    # arm_elementwise_add_s8's quantisation, as TVM passes a TFLite ADD's: input offsets (minus the
+    # zero points), multipliers and shifts, the left shift, output offset, multiplier, shift, clamp
+    ADD = {"input_1_offset": 3, "input_1_mult": 1623821475, "input_1_shift": -1,
+           "input_2_offset": -7, "input_2_mult": 1073741824, "input_2_shift": 0, "left_shift": 20,
+           "out_offset": -5, "out_mult": 1992157696, "out_shift": -19, "out_activation_min": -128,
+           "out_activation_max": 127}
+
+    def __init__(self, name: str = "residual", seed: int = 11):
+        super().__init__(name, seed)
+        self.input = np.random.default_rng(seed).integers(-128, 128, size=(1, self.SIZE), dtype=np.int8)
+
+    def reference(self, x: np.ndarray) -> np.ndarray:
+        skip = np.clip(x.astype(np.int32) + 5, -128, 127)
+        branch = -(skip >> 1)
+        branch = np.clip(branch * 3, -128, 127)
+        q = self.ADD
+        left = requantize((skip + q["input_1_offset"]) << q["left_shift"], q["input_1_mult"], q["input_1_shift"])
+        right = requantize((branch + q["input_2_offset"]) << q["left_shift"], q["input_2_mult"], q["input_2_shift"])
+        added = requantize(left + right, q["out_mult"], q["out_shift"]) + q["out_offset"]
+        added = np.clip(added, q["out_activation_min"], q["out_activation_max"])
+        return np.clip(added - 1, -128, 127).astype(np.int8)
+
+    def header(self) -> str:
+        return (super().header().replace("INPUT_SIZE 16", f"INPUT_SIZE {self.SIZE}")
+                .replace("OUTPUT_SIZE 4", f"OUTPUT_SIZE {self.SIZE}").replace("WORKSPACE_SIZE 16", "WORKSPACE_SIZE 256"))
+
+    def lib0(self) -> str:
+        return super().lib0().replace("global_workspace[16]", "global_workspace[256]")
+
+    def lib1(self) -> str:
+        n = self.name
+        elementwise = """TVM_DLL int32_t tvmgen_{n}_{op}(int8_t* p0, int8_t* T_out, uint8_t* global_workspace_{ws}_var) {{
+  for (int32_t i = 0; i < 64; ++i) {{
+    int32_t v = {expr};
+    T_out[i] = ((int8_t)((v) < (127) ? ((v) > (-128) ? (v) : (-128)) : (127)));
+  }}
+  return 0;
+}}
+
+"""
+        ops = [("fused_add_clip", "(((int32_t)p0[i]) + 5)"), ("fused_right_shift_negative", "(0 - (((int32_t)p0[i]) >> 1))"),
+               ("fused_multiply_clip", "(((int32_t)p0[i]) * 3)"), ("fused_subtract_clip", "(((int32_t)p0[i]) - 1)")]
+        return (
+            "// tvm target: c -keys=cpu \n#define TVM_EXPORTS\n"
+            '#include "tvm/runtime/c_runtime_api.h"\n#include "tvm/runtime/c_backend_api.h"\n'
+            "#include <math.h>\n#include <stdbool.h>\n"
+            '#ifdef __cplusplus\nextern "C" {\n#endif\n'
+            f"TVM_DLL int32_t tvmgen_{n}_cmsis_nn_main_0(int8_t* input_0_, int8_t* input_1_, int8_t* output_, "
+            "uint8_t* global_workspace_5_var);\n"
+            + "".join(elementwise.format(n=n, op=op, ws=index + 1, expr=expr) for index, (op, expr) in enumerate(ops))
+            + f"""TVM_DLL int32_t tvmgen_{n}___tvm_main__(int8_t* input_buffer_var, int8_t* output_buffer_var, uint8_t* global_workspace_0_var) {{
+  void* sid_1_let = (&(global_workspace_0_var[0]));
+  void* sid_2_let = (&(global_workspace_0_var[64]));
+  void* sid_4_let = (&(global_workspace_0_var[128]));
+  void* sid_3_let = (&(global_workspace_0_var[192]));
+  if (tvmgen_{n}_fused_add_clip(input_buffer_var, sid_1_let, global_workspace_0_var) != 0 ) return -1;
+  if (tvmgen_{n}_fused_right_shift_negative(sid_1_let, sid_2_let, global_workspace_0_var) != 0 ) return -1;
+  if (tvmgen_{n}_fused_multiply_clip(sid_2_let, sid_4_let, global_workspace_0_var) != 0 ) return -1;
+  if (tvmgen_{n}_cmsis_nn_main_0(sid_1_let, sid_4_let, sid_3_let, global_workspace_0_var) != 0 ) return -1;
+  if (tvmgen_{n}_fused_subtract_clip(sid_3_let, output_buffer_var, global_workspace_0_var) != 0 ) return -1;
+  return 0;
+}}
+
+#ifdef __cplusplus
+}}
+#endif
+;"""
+        )
+
+    def lib2(self) -> str:
+        """The add as TVM's CMSIS-NN code generator writes it: literal quantisation, block size, and
+        its inverted status check."""
+        q = self.ADD
+        arguments = ", ".join(str(q[k]) for k in ("input_1_offset", "input_1_mult", "input_1_shift", "input_2_offset",
+                                                   "input_2_mult", "input_2_shift", "left_shift"))
+        out = ", ".join(str(q[k]) for k in ("out_offset", "out_mult", "out_shift", "out_activation_min",
+                                            "out_activation_max"))
+        return ("// tvm target: cmsis-nn \n#define TVM_EXPORTS\n#include \"tvm/runtime/c_runtime_api.h\"\n"
+                "#include <stdio.h>\n#include <stdlib.h>\n#include <dlpack/dlpack.h>\n#include <arm_nnfunctions.h>\n"
+                "#include <arm_nn_types.h>\n#include <arm_nn_math_types.h>\n"
+                '#ifdef __cplusplus\nextern "C"\n#endif\n'
+                f"TVM_DLL int32_t tvmgen_{self.name}_cmsis_nn_main_0(int8_t* input_0_, int8_t* input_1_, int8_t* output_, "
+                "uint8_t* global_workspace_5_var) {\n"
+                f"  arm_cmsis_nn_status status = arm_elementwise_add_s8(input_0_, input_1_, {arguments}, output_, {out}, "
+                f"{self.SIZE});\n"
+                "  switch (!status) {\n  case ARM_CMSIS_NN_SUCCESS: break;\n  case ARM_CMSIS_NN_ARG_ERROR: return -1;\n"
+                "  case ARM_CMSIS_NN_NO_IMPL_ERROR: return -1;\n  }\n  return 0;\n}\n")
+
+    def relay(self) -> str:
+        return (f"def @main(%input: Tensor[(1, {self.SIZE}), int8], output_tensor_names=[\"output\"]) -> "
+                f"Tensor[(1, {self.SIZE}), int8] {{\n  /* ... */\n}}\n")
+
+    def module_metadata(self, *, per_tensor_io: bool = True) -> dict:
+        meta = super().module_metadata(per_tensor_io=per_tensor_io)
+        main = meta["memory"]["functions"]["main"][0]
+        main.update({"constants_size_bytes": 0, "io_size_bytes": 2 * self.SIZE, "workspace_size_bytes": 256})
+        if per_tensor_io:
+            main["inputs"] = {"input": {"dtype": "int8", "size": self.SIZE}}
+            main["outputs"] = {"output": {"dtype": "int8", "size": self.SIZE}}
+        ops = ["fused_add_clip", "fused_right_shift_negative", "fused_multiply_clip", "fused_subtract_clip"]
+        meta["memory"]["functions"]["operator_functions"] = [
+            {"function_name": f"tvmgen_{self.name}_{op}", "workspace": [{"device": 1, "workspace_size_bytes": 0}]}
+            for op in ops]
+        meta["target"] = ["c -keys=cpu ", "cmsis-nn"]
+        return meta
+
+    def files(self) -> dict[str, bytes]:
+        files = super().files()
+        files[f"codegen/host/src/{self.name}_lib2.c"] = self.lib2().encode()
+        return files
+
+
 def negate_convolution_weights(mlf: Path, out: Path) -> Path:
     """A copy of a real kws MLF with every weight of one convolution (fused_constant_8) negated: the same
     graph computing something else (one weight alone may not change the outputs)."""

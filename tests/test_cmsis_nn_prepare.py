@@ -5,6 +5,7 @@ the library itself computes: the host compiles the library's generic C for both 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -209,8 +210,17 @@ def test_ad_on_the_m55_runs_its_fully_connected_layers_with_kernel_sums_from_fla
     scratch = json.loads((out / "build.json").read_text())["cmsis_nn"]["scratch"]
     assert [c["kernel_sums"] for c in scratch["calls"]] == ["build time"] * 10 and scratch["kernel_sums"] is None
     assert b"arm_vector_sum_s8" not in (out / "firmware.elf").read_bytes()
+    done = cli("run", str(out), "--reference", "host", "--samples", "4")
+    assert done.returncode == 0 and "4/4 exact, max |diff| 0 LSB" in done.stdout, done.stdout + done.stderr
     done = cli("run", str(out), "--reference", str(fixtures_dir / "tvm-0.18" / "ad.npz"), "--atol", "2", "--profile")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "profile of ad:" in done.stdout
-    done = cli("run", str(out), "--reference", "host", "--samples", "4")
-    assert done.returncode == 0 and "4/4 exact, max |diff| 0 LSB" in done.stdout, done.stdout + done.stderr
+    first = scratch["prepared"][0]["function"]
+    profiled = re.search(rf"^ +1 +([\d,]+) +[\d.]+% +{first}$", done.stdout, re.M)
+    sized = cli("size", str(out))
+    assert "CMSIS-NN calls prepared at build time (10)" in sized.stdout, sized.stdout
+    shown = re.search(rf"^  {first}: arm_fully_connected_s8 kernel sums in flash\n      why: .*CMSIS-NN v6 contract.*\n"
+                      rf"      flash \+(\d+) B .*; ([\d,]+) instructions per inference now", sized.stdout, re.M)
+    assert profiled and shown and shown.group(2) == profiled.group(1), sized.stdout
+    sums_bytes = next(c["library_bytes"] for c in scratch["calls"] if c["function"] == first)  # 4 B per output
+    assert int(shown.group(1)) == sums_bytes

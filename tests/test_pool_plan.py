@@ -325,3 +325,31 @@ def test_every_allocator_pool_holds_what_the_running_code_allocates(fixtures_dir
     result = run_build(out, references=references_for(fixture_set, entry, fixtures_dir), atol=1e-5, timeout=120)
     planned = json.loads((out / "build.json").read_text())["workspace_bytes"]
     assert result.status == "pass" and max(m.workspace_peak for m in result.models) == planned
+
+
+def test_the_residual_pattern_of_an_element_wise_add_is_replanned_and_computes_the_same(cmsis_nn, build_firmware,
+                                                                                        tmp_path):
+    """ic's residual pattern in TVM's CMSIS-NN shape (mlfwriter.ResidualModel): arm_elementwise_add_s8
+    adds the skip connection, live across two operators, to the branch. Its operands carry no dims;
+    the library's prototype sizes them (block_size), so the pool is re-planned — the add's output
+    takes the bytes of a tensor already dead, never the skip connection's — and every output equals
+    TFLite's ADD arithmetic computed here, on the writer's input and three seeded ones."""
+    import numpy as np
+
+    from conftest import cli
+    from mlfwriter import ResidualModel, tar_tree
+
+    model = ResidualModel()
+    mlf = tar_tree(model.files(), tmp_path / "residual.tar")
+    out = build_firmware(mlf, "host", cmsis_nn=cmsis_nn("v6.0.0"))
+    pool = json.loads((out / "build.json").read_text())["models"][0]["workspace_pool"]
+    regions = {r["name"]: (r["offset"], r["first"], r["last"]) for r in pool["regions"]}
+    assert (pool["replanned"], pool["tvm_bytes"], pool["bytes"]) == (True, 256, 192), pool
+    assert {r["size"] for r in pool["regions"]} == {64} and len(regions) == 4
+    assert regions["sid_3_let"][0] == regions["sid_2_let"][0]  # the branch's first tensor is dead by the add
+    skip_live = range(regions["sid_1_let"][1], regions["sid_1_let"][2] + 1)
+    assert regions["sid_3_let"][1] in skip_live and regions["sid_1_let"][0] != regions["sid_3_let"][0]
+    inputs = np.concatenate([model.input, np.random.default_rng(3).integers(-128, 128, (3, 64), dtype=np.int8)])
+    np.savez(tmp_path / "residual.npz", input=inputs, output_0=np.stack([model.reference(x[None]) for x in inputs]))
+    done = cli("run", str(out), "--reference", str(tmp_path / "residual.npz"), "--atol", "0")
+    assert done.returncode == 0 and "4/4 exact" in done.stdout, done.stdout + done.stderr

@@ -63,7 +63,48 @@ def format_short(report: SizeReport) -> str:
         lines.append(f"  error: {region.name} over budget by {region.over_by:,} B")
     for warning in report.warnings:
         lines.append(f"  warning: {warning}")
+    if report.prepared:
+        lines.append(f"  CMSIS-NN calls prepared at build time: {_prepared_summary(report.prepared)} (mlfbuild size: why, cost)")
     return "\n".join(lines)
+
+
+def _prepared_summary(prepared: list[dict]) -> str:
+    replaced = [_prepared_headline(c) for c in prepared if c.get("kind") == "replacement"]
+    sums = [c for c in prepared if c.get("kind") == "kernel_sums"]
+    parts = replaced + ([f"kernel sums of {len(sums)} call(s) in flash "
+                         f"({sum(int(c.get('flash_bytes') or 0) for c in sums):,} B)"] if sums else [])
+    return "; ".join(parts)
+
+
+def _prepared_headline(call: dict) -> str:
+    """`function: kernel -> replacement` or `function: kernel, kernel sums in flash`."""
+    change = (f"-> {call.get('replacement')}" if call.get("kind") == "replacement"
+              else "kernel sums in flash" if call.get("kind") == "kernel_sums" else str(call.get("kind")))
+    return f"{call.get('function')}: {call.get('kernel')} {change}"
+
+
+def _profiled_instructions(profiles: list[dict]) -> dict[str, int]:
+    """Operator function -> instructions per inference in the last `run --profile` (what it calls included)."""
+    return {str(row.get("function")): row["instructions"] for profile in profiles for row in profile.get("rows", [])
+            if isinstance(row.get("instructions"), int)}
+
+
+def prepared_lines(report: SizeReport) -> list[str]:
+    """Each CMSIS-NN call prepared at build time: which, why, the flash it adds, and what the call
+    costs per inference where this build was profiled (`run --profile`)."""
+    if not report.prepared:
+        return []
+    profiled = _profiled_instructions(report.profiles)
+    out = ["", f"CMSIS-NN calls prepared at build time ({len(report.prepared)})"]
+    for call in report.prepared:
+        out.append(f"  {_prepared_headline(call)}")
+        out.append(f"      why: {call.get('reason')}")
+        arrays = ", ".join(map(str, call.get("arrays") or [])) or "no array"
+        cost = profiled.get(str(call.get("function")))
+        measured = (f"{cost:,} instructions per inference now (run --profile; the call and what it calls)"
+                    if cost is not None else "not profiled (mlfbuild run --profile)")
+        out.append(f"      flash +{_n(call.get('flash_bytes'))} B ({arrays}); {measured}")
+    return out
 
 
 def format_text(report: SizeReport, top: int = 20) -> str:
@@ -109,6 +150,7 @@ def format_text(report: SizeReport, top: int = 20) -> str:
         where = f"{item.category}/{item.subcategory}" + (f" [{item.module}]" if item.module else "")
         out.append(f"  {item.flash:>9,}{item.ram:>9,}  {where:<36} {_short_symbol(item.name, item.module)}"
                    f"{'  ' + item.file if item.file else ''}")
+    out.extend(prepared_lines(report))
     if report.stack:
         out.append("")
         out.extend(stack_lines(report.stack))

@@ -144,6 +144,7 @@ class SizeReport:
     notes: list[str]
     stack: dict | None = None  # static bound, reserve and the last run's measured peak (Cortex-M builds)
     profiles: list[dict] = field(default_factory=list)  # the last `run --profile`, per model (run.json's rows)
+    prepared: list[dict] = field(default_factory=list)  # CMSIS-NN calls prepared at build time (build.json)
 
     # --- views ---
     def categories(self) -> list[dict]:
@@ -202,6 +203,7 @@ class SizeReport:
             "measured": self.measured,
             "stack": self.stack,
             "profiles": self.profiles,
+            "prepared": self.prepared,
             "warnings": self.warnings,
             "notes": self.notes,
         }
@@ -251,6 +253,7 @@ def size_report(elf: Path, record: dict, *, budget_flash: int | None = None, bud
     try:
         report = _report(image, record, regions, budget_flash, budget_ram, measured)
         report.profiles = list(profiles or [])
+        report.prepared = _prepared_calls(record)
         return report
     except ELFError as exc:  # section contents that the headers promise but the file lacks
         raise InvalidInputError(f"{elf}: not a readable ELF image ({exc})") from None
@@ -291,6 +294,13 @@ def _report(image: ElfImage, record: dict, regions, budget_flash, budget_ram, me
     return SizeReport(elf_name=image.path.name, machine=image.machine, build=build, flash=flash, ram=ram,
                       berkeley=berkeley, items=items, modules=modules, measured=measured_rows,
                       warnings=warnings, notes=notes, stack=_stack(record, image, measured, warnings))
+
+
+def _prepared_calls(record: dict) -> list[dict]:
+    """build.json's CMSIS-NN calls prepared at build time (cmsis_nn.scratch.prepared), as recorded."""
+    scratch = (record.get("cmsis_nn") or {}).get("scratch") or {}
+    prepared = scratch.get("prepared") if isinstance(scratch, dict) else None
+    return [p for p in prepared if isinstance(p, dict)] if isinstance(prepared, list) else []
 
 
 def _stack(record: dict, image: ElfImage, measured: dict | None, warnings: list[str]) -> dict | None:
