@@ -67,7 +67,7 @@ def test_every_operator_on_the_m55_equals_litert(cmsis_nn, tmp_path):
 @pytest.mark.exhaustive
 @pytest.mark.qemu
 @pytest.mark.cross
-@pytest.mark.parametrize("board", ["host", "mps2-an385", "mps2-an386", "mps3-an547"])
+@pytest.mark.parametrize("board", ["host", "microbit", "mps2-an385", "mps2-an386", "mps3-an547"])
 @pytest.mark.parametrize("version", ["v4.1.0", "v6.0.0"])
 @pytest.mark.parametrize("seed", list(range(10, 16)) + REGRESSION_SEEDS)
 def test_every_operator_over_many_seeds(board, version, seed, cmsis_nn, tmp_path):
