@@ -20,13 +20,14 @@ from .mlf.archive import DEFAULT_MAX_TOTAL_BYTES
 from .mlf.limits import DEFAULT_MAX_GRAPH_NODES
 from .mlf.model import ModelLibrary
 from .mlf.reader import describe, read_mlf
+from .mlf.rename import parse_renames, renamed_libraries
 from .errors import OverBudgetError
 from .project import (Project, ProjectOptions, linked_stack_bytes, linker_script_text, render_oversize_linker_script,
                       render_project, toolchain_names)
 from .size.stack import STACK_MARGIN, compute_stack_bound, stack_reserve
 from .size import SizeReport, size_report
 from .toolchain import (DEFAULT_BUILD_TIMEOUT, MakeResult, count_compiles, find_tools, numbered, run_make,
-                        toolchain_used)
+                        symbol_renamer, toolchain_used)
 
 HOST_SKIPS = ("firmware.bin", "firmware.hex")
 
@@ -50,10 +51,11 @@ def build(mlf: Path, board_name: str, outdir: Path, *, options: ProjectOptions =
           board_files: tuple[Path, ...] = (), jobs: int = 2, progress: Callable[[str], None] | None = None,
           max_mlf_bytes: int = DEFAULT_MAX_TOTAL_BYTES, budget_flash: int | None = None,
           budget_ram: int | None = None, verbose: bool = False, max_graph_nodes: int = DEFAULT_MAX_GRAPH_NODES,
-          build_timeout: float = DEFAULT_BUILD_TIMEOUT) -> BuildResult:
-    """Build the firmware; raises OverBudgetError (after writing every output, so the build can be
+          build_timeout: float = DEFAULT_BUILD_TIMEOUT, renames: list[str] = ()) -> BuildResult:
+    """Build the firmware (`renames`: `OLD=NEW` items, module OLD built as NEW); raises OverBudgetError (after writing every output, so the build can be
     inspected) when it does not fit the board or the tighter budgets. The output folder is locked
     for the build: a second build into it at the same time is refused (UsageError)."""
+    rename_pairs = parse_renames(renames)
     board = load_board(board_name, list(board_files))
     _check_stack_bytes(options.stack_bytes, board)
     _check_folder(Path(outdir))
@@ -61,7 +63,8 @@ def build(mlf: Path, board_name: str, outdir: Path, *, options: ProjectOptions =
     with outfolder.locked(outdir):
         return _build(Path(mlf), board, outdir, options=options, jobs=jobs, progress=progress,
                       max_mlf_bytes=max_mlf_bytes, budget_flash=budget_flash, budget_ram=budget_ram,
-                      verbose=verbose, max_graph_nodes=max_graph_nodes, build_timeout=build_timeout)
+                      verbose=verbose, max_graph_nodes=max_graph_nodes, build_timeout=build_timeout,
+                      renames=rename_pairs)
 
 
 def _check_folder(folder: Path) -> None:
@@ -96,20 +99,23 @@ def _imported_if_tflite(model: Path, outdir: Path) -> Path:
     return import_tflite(model, outdir / f"{model.stem}.mlf.tar").mlf
 
 
-def _read_before_replacing(mlf: Path, outdir: Path, max_mlf_bytes: int, max_graph_nodes: int):
+def _read_before_replacing(mlf: Path, outdir: Path, max_mlf_bytes: int, max_graph_nodes: int,
+                           renames: list[tuple[str, str]], redefine_symbols):
     """The MLF read and checked in a staging folder first: only a good input replaces the previous
-    build's files (a wrong file given by mistake must not cost the user the last firmware)."""
+    build's files (a wrong file given by mistake must not cost the user the last firmware). Renamed
+    modules make a renamed copy, which becomes OUT/mlf (a folder MLF is never written to)."""
     staging = outdir / ".mlf-staging"
     shutil.rmtree(staging, ignore_errors=True)
     try:
         library = read_mlf(mlf, staging, max_total_bytes=max_mlf_bytes, max_graph_nodes=max_graph_nodes)
+        library = renamed_libraries([library], renames, staging, redefine_symbols)[0]
         build_folder.forget_previous_build(outdir)
-        if mlf.is_dir():
+        if mlf.is_dir() and not renames:
             return library
         unpacked = outdir / "mlf"
         if unpacked.exists():
             shutil.rmtree(unpacked)
-        (staging / "mlf").rename(unpacked)
+        library.root.rename(unpacked)
         return describe(unpacked, sha256=library.sha256, max_graph_nodes=max_graph_nodes)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -117,9 +123,12 @@ def _read_before_replacing(mlf: Path, outdir: Path, max_mlf_bytes: int, max_grap
 
 def _build(mlf: Path, board: Board, outdir: Path, *, options: ProjectOptions, jobs: int,
            progress: Callable[[str], None] | None, max_mlf_bytes: int, budget_flash: int | None,
-           budget_ram: int | None, verbose: bool, max_graph_nodes: int, build_timeout: float) -> BuildResult:
+           budget_ram: int | None, verbose: bool, max_graph_nodes: int, build_timeout: float,
+           renames: list[tuple[str, str]]) -> BuildResult:
     mlf = _imported_if_tflite(Path(mlf), outdir)
-    library = _read_before_replacing(mlf, outdir, max_mlf_bytes, max_graph_nodes)
+    tools = toolchain_names(board, options.toolchain_prefix)
+    library = _read_before_replacing(mlf, outdir, max_mlf_bytes, max_graph_nodes, renames,
+                                     symbol_renamer(tools["objcopy"], None if board.is_host else options.toolchain_prefix))
     for warning in library.warnings:
         if progress:
             progress(f"warning: {warning}")
@@ -151,6 +160,8 @@ def _build(mlf: Path, board: Board, outdir: Path, *, options: ProjectOptions, jo
     outputs = _collect_outputs(project.path / "build", outdir, board)
     outputs.update(_uf2_output(outdir, board))
     record = _record(Path(mlf), library, board, project, toolchain_used(project.path), outputs)
+    if renames:
+        record["mlf"]["modules_renamed"] = dict(renames)
     if stack:
         record["stack"] = stack
     size = size_report(outdir / ELF, record, budget_flash=budget_flash, budget_ram=budget_ram)

@@ -27,7 +27,8 @@ GUIDE: dict[str, tuple[tuple[str, ...], str]] = {
     "boards": (("boards", "boards --json --board-file my-board.toml"),
                "0 ok, 2 usage, 3 invalid board file"),
     "build": (("build model.tar -b mps2-an386 -o build/kws",
-               "build model.tar -b nucleo_f446re --opt -O2 --budget-flash 256K"),
+               "build model.tar -b nucleo_f446re --opt -O2 --budget-flash 256K",
+               "build default.tar -b mps2-an386 --module default=kws"),
               "0 ok, 2 usage (or an output folder that cannot be used), 3 invalid input (MLF, board file), "
               "4 build failed, 5 over budget, 9 disk full or read-only"),
     "run": (("run build/kws --reference kws.npz --repeat 10",
@@ -44,7 +45,8 @@ GUIDE: dict[str, tuple[tuple[str, ...], str]] = {
     "size": (("size build/kws", "size build/kws --json > base.json && mlfbuild size build/kws --diff base.json"),
              "0 ok, 2 usage, 3 invalid input, 5 over budget, 9 disk full or read-only"),
     "export": (("export model.tar -b mps2-an386 -o kws-export",
-                "export kws.tar ad.tar -b nucleo_f446re -o models --name models --json"),
+                "export kws.tar ad.tar -b nucleo_f446re -o models --name models --json",
+                "export a.tar b.tar -b mps2-an386 -o models --module default=kws --module default=ad"),
                "0 ok, 2 usage (or an output folder that is not an export), 3 invalid input (MLF, board file), "
                "4 the prebuilt libraries failed to compile, 9 disk full or read-only"),
     "flash": (("flash build/f446 --port /dev/ttyUSB0",),

@@ -25,13 +25,14 @@ from .errors import BuildError, InvalidInputError, UsageError
 from .mlf.archive import DEFAULT_MAX_TOTAL_BYTES
 from .mlf.model import ModelLibrary, c_identifier
 from .mlf.reader import read_mlf
+from .mlf.rename import parse_renames, renamed_libraries
 from .project import (ProjectOptions, Writer, arch_flags_for, check_library, linker_script_text, template_environment,
                       toolchain_names)
 from .project.abi import float_abi_for
 from .project.cmsis_nn import CmsisNnLibrary, render_cmsis_nn
 from .project.library import LibraryFiles, render_library
 from .project.runtime import builtin_runtime_files, crt_defines, is_board_support
-from .toolchain import find_tools
+from .toolchain import find_tools, symbol_renamer
 from .untrusted import read_regular
 
 MARKER = "mlfbuild-export.json"  # what makes a folder an export (and what `export --json` prints)
@@ -48,9 +49,12 @@ class ExportResult:
 
 def export(mlfs: list[Path], board_name: str, folder: Path, *, name: str | None = None,
            board_files: tuple[Path, ...] = (), options: ProjectOptions = ProjectOptions(), jobs: int = 2,
-           max_mlf_bytes: int = DEFAULT_MAX_TOTAL_BYTES, models: list[str] = ()) -> ExportResult:
+           max_mlf_bytes: int = DEFAULT_MAX_TOTAL_BYTES, models: list[str] = (),
+           renames: list[str] = ()) -> ExportResult:
     """`models`: `[MODULE=]MODEL.tflite` items, the original models whose scale and zero point the
-    headers give (each checked to describe its module's graph)."""
+    headers give (each checked to describe its module's graph). `renames`: `OLD=NEW` items, module
+    OLD exported as NEW (mlf/rename.py)."""
+    rename_pairs = parse_renames(renames)
     board = load_board(board_name, list(board_files))
     folder = Path(folder)
     _check_folder(folder)
@@ -65,6 +69,7 @@ def export(mlfs: list[Path], board_name: str, folder: Path, *, name: str | None 
                 libraries = [read_mlf(_imported_if_tflite(Path(mlf), Path(unpack) / f"{i}.tar"),
                                       Path(unpack) / str(i), max_total_bytes=max_mlf_bytes)
                              for i, mlf in enumerate(mlfs)]
+                libraries = renamed_libraries(libraries, rename_pairs, Path(unpack), _symbol_renamer(board, options))
                 _check_names(libraries)
                 for lib in libraries:
                     check_library(lib, board, options)
@@ -129,6 +134,11 @@ def _check_folder(folder: Path) -> None:
                          "name a new or empty folder, or a previous export")
 
 
+def _symbol_renamer(board: Board, options: ProjectOptions):
+    prefix = None if board.is_host else options.toolchain_prefix
+    return symbol_renamer(toolchain_names(board, options.toolchain_prefix)["objcopy"], prefix)
+
+
 def _check_names(libraries: list[ModelLibrary]) -> None:
     seen: dict[str, str] = {}
     for lib in libraries:
@@ -136,11 +146,12 @@ def _check_names(libraries: list[ModelLibrary]) -> None:
             other = seen.get(module.name.casefold())
             if other == module.name:
                 raise InvalidInputError(f"two modules are named '{module.name}': their symbols (tvmgen_{module.name}_*) "
-                                        "would clash in one image; export them with different module names")
+                                        "would clash in one image; rename one as it is exported, "
+                                        f"with --module {module.name}=NEW (the first MLF's '{module.name}' is renamed)")
             if other is not None:  # tiny and TINY: one include guard, one set of MLF_TINY_* macros
                 raise InvalidInputError(f"modules '{other}' and '{module.name}' differ only in case: their headers' "
                                         f"guards and MLF_{module.name.upper()}_* macros would be one; export them "
-                                        "with names that differ otherwise")
+                                        f"with names that differ otherwise (--module {module.name}=NEW)")
             seen[module.name.casefold()] = module.name
     callers = [lib for lib in libraries if any(m.cmsis_nn for m in lib.modules)]
     if len(callers) > 1:

@@ -90,6 +90,25 @@ def find_tools(tools: list[str], prefix: str | None) -> None:
             raise BuildError(f"'{tool}' not found on PATH; {_install_hint(tool, prefix)}")
 
 
+def symbol_renamer(objcopy: str, prefix: str | None) -> Callable[[Path, dict[str, str]], None]:
+    """A function renaming symbols of an object file in place with `objcopy --redefine-syms`."""
+    def redefine(obj: Path, mapping: dict[str, str]) -> None:
+        find_tools([objcopy], prefix)
+        with tempfile.NamedTemporaryFile("w", suffix=".syms", delete=False) as listing:
+            listing.write("".join(f"{old} {new}\n" for old, new in sorted(mapping.items())))
+        try:
+            done = subprocess.run([objcopy, f"--redefine-syms={listing.name}", str(obj)], capture_output=True,
+                                  text=True, errors="replace", timeout=120, stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise BuildError(f"{obj.name}: {objcopy} could not rename its symbols ({exc})") from None
+        finally:
+            os.unlink(listing.name)
+        if done.returncode:
+            said = (done.stderr.strip().splitlines() or ["no message"])[-1]
+            raise BuildError(f"{obj.name}: {objcopy} could not rename its symbols: {said}")
+    return redefine
+
+
 def _install_hint(tool: str, prefix: str | None) -> str:
     if prefix is None:
         return f"install the Debian packages {'g++' if tool == 'g++' else 'gcc and binutils'}{setup_hint()}"

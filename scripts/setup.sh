@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Set up mlfbuild on a Debian machine: install the Debian packages listed in docker/apt-packages.txt
-# (and, with --test, docker/apt-packages-test.txt: what only the test suite needs) that are missing,
+# and docker/apt-packages-cxx.txt (and, with --test, docker/apt-packages-test.txt: what only the test suite needs) that are missing,
 # then create .venv with mlfbuild and its test tools installed from this checkout.
 # Safe to run again: it only installs what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-lists=(docker/apt-packages.txt)
+lists=(docker/apt-packages.txt docker/apt-packages-cxx.txt)
 [ "${1:-}" = "--test" ] && lists+=(docker/apt-packages-test.txt)
 packages=()
 for list in "${lists[@]}"; do

@@ -74,6 +74,16 @@ def test_crt_compiles_warning_free_on_host(tmp_path, opt):
                     "-o", str(tmp_path / (src + ".o"))])
 
 
+@pytest.mark.parametrize("std", ["c99", "c11", "gnu99", "c17"])
+def test_mlfrt_h_compiles_in_an_application_of_any_c_dialect(tmp_path, std):
+    """An application's `-std=c99 -Wpedantic` stopped at mlfrt_exit's C11 `_Noreturn`."""
+    gcc = need("gcc")
+    app = tmp_path / "app.c"
+    app.write_text('#include "mlfrt.h"\nint main(void) { mlfrt_exit(0); }\n')
+    compile_ok([gcc, f"-std={std}", "-Wpedantic", *WARNINGS, "-I", str(CRT / "include"), "-c", str(app),
+                "-o", str(tmp_path / "app.o")])
+
+
 @pytest.mark.cross
 @pytest.mark.parametrize("cpu", sorted(ARM_CPUS))
 def test_crt_compiles_warning_free_on_arm(tmp_path, cpu):

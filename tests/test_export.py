@@ -552,6 +552,35 @@ def test_an_app_file_name_make_would_run_or_split_is_refused_up_front(fixtures_d
     assert not (tmp_path / "b" / "firmware.elf").exists()
 
 
+def test_app_files_are_read_with_a_bound(fixtures_dir, tmp_path, monkeypatch):
+    """A 3 GiB header in the application was read whole (MemoryError); now one line, exit 3, and the
+    previous build stays."""
+    mlf = str(fixtures_dir / "tvm-0.13" / "kws_aot_c_unpacked_usmp.tar")
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "main.c").write_text('#include "huge.h"\nint main(void) { return 0; }\n')
+    with (app / "huge.h").open("wb") as sparse:
+        sparse.truncate(3 << 30)  # sparse: no disk used
+    done = cli("build", mlf, "-b", "host", "-o", str(tmp_path / "b"), "--app", str(app), timeout=60)
+    assert done.returncode == 3 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "huge.h" in done.stderr and "over the limit" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "b" / "firmware.elf").exists()
+
+    from mlfbuild import project
+    from mlfbuild.errors import InvalidInputError
+
+    (app / "huge.h").unlink()
+    for index in range(3):
+        (app / f"part{index}.h").write_text("/* */\n")
+    monkeypatch.setattr(project, "MAX_APP_FILES", 3)
+    with pytest.raises(InvalidInputError, match="more than 3 C/C.. sources and headers"):
+        project.copy_user_app(app, project.Writer(tmp_path / "w"))
+    monkeypatch.setattr(project, "MAX_APP_FILES", 10)
+    monkeypatch.setattr(project, "MAX_APP_BYTES", 60)
+    with pytest.raises(InvalidInputError, match="over 60 bytes together"):
+        project.copy_user_app(app, project.Writer(tmp_path / "w"))
+
+
 @pytest.mark.cross
 def test_export_into_a_relative_folder_as_the_readme_writes_it(tmp_path):
     """`mlfbuild export kws.tar -b mps2-an386 -o kws-export`, run where the MLF is: the compiler runs

@@ -174,6 +174,8 @@ def test_samples_default_for_jobs_that_give_none(tmp_path):
     result = _matrix(EXAMPLE, "-b", "host", "-o", tmp_path / "ran", "--samples", "3", "--json")
     [job] = json.loads(result.stdout)["jobs"]
     assert job["job"]["samples"] == 3 and result.returncode == 0, result.stderr
+    # the local cluster takes seconds to start: a line says so before the jobs' lines
+    assert result.stderr.startswith("starting a local Dask cluster of 2 worker(s) for 1 job(s)..."), result.stderr
     assert json.loads((Path(job["folder"]) / "run.json").read_text())["models"][0]["samples"] == 3
 
 

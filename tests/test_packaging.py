@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import venv
@@ -92,3 +93,63 @@ def test_docker_context_leaves_out_what_git_ignores_and_git_itself():
     for pattern in (REPO / ".gitignore").read_text().split():
         name = pattern.strip("/")
         assert name in ignored or f"**/{name}" in ignored, pattern
+
+
+def _dockerfile_instructions() -> list[tuple[str, str]]:
+    """(instruction, arguments) of docker/Dockerfile, continuation lines joined, comments dropped."""
+    text = re.sub(r"\\\n", " ", "\n".join(line for line in (REPO / "docker" / "Dockerfile").read_text().splitlines()
+                                           if not line.lstrip().startswith("#")))
+    return [(line.split(None, 1)[0].upper(), line.split(None, 1)[1]) for line in text.splitlines() if line.strip()]
+
+
+def _apt_step(tmp_path, **build_args) -> tuple[list[str], str]:
+    """The image's apt RUN step run by sh with apt-get and update-ca-certificates recorded, not run:
+    the packages it installs and the proxy configuration it writes (docker is not needed)."""
+    run = next(args for kind, args in _dockerfile_instructions() if kind == "RUN" and "apt-get install" in args)
+    for name in ("apt-packages.txt", "apt-packages-cxx.txt"):
+        shutil.copy(REPO / "docker" / name, tmp_path / name)
+    (tmp_path / "apt.conf.d").mkdir(exist_ok=True)
+    (tmp_path / "ca").mkdir(exist_ok=True)
+    script = (run.replace("/tmp/", f"{tmp_path}/").replace("/etc/apt/apt.conf.d/", f"{tmp_path}/apt.conf.d/")
+              .replace("/usr/local/share/ca-certificates/", f"{tmp_path}/ca/").replace("/var/lib/apt/lists/*", ""))
+    stubs = tmp_path / "bin"
+    stubs.mkdir(exist_ok=True)
+    for tool in ("apt-get", "update-ca-certificates"):
+        (stubs / tool).write_text(f'#!/bin/sh\necho "{tool} $*" >> {tmp_path}/calls\n')
+        (stubs / tool).chmod(0o755)
+    proxy = tmp_path / "proxy-seen"
+    script = script.replace(" && rm -rf", f" && cat {tmp_path}/apt.conf.d/* > {proxy} 2>/dev/null || true; rm -rf")
+    env = {"PATH": f"{stubs}:/usr/bin:/bin", **build_args}
+    done = subprocess.run(["sh", "-ec", script], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    calls = (tmp_path / "calls").read_text().splitlines()
+    (tmp_path / "calls").unlink()
+    install = next(c for c in calls if c.startswith("apt-get install")).split()[2:]
+    return install + [c for c in calls if c.startswith("update-ca")], proxy.read_text() if proxy.exists() else ""
+
+
+def test_the_docker_image_is_lean_by_default_with_options_for_cxx_proxies_and_authorities(tmp_path):
+    """The image was 3.78 GB, 1.57 GB of it libstdc++ for newlib that only C++ applications need, had
+    no LiteRT for `run --reference MODEL.tflite`, and no way through a proxy. Checked without a Docker
+    engine: the Dockerfile is parsed and its apt step run with the package tools recorded."""
+    instructions = _dockerfile_instructions()
+    args = {a.split("=")[0] for kind, a in instructions if kind == "ARG"}
+    assert {"CXX", "APT_PROXY", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "CA_CERT_PEM"} <= args
+    assert "libstdc++-arm-none-eabi-newlib" not in _package_list()
+    assert "libstdc++-arm-none-eabi-newlib" in _package_list("apt-packages-cxx.txt")
+    assert "docker/apt-packages-cxx.txt" in (REPO / "scripts" / "setup.sh").read_text()  # a dev machine has C++
+    pip = next(a for kind, a in instructions if kind == "RUN" and "pip install" in a)
+    assert '"/opt/mlfbuild[reference]"' in pip
+    assert not any(kind == "ENV" and ("PROXY" in a or "INDEX" in a) for kind, a in instructions)  # not kept
+
+    lean, proxy = _apt_step(tmp_path)
+    assert "gcc-arm-none-eabi" in lean and "qemu-system-arm" in lean and "python3-venv" in lean
+    assert "libstdc++-arm-none-eabi-newlib" not in lean and "g++" not in lean and not proxy
+    assert not any(c.startswith("update-ca") for c in lean)
+    cxx, _ = _apt_step(tmp_path, CXX="1")
+    assert set(cxx) - set(lean) == {"libstdc++-arm-none-eabi-newlib", "g++"}
+    behind, proxy = _apt_step(tmp_path, APT_PROXY="http://proxy.example:3128",
+                              CA_CERT_PEM="-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----")
+    assert proxy.strip() == 'Acquire::http::Proxy "http://proxy.example:3128";'
+    assert "update-ca-certificates" in behind[-1]
+    assert "BEGIN CERTIFICATE" in (tmp_path / "ca" / "extra-ca.crt").read_text()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import re
 import struct
 from pathlib import Path
 
@@ -476,6 +477,51 @@ def test_command_forms_diff_and_budget(firmware, tmp_path):
     command.add_arguments(parser)
     with pytest.raises(SystemExit):
         parser.parse_args([folder, "--json", "--markdown"])
+
+
+def test_diff_header_html_and_long_names_read_apart(tmp_path):
+    """size --diff said the same header for builds of different flags, cut symbol names at the end
+    (rows read alike) and --html ignored --diff."""
+    from mlfbuild.size.diff import _short
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    base_report = size_report(*make_firmware(tmp_path / "a", workspace=0x100))
+    report = size_report(*make_firmware(tmp_path / "b", workspace=0x140))
+    base = base_report.to_json()
+    current = report.to_json()
+    base["build"]["cflags"] = ["-mcpu=cortex-m4", "-Os"]
+    current["build"]["cflags"] = ["-mcpu=cortex-m4", "-O2"]
+    changes = diff(base, current)
+    header = changes.format_text().splitlines()[0]
+    assert "(-Os)" in header and "(-O2)" in header and "cortex-m4" not in header
+    assert "(-O2)" in changes.format_markdown().splitlines()[0]
+    stem = "tvmgen_kws_fused_nn_conv2d_add_fixed_point_multiply_per_axis_add_clip_cast_subtract_"
+    one, two = _short(stem + "1"), _short(stem + "2")
+    assert one != two and len(one) == 70 and "…" in one[1:-1] and one.endswith("_1")
+    page = report.format_html(changes)
+    assert "Change from the base" in page and "(-O2)" in page and "global_workspace" in page
+    assert page.index("Change from the base") < page.index("Regions against budget")
+    assert "Change from the base" not in report.format_html()
+
+
+def test_html_page_width_numbers_tiles_and_budget_legend(firmware):
+    from mlfbuild.size.html import _shared_prefix
+
+    page = size_report(*firmware, budget_ram=1200).format_html()
+    assert "940px" not in page and "word-break:break-all" not in page and "white-space:nowrap" in page
+    assert 'class="legend budget-legend"' in page and "budget</span>" in page
+    assert _shared_prefix(["tvmgen_kws_fused_a", "tvmgen_kws_fused_conv_b", "tvmgen_kws_fused_c"]) == "tvmgen_kws_fused_"
+    assert _shared_prefix(["alpha", "beta"]) == "" and _shared_prefix(["only_one"]) == ""
+    report = size_report(*firmware)
+    stem = "tvmgen_kws_fused_nn_conv2d_add_fixed_point_multiply_per_axis_add_clip_cast_subtract"
+    model = [item for item in report.items if item.category == "model" and item.flash > 0]
+    for index, item in enumerate(model):
+        item.name = f"{stem}_{index}"
+    flash_map = report.format_html().split('id="treemap-flash"')[1].split("</svg>")[0]
+    labels = [label for label in re.findall(r'pointer-events="none">([^<]*)</text>', flash_map)
+              if label.startswith("…")]
+    assert len(labels) == len(model) > 1 and len(set(labels)) == len(labels)
 
 
 def test_report_at_the_end_of_a_build_keeps_a_snapshot(firmware):

@@ -18,8 +18,12 @@
 #ifdef __cplusplus
 extern "C" {
 #define MLFRT_NORETURN [[noreturn]]
-#else
+#elif defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
 #define MLFRT_NORETURN _Noreturn
+#elif defined(__GNUC__)  /* C99: the compilers' own spelling (-std=c99 -Wpedantic stays quiet) */
+#define MLFRT_NORETURN __attribute__((noreturn))
+#else
+#define MLFRT_NORETURN
 #endif
 
 /* Version of this API (major * 100 + minor). */

@@ -62,9 +62,17 @@ def add_build_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--app", type=Path, metavar="DIR",
                         help="your application's C/C++ sources, instead of mlfbuild's console main.c "
                              "(default: mlfbuild.toml's app; docs/export.md)")
+    add_module_rename(parser)
     parser.add_argument("--stack-bytes", type=parse_size, metavar="N",
                         help="fixed .stack reserve, a multiple of 8 up to the board's RAM; not on the host (default: "
                              "the static stack bound + 256 B, else the board's)")
+
+
+def add_module_rename(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--module", action="append", default=[], metavar="OLD=NEW", dest="renames",
+                        help="name module OLD NEW: its tvmgen_<old>_* symbols, header, macros, file names "
+                             "(LLVM objects through objcopy); repeatable, each renames the first module OLD "
+                             "not renamed yet (TVM's 'default': --module default=kws)")
 
 
 def build_from_args(args: argparse.Namespace, mlf: Path, outdir: Path):
@@ -83,7 +91,7 @@ def build_from_args(args: argparse.Namespace, mlf: Path, outdir: Path):
     progress = None if quiet else show_build_line
     return build(mlf, args.board, outdir, options=options, board_files=tuple(args.board_file),
                  jobs=args.jobs, progress=progress, budget_flash=args.budget_flash, budget_ram=args.budget_ram,
-                 verbose=args.verbose, max_graph_nodes=args.max_nodes, **timeout)
+                 verbose=args.verbose, max_graph_nodes=args.max_nodes, renames=args.renames, **timeout)
 
 
 def show_build_line(line: str) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 from ..cliargs import apply_project_file
 from ..project import OPT_LEVELS
 from .base import Command
-from .common import add_board_arguments, add_cmsis_nn_arguments
+from .common import add_board_arguments, add_cmsis_nn_arguments, add_module_rename
 
 
 class ExportCommand(Command):
@@ -28,6 +28,7 @@ class ExportCommand(Command):
         parser.add_argument("--model", action="append", default=[], metavar="[MODULE=]MODEL.tflite",
                             help="the original model of a module: its inputs' and outputs' scale and zero point "
                                  "go into mlf_<mod>.h (checked to describe the same graph)")
+        add_module_rename(parser)
         parser.add_argument("--json", action="store_true", help="print the export's description (docs/json.md)")
 
     def run(self, args):
@@ -38,7 +39,7 @@ class ExportCommand(Command):
         options = ProjectOptions(optimize=args.opt, toolchain_prefix=args.toolchain_prefix, cmsis_nn=args.cmsis_nn,
                                  cmsis_core=args.cmsis_core)
         result = export(args.mlf, args.board, args.output, name=args.name, board_files=tuple(args.board_file),
-                        options=options, models=args.model)
+                        options=options, models=args.model, renames=args.renames)
         if args.json:
             print(json.dumps(result.description, indent=2))
         else:

@@ -77,6 +77,9 @@ class MatrixCommand(Command):
         prepare(args.output)  # before any work: a path that cannot be a folder loses no results
         cache = matrix.BuildCache(None if args.no_cache else prepare(args.cache or args.output / "cache", "--cache"))
         progress = matrix.Progress(len(jobs))
+        if not args.scheduler:
+            progress.starting(f"starting a local Dask cluster of {max(args.workers, 1)} worker(s) for "
+                              f"{len(jobs)} job(s)...")
         with matrix.dask_client(args.scheduler, args.workers, args.connect_timeout) as client:
             results = matrix.run_matrix(jobs, config, limits, client=client, outroot=args.output, cache=cache,
                                         on_result=progress.finished, on_running=progress.running,

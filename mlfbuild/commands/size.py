@@ -41,10 +41,10 @@ class SizeCommand(Command):
         report = size_report(elf, build.data, budget_flash=args.budget_flash, budget_ram=args.budget_ram,
                              measured=record.measured_peaks(elf.parent),
                              profiles=record.measured_profiles(elf.parent))
+        changes = diff(load_snapshot(args.diff), report.to_json()) if args.diff else None
         if args.html:
-            write_file(args.html, report.format_html())
-        if args.diff:
-            changes = diff(load_snapshot(args.diff), report.to_json())
+            write_file(args.html, report.format_html(changes))
+        if changes is not None:
             if args.json:
                 out.write(json.dumps(changes.to_json(), indent=2, sort_keys=True) + "\n")
             elif args.markdown:

@@ -209,6 +209,11 @@ class Progress:
         self.stream.write(printable(line) + "\n")
         self.stream.flush()
 
+    def starting(self, what: str) -> None:
+        """One line before the first result: a local cluster takes seconds to start, silent otherwise."""
+        self.stream.write(printable(what) + "\n")
+        self.stream.flush()
+
     def running(self, labels: list[str]) -> None:
         if not self.tty:
             return

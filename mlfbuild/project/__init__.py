@@ -20,6 +20,7 @@ from ..errors import BuildError, InvalidInputError, UsageError
 from ..mlf.model import ModelLibrary, c_identifier
 from ..resources import data_dir
 from ..toolchain import DEFAULT_BUILD_MEMORY
+from ..untrusted import read_regular
 from .abi import check_c_code, float_abi_for
 from .cmsis_nn import CmsisNnLibrary, describe_features, render_cmsis_nn
 from .ctext import c_comment_text, c_string_body
@@ -206,14 +207,39 @@ _APP_FILES = (*APP_SOURCES, ".h", ".hh", ".hpp", ".inc")
 # spaces and ends a rule at `:`, `;` or a newline; quoting cannot make all of those safe, so none is let in.
 _MAKE_SAFE = re.compile(r"[A-Za-z0-9._+/-]+")
 
+# An application is sources people write: bounds far above any real one, so that `--app /` or a
+# header that is really a disk image stops with a line instead of filling the memory.
+MAX_APP_FILE_BYTES = 16 * 1024 * 1024
+MAX_APP_BYTES = 64 * 1024 * 1024
+MAX_APP_FILES = 4096
+
+
+def _app_file_list(folder: Path) -> list[Path]:
+    files = []
+    for path in folder.rglob("*"):
+        if path.suffix in _APP_FILES and path.is_file() and \
+                not any(part.startswith(".") for part in path.relative_to(folder).parts):
+            files.append(path)
+            if len(files) > MAX_APP_FILES:
+                raise InvalidInputError(f"--app {folder}: more than {MAX_APP_FILES:,} C/C++ sources and headers; "
+                                        "name the folder of the application itself")
+    return sorted(files)
+
+
+def _read_app_file(folder: Path, path: Path, total: int) -> bytes:
+    data = read_regular(path, "application file", MAX_APP_FILE_BYTES)
+    if total + len(data) > MAX_APP_BYTES:
+        raise InvalidInputError(f"--app {folder}: its sources and headers are over {MAX_APP_BYTES:,} bytes together "
+                                f"(at {path.relative_to(folder)})")
+    return data
+
 
 def copy_user_app(folder: Path, writer: Writer) -> tuple[list[str], dict]:
     """The user's application (build --app) under app/: its C/C++ sources and headers, with hashes."""
     folder = Path(folder)
     if not folder.is_dir():
         raise UsageError(f"--app {folder}: no such folder")
-    files = sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix in _APP_FILES
-                   and not any(part.startswith(".") for part in p.relative_to(folder).parts))
+    files = _app_file_list(folder)
     sources = [p for p in files if p.suffix in APP_SOURCES]
     if not sources:
         raise UsageError(f"--app {folder}: no C or C++ sources ({', '.join('*' + s for s in APP_SOURCES)})")
@@ -228,10 +254,11 @@ def copy_user_app(folder: Path, writer: Writer) -> tuple[list[str], dict]:
         if other != path:
             raise UsageError(f"--app {folder}: {other.relative_to(folder)} and {path.relative_to(folder)} would "
                              "compile to one object file; rename one")
-    hashes = {}
+    hashes, total = {}, 0
     for path in files:
         relative = f"app/{path.relative_to(folder).as_posix()}"
-        data = path.read_bytes()
+        data = _read_app_file(folder, path, total)
+        total += len(data)
         writer.write(relative, data)
         hashes[relative] = hashlib.sha256(data).hexdigest()
     return [f"app/{p.relative_to(folder).as_posix()}" for p in sources], {"folder": str(folder), "files": hashes}

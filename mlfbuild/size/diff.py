@@ -32,7 +32,8 @@ class SizeDiff:
 
     # --- text ---
     def format_text(self, top: int = 15) -> str:
-        out = [f"size diff: {_identity(self.base)}  →  {_identity(self.current)}"]
+        base_flags, current_flags = _flag_differences(self.base, self.current)
+        out = [f"size diff: {_identity(self.base, base_flags)}  →  {_identity(self.current, current_flags)}"]
         for caveat in self.caveats:
             out.append(f"note: {caveat}")
         out.append("")
@@ -70,8 +71,9 @@ class SizeDiff:
         return "\n".join(out)
 
     def format_markdown(self, top: int = 10) -> str:
-        out = [f"### Firmware size change: {md_text(_identity(self.current))}", ""]
-        out.append(f"Base: {md_text(_identity(self.base))}")
+        base_flags, current_flags = _flag_differences(self.base, self.current)
+        out = [f"### Firmware size change: {md_text(_identity(self.current, current_flags))}", ""]
+        out.append(f"Base: {md_text(_identity(self.base, base_flags))}")
         for caveat in self.caveats:
             out.append(f"\n> {md_text(caveat)}")
         out.append("")
@@ -118,13 +120,28 @@ def _pct(delta: int, base: int) -> str:
 
 
 def _short(name: str, width: int = 70) -> str:
-    return name if len(name) <= width else name[:width - 1] + "…"
+    """`name` within `width`, cut in the middle: generated names share their beginnings
+    (tvmgen_kws_fused_nn_conv2d_...) and differ at the end, so the end is kept."""
+    if len(name) <= width:
+        return name
+    head = (width - 1) // 2
+    return name[:head] + "…" + name[len(name) - (width - 1 - head):]
 
 
-def _identity(build: dict) -> str:
+def _flag_differences(base: dict, current: dict) -> tuple[list[str], list[str]]:
+    """The compiler flags (and runtime) only one side was built with, in each side's order."""
+    def flags(build: dict) -> list[str]:
+        return [str(f) for f in build.get("cflags") or []] + \
+            ([f"runtime {build['runtime']}"] if build.get("runtime") else [])
+    base_flags, current_flags = flags(base), flags(current)
+    return ([f for f in base_flags if f not in current_flags], [f for f in current_flags if f not in base_flags])
+
+
+def _identity(build: dict, flags: list[str] = ()) -> str:
     mlf = build.get("mlf") or {}
     sha = (mlf.get("sha256") or "")[:12]
-    return f"{mlf.get('name') or '?'}{' @' + sha if sha else ''} on {build.get('board') or '?'}"
+    return (f"{mlf.get('name') or '?'}{' @' + sha if sha else ''} on {build.get('board') or '?'}"
+            + (f" ({' '.join(flags)})" if flags else ""))
 
 
 def _snapshot(value) -> dict:

@@ -10,6 +10,7 @@ from .attribution import CATEGORIES, CATEGORY_LABELS
 from .render import pool_kind, pool_verdict
 
 if TYPE_CHECKING:  # the report calls these forms; they only read its fields
+    from .diff import SizeDiff
     from .report import RegionUsage, SizeReport
 
 COLOURS = {"model": "#4e79a7", "runtime": "#f28e2b", "board": "#59a14f", "app": "#e15759", "libc": "#9c755f",
@@ -100,6 +101,17 @@ def _bar(region: RegionUsage) -> str:
     return "".join(parts)
 
 
+def _shared_prefix(names: list[str]) -> str:
+    """What the tiles' names all begin with, up to a `_` or `.` (tvmgen_kws_fused_): dropped from their
+    labels, so tiles read apart (the tooltip keeps the whole name)."""
+    if len(names) < 2:
+        return ""
+    first, last = min(names), max(names)
+    common = next((i for i, (a, b) in enumerate(zip(first, last)) if a != b), min(len(first), len(last)))
+    cut = max(first.rfind("_", 0, common), first.rfind(".", 0, common)) + 1
+    return first[:cut] if cut > 3 else ""
+
+
 def _treemap(report: SizeReport, region: str) -> str:
     attr = "flash" if region == "flash" else "ram"
     groups = []
@@ -123,6 +135,7 @@ def _treemap(report: SizeReport, region: str) -> str:
                      f'stroke="#fff" stroke-width="2"><title>{_e(CATEGORY_LABELS[category])}: {total:,} B</title></rect>')
         head = 16 if h > 40 and w > 60 else 0
         inner = squarify([t[3] for t in tiles], x + 2, y + head + 1, max(w - 4, 0), max(h - head - 3, 0))
+        shared = _shared_prefix([t[0] for t in tiles if not t[0].startswith("(")])
         for (name, sub, module, size), (tx, ty, tw, th) in zip(tiles, inner):
             tip = f"{name} — {category}/{sub}{f' [{module}]' if module else ''}: {size:,} B"
             parts.append(f'<rect class="tile" x="{tx:.2f}" y="{ty:.2f}" width="{tw:.2f}" height="{th:.2f}" '
@@ -130,7 +143,8 @@ def _treemap(report: SizeReport, region: str) -> str:
                          f'data-tip="{_e(tip)}"><title>{_e(tip)}</title></rect>')
             if tw > 70 and th > 14:
                 chars = int(tw / 6.3)
-                text = f"{name} [{module}]" if module and len(report.modules) > 1 else name
+                short = "…" + name[len(shared):] if shared and name.startswith(shared) else name
+                text = f"{short} [{module}]" if module and len(report.modules) > 1 else short
                 text = text if len(text) <= chars else text[:max(chars - 1, 1)] + "…"
                 parts.append(f'<text x="{tx + 3:.2f}" y="{ty + 11:.2f}" font-size="10" pointer-events="none">{_e(text)}</text>')
         if head:
@@ -144,11 +158,12 @@ def _treemap(report: SizeReport, region: str) -> str:
 
 
 _STYLE = """
-body{font:14px system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#222;max-width:940px}
+body{font:14px system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#222}
+svg{max-width:100%;height:auto}
 h1{font-size:20px}h2{font-size:16px;margin-top:28px}
 table{border-collapse:collapse;margin:8px 0}td,th{padding:3px 10px;border-bottom:1px solid #ddd;text-align:right}
 td:first-child,th:first-child,td.l,th.l{text-align:left}
-td.l{word-break:break-all}
+td,th{white-space:nowrap}td.l{white-space:normal;overflow-wrap:anywhere}.num{white-space:nowrap}
 .legend span{display:inline-block;margin-right:14px}.legend i{display:inline-block;width:11px;height:11px;margin-right:4px;vertical-align:-1px}
 .warn{color:#a15c00}.err{color:#b00;font-weight:bold}.note{color:#555}
 #tip{min-height:1.4em;font-family:monospace;font-size:12px;color:#333}
@@ -172,7 +187,8 @@ document.querySelectorAll('svg.treemap').forEach(function(svg){
 """
 
 
-def format_html(report: SizeReport) -> str:
+def format_html(report: SizeReport, changes: SizeDiff | None = None) -> str:
+    """The page; with `changes` (size --diff) it opens with what changed from the base."""
     b = report.build
     mlf = b.get("mlf") or {}
     title = f"Firmware size: {mlf.get('name') or report.elf_name} on {b.get('board') or '?'}"
@@ -184,11 +200,18 @@ def format_html(report: SizeReport) -> str:
         out.append(f'<p class="err">{_e(region.name)} over budget by {region.over_by:,} B</p>')
     for warning in report.warnings:
         out.append(f'<p class="warn">warning: {_e(warning)}</p>')
+    if changes is not None:
+        out.extend(_changes(changes))
     out.append("<h2>Regions against budget</h2>")
     out.append(_bar(report.flash))
     out.append(_bar(report.ram))
     out.append('<p class="legend">' + "".join(
         f'<span><i style="background:{COLOURS[c]}"></i>{_e(c)}</span>' for c in CATEGORIES) + "</p>")
+    if report.flash.budget or report.ram.budget:
+        out.append('<p class="legend budget-legend"><span><svg width="14" height="12"><line x1="7" y1="0" x2="7" '
+                   'y2="12" stroke="#c00" stroke-width="2"/></svg> budget</span><span><svg width="14" height="12">'
+                   '<line x1="7" y1="0" x2="7" y2="12" stroke="#b07a00" stroke-dasharray="4 3"/></svg> 90 % of the '
+                   'budget</span></p>')
     out.append("<table><tr><th>category</th><th>flash</th><th>RAM</th></tr>")
     for category in report.categories():
         if category["flash"] or category["ram"]:
@@ -246,6 +269,37 @@ def format_html(report: SizeReport) -> str:
         out.append(f'<p class="note">note: {_e(note)}</p>')
     out.append(f"<script>{_SCRIPT}</script></body></html>")
     return "\n".join(out) + "\n"
+
+
+def _changes(changes: SizeDiff) -> list[str]:
+    """size --diff in the page: the two builds, regions, categories and the symbols that changed."""
+    from .diff import _d, _flag_differences, _identity, _pct, _short
+
+    base_flags, current_flags = _flag_differences(changes.base, changes.current)
+    out = ['<h2>Change from the base</h2>',
+           f'<p class="note">base: {_e(_identity(changes.base, base_flags))} → '
+           f'{_e(_identity(changes.current, current_flags))}</p>']
+    out += [f'<p class="note">note: {_e(caveat)}</p>' for caveat in changes.caveats]
+    out.append('<table class="diff"><tr><th class="l">region</th><th>base</th><th>current</th><th>Δ</th><th>Δ %</th></tr>')
+    for r in changes.regions:
+        out.append(f'<tr><td class="l">{_e(r["name"])}</td><td>{r["base"]:,}</td><td>{r["current"]:,}</td>'
+                   f'<td>{_d(r["delta"])}</td><td>{_e(_pct(r["delta"], r["base"]))}</td></tr>')
+    out.append("</table>")
+    changed = [c for c in changes.categories if c["flash"]["delta"] or c["ram"]["delta"]]
+    if changed:
+        out.append('<table class="diff"><tr><th class="l">category</th><th>flash Δ</th><th>RAM Δ</th></tr>')
+        out += [f'<tr><td class="l">{_e(c["name"])}</td><td>{_d(c["flash"]["delta"])}</td>'
+                f'<td>{_d(c["ram"]["delta"])}</td></tr>' for c in changed]
+        out.append("</table>")
+    if changes.symbols:
+        out.append(f'<table class="diff"><tr><th>flash Δ</th><th>RAM Δ</th><th class="l">status</th>'
+                   f'<th class="l">symbol ({len(changes.symbols)} changed)</th></tr>')
+        out += [f'<tr><td>{_d(s["flash_delta"])}</td><td>{_d(s["ram_delta"])}</td><td class="l">{_e(s["status"])}</td>'
+                f'<td class="l" title="{_e(s["name"])}">{_e(_short(s["name"]))}</td></tr>' for s in changes.symbols[:30]]
+        out.append("</table>")
+    if not changed and not changes.symbols and not any(r["delta"] for r in changes.regions):
+        out.append('<p class="note">no change</p>')
+    return out
 
 
 def _profiles(profiles: list[dict]) -> list[str]:

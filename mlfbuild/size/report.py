@@ -224,9 +224,10 @@ class SizeReport:
         from .render import format_markdown
         return format_markdown(self, top=top)
 
-    def format_html(self) -> str:
+    def format_html(self, changes=None) -> str:
+        """The HTML page; `changes` (a SizeDiff against a base) puts what changed first."""
         from .html import format_html
-        return format_html(self)
+        return format_html(self, changes)
 
 
 # --- building the report -----------------------------------------------------------------------
