@@ -76,6 +76,13 @@ def test_only_index_maps_that_are_the_identity_are_copies():
     assert found == {"copy": 16, "copy_inclusive_bound": 16}
 
 
+def test_two_functions_with_the_same_loop_are_each_replaced():
+    source = "#include <stdint.h>\n" + _case("copy") + _case("copy_1")
+    copies = identity_copies({"ops.c": source})
+    replaced, done = rewrite(source, copies)
+    assert done == copies and len(copies) == 2 and replaced.count("memcpy(dst, src, 16u)") == 2
+
+
 def test_the_replacement_does_what_tvms_loop_does_for_every_overlap(tmp_path):
     """Disjoint buffers take memcpy; overlapping ones (where memcpy, and memmove too, would differ from
     the forward loop) keep TVM's loop: the same bytes as the loop at every relative position."""

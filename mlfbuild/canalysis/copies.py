@@ -51,6 +51,7 @@ class IdentityCopy:
     element: str  # the C element type
     count: int
     loop: str  # the loop nest as written in the file, which the replacement keeps for overlapping buffers
+    head: str = ""  # the file's text from the function's first line to the loop: where the loop is
 
     @property
     def nbytes(self) -> int:
@@ -104,9 +105,9 @@ def rewrite(text: str, copies: list[IdentityCopy]) -> tuple[str, list[IdentityCo
     """`text` with each copy's loop nest replaced, and the headers the replacements need included
     first; and the copies replaced (a loop not found exactly once, as written, is left alone)."""
     done = []
-    for copy in copies:
-        if text.count(copy.loop) == 1:
-            text = text.replace(copy.loop, copy.replacement())
+    for copy in copies:  # two functions may hold the same loop: each is found after its own head
+        if text.count(copy.head + copy.loop) == 1:
+            text = text.replace(copy.head + copy.loop, copy.head + copy.replacement())
             done.append(copy)
     return (HEADERS + text if done else text), done
 
@@ -130,8 +131,13 @@ def _identity_copy(function: c_ast.FuncDef, parsed: ParsedFile) -> IdentityCopy:
     if len(set(names)) != len(names) or set(names) & set(pointers):
         raise _NotACopy("a name declared twice")
     count = _indices_are_identity(loops, locals_, target, value)
-    return IdentityCopy(parsed.path, function.decl.name, destination, source, element, count,
-                        _loop_text(items[0], parsed))
+    start, loop = _loop_text(items[0], parsed)
+    line = function.coord.line if function.coord else 0
+    head_start = sum(len(text) + 1 for text in parsed.text.split("\n")[:line - 1])
+    head = parsed.text[head_start:start]
+    if line < 1 or function.decl.name not in head:
+        raise _NotACopy("the function's definition is not where the parser says")
+    return IdentityCopy(parsed.path, function.decl.name, destination, source, element, count, loop, head)
 
 
 def _pointer_parameters(function: c_ast.FuncDef) -> dict[str, tuple[str, bool]]:
@@ -271,9 +277,10 @@ def _checked(values: np.ndarray, ctype: str) -> np.ndarray:
 
 # --- the loop as written ----------------------------------------------------------------------------
 
-def _loop_text(loop: c_ast.For, parsed: ParsedFile) -> str:
-    """The characters of the loop nest in the file as given: from its `for` to the brace that closes its
-    body. Held to the tree: the same identifiers, so no macro stands between the text and the tree."""
+def _loop_text(loop: c_ast.For, parsed: ParsedFile) -> tuple[int, str]:
+    """Where the loop nest starts in the file as given, and its characters: from its `for` to the brace
+    that closes its body. Held to the tree: the same identifiers, so no macro stands between the text
+    and the tree."""
     coord = loop.coord
     if coord is None or coord.file != parsed.path:
         raise _NotACopy("the loop is not in the file itself")
@@ -287,7 +294,7 @@ def _loop_text(loop: c_ast.For, parsed: ParsedFile) -> str:
     text = parsed.text[start:end]
     if set(_IDENTIFIER.findall(text)) != _tree_identifiers(loop):
         raise _NotACopy("the loop's text is not what the tree says (a macro?)")
-    return text
+    return start, text
 
 
 def _closing_brace(text: str, start: int) -> int:
