@@ -298,6 +298,7 @@ def _record(mlf: Path, library: ModelLibrary, board: Board, project: Project, to
              "workspace_bytes": item.workspace_bytes,
              **({"memory_plan": item.memory_plan} if item.memory_plan else {}),
              **({"workspace_pool": item.pool.to_json()} if item.pool else {}),
+             **({"replaced_loops": [copy.to_json() for copy in item.copies]} if item.copies else {}),
              **({"imported_from": item.module.imported_from} if item.module.imported_from else {})}
             for index, item in enumerate(project.lowered)],
         "library": library.to_json(),

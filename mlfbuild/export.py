@@ -310,6 +310,7 @@ def _describe(folder: Path, package: str, name: str, board: Board, arch_flags: l
                           "bytes": item.arena_bytes, "align": 16},
                 "usmp_pool_bytes": item.pool.bytes if item.pool and item.pool.kind == "usmp" else 0,
                 "cmsis_nn_scratch_bytes": _scratch_bytes(lib_files.cmsis_nn, module.cmsis_nn is not None),
+                "replaced_loops": [copy.to_json() for copy in item.copies],
                 "inputs": [t.to_json() for t in module.inputs], "outputs": [t.to_json() for t in module.outputs]})
     return {
         "schema": schemas.EXPORT, "complete": True, "mlfbuild_version": __version__, "folder": str(folder),

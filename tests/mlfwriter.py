@@ -431,6 +431,58 @@ class ResidualModel(TinyModel):
         return files
 
 
+class ReshapeModel(TinyModel):
+    """TinyModel behind a RESHAPE lowered as TVM lowers ad's: a nest of loops moving the 16 input bytes
+    into the pool one by one. `index` says where each byte goes: "identity" (TVM's shape: T[i] = p0[i]),
+    "transpose" (T[4c+r] = p0[4r+c], a 4x4 transpose) or "offset" (T[i] = p0[(i+1) % 16], a rotation)."""
+
+    INDICES = {"identity": ("cse_var_1", "cse_var_1"),
+               "transpose": ("((ax1_inner * 4) + ax1_outer)", "cse_var_1"),
+               "offset": ("cse_var_1", "((cse_var_1 + 1) % 16)")}
+
+    def __init__(self, name: str = "reshape", index: str = "identity", seed: int = 7):
+        super().__init__(name, seed)
+        self.index = index
+
+    def reference(self, x: np.ndarray) -> np.ndarray:
+        flat = x.reshape(-1)
+        moved = {"identity": flat, "transpose": flat.reshape(4, 4).T.reshape(-1),
+                 "offset": np.roll(flat, -1)}[self.index]
+        return super().reference(moved.reshape(1, 16))
+
+    def header(self) -> str:
+        return super().header().replace("WORKSPACE_SIZE 16", "WORKSPACE_SIZE 32")
+
+    def lib0(self) -> str:
+        return super().lib0().replace("global_workspace[16]", "global_workspace[32]")
+
+    def lib1(self) -> str:
+        n = self.name
+        written, read = self.INDICES[self.index]
+        reshape = (f"TVM_DLL int32_t tvmgen_{n}_fused_reshape(int8_t* p0, int8_t* T_reshape, uint8_t* global_workspace_3_var) {{\n"
+                   "  for (int32_t ax1_outer = 0; ax1_outer < 4; ++ax1_outer) {\n"
+                   "    for (int32_t ax1_inner = 0; ax1_inner < 4; ++ax1_inner) {\n"
+                   "      int32_t cse_var_1 = ((ax1_outer * 4) + ax1_inner);\n"
+                   f"      T_reshape[{written}] = p0[{read}];\n"
+                   "    }\n  }\n  return 0;\n}\n\n")
+        text = super().lib1()
+        main = f"TVM_DLL int32_t tvmgen_{n}___tvm_main__("
+        text = text.replace(main, reshape + main)
+        text = text.replace("void* sid_1_let = (&(global_workspace_0_var[0]));",
+                            "void* sid_1_let = (&(global_workspace_0_var[0]));\n"
+                            "  void* sid_2_let = (&(global_workspace_0_var[16]));\n"
+                            f"  if (tvmgen_{n}_fused_reshape(input_buffer_var, sid_2_let, global_workspace_0_var) != 0 ) return -1;")
+        return text.replace(f"tvmgen_{n}_fused_nn_dense_add_right_shift_clip(input_buffer_var,",
+                            f"tvmgen_{n}_fused_nn_dense_add_right_shift_clip(sid_2_let,")
+
+    def module_metadata(self, *, per_tensor_io: bool = True) -> dict:
+        meta = super().module_metadata(per_tensor_io=per_tensor_io)
+        meta["memory"]["functions"]["main"][0]["workspace_size_bytes"] = 32
+        meta["memory"]["functions"]["operator_functions"].insert(
+            0, {"function_name": f"tvmgen_{self.name}_fused_reshape", "workspace": [{"device": 1, "workspace_size_bytes": 0}]})
+        return meta
+
+
 def negate_convolution_weights(mlf: Path, out: Path) -> Path:
     """A copy of a real kws MLF with every weight of one convolution (fused_constant_8) negated: the same
     graph computing something else (one weight alone may not change the outputs)."""

@@ -19,6 +19,7 @@ from typing import Callable
 from jinja2 import Environment
 
 from .. import __version__
+from ..canalysis.copies import identity_copies, rewrite as rewrite_copies
 from ..mlf.model import ModelLibrary, Module, c_identifier
 from .cmsis_nn import CmsisNnLibrary, describe_features, fix_status_checks
 from .lowering import Lowered, lowering_for
@@ -78,6 +79,8 @@ def render_library(lib: ModelLibrary, writer, env: Environment, runtime: str = "
     `cmsis_core`: the trees whose headers the model's C includes."""
     headers = header_dirs(lib.root, cmsis_nn_tree, cmsis_core)
     lowered = [lowering_for(m, runtime).lower(m, lib.root, env, headers) for m in lib.modules]
+    for item in lowered:
+        item.copies = identity_copies(module_sources(item.module, lib.root), headers)
     if check:
         check(lowered)
     kernels = _scratch_in_pools(lib, lowered, cmsis_nn(), headers) if cmsis_nn else None
@@ -146,7 +149,7 @@ def _copy_model(lib: ModelLibrary, lowered: list[Lowered], writer, cmsis_nn: Cms
                 model_dir: str) -> LibraryFiles:
     """Copy each module's generated code under `model_dir`, keeping TVM's relative layout, with a
     re-planned workspace pool's offsets rewritten. CMSIS-NN callers get their status checks fixed and
-    their scratch buffers and kernel sums; a module whose tvmgen_<mod>_run mlfbuild wraps gets a first
+    their scratch buffers and kernel sums; TVM's identity copy loops become memcpy; a module whose tvmgen_<mod>_run mlfbuild wraps gets a first
     line that compiles TVM's function under another name (as -D would, but any build of the file sees it)."""
     files = LibraryFiles(lowered=[], sources=[], model_sources=[], model_objects=[], includes=[INCLUDE_DIR], headers=[])
     for module, item in zip(lib.modules, lowered):
@@ -159,6 +162,7 @@ def _copy_model(lib: ModelLibrary, lowered: list[Lowered], writer, cmsis_nn: Cms
                 if cmsis_nn and cmsis_nn.scratch:
                     code = cmsis_nn.scratch.rewrite(rel, code.decode("utf-8", errors="surrogateescape")).encode(
                         "utf-8", errors="surrogateescape")
+            code = _replace_copies(item, rel, code)
             if item.entry_rename:
                 code = (f"#define tvmgen_{module.name}_run {item.entry_rename}  /* mlfbuild: "
                         f"src/model_{module.name}.c defines tvmgen_{module.name}_run around it */\n").encode() + code
@@ -172,6 +176,17 @@ def _copy_model(lib: ModelLibrary, lowered: list[Lowered], writer, cmsis_nn: Cms
     if any(m.header for m in lib.modules):
         files.includes.append(f"{model_dir}/codegen/host/include")
     return files
+
+
+def _replace_copies(item: Lowered, rel: str, code: bytes) -> bytes:
+    """The file's identity copies replaced; those whose loop is not found as read stay TVM's (and unrecorded)."""
+    copies = [copy for copy in item.copies if copy.path == rel]
+    if not copies:
+        return code
+    text, replaced = rewrite_copies(code.decode("utf-8", errors="surrogateescape"), copies)
+    item.copies = [copy for copy in item.copies if copy.path != rel or copy in replaced]
+    item.notes += [f"{item.module.name}: {copy.describe()}" for copy in replaced]
+    return text.encode("utf-8", errors="surrogateescape")
 
 
 def _scratch_in_pools(lib: ModelLibrary, lowered: list[Lowered], cmsis_nn: CmsisNnLibrary | None,

@@ -65,7 +65,31 @@ def format_short(report: SizeReport) -> str:
         lines.append(f"  warning: {warning}")
     if report.prepared:
         lines.append(f"  CMSIS-NN calls prepared at build time: {_prepared_summary(report.prepared)} (mlfbuild size: why, cost)")
+    if report.replaced_loops:
+        lines.append(f"  TVM's loops replaced at build time: "
+                     f"{'; '.join(_loop_headline(loop) for loop in report.replaced_loops)} (mlfbuild size: why, cost)")
     return "\n".join(lines)
+
+
+def _loop_headline(loop: dict) -> str:
+    return f"{loop.get('function')}: {str(loop.get('kind')).replace('_', ' ')} -> {loop.get('replacement')}"
+
+
+def replaced_loop_lines(report: SizeReport) -> list[str]:
+    """Each loop of TVM's code replaced at build time: which, why, and what the function costs per
+    inference where this build was profiled."""
+    if not report.replaced_loops:
+        return []
+    profiled = _profiled_instructions(report.profiles)
+    out = ["", f"TVM's loops replaced at build time ({len(report.replaced_loops)})"]
+    for loop in report.replaced_loops:
+        out.append(f"  {_loop_headline(loop)}")
+        out.append(f"      why: {loop.get('reason')}")
+        cost = profiled.get(str(loop.get("function")))
+        out.append(f"      {_n(loop.get('bytes'))} B per call; " + (
+            f"{cost:,} instructions per inference now (run --profile)" if cost is not None
+            else "not profiled (mlfbuild run --profile)"))
+    return out
 
 
 def _prepared_summary(prepared: list[dict]) -> str:
@@ -151,6 +175,7 @@ def format_text(report: SizeReport, top: int = 20) -> str:
         out.append(f"  {item.flash:>9,}{item.ram:>9,}  {where:<36} {_short_symbol(item.name, item.module)}"
                    f"{'  ' + item.file if item.file else ''}")
     out.extend(prepared_lines(report))
+    out.extend(replaced_loop_lines(report))
     if report.stack:
         out.append("")
         out.extend(stack_lines(report.stack))

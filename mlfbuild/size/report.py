@@ -145,6 +145,7 @@ class SizeReport:
     stack: dict | None = None  # static bound, reserve and the last run's measured peak (Cortex-M builds)
     profiles: list[dict] = field(default_factory=list)  # the last `run --profile`, per model (run.json's rows)
     prepared: list[dict] = field(default_factory=list)  # CMSIS-NN calls prepared at build time (build.json)
+    replaced_loops: list[dict] = field(default_factory=list)  # TVM's loops replaced at build time (build.json)
 
     # --- views ---
     def categories(self) -> list[dict]:
@@ -204,6 +205,7 @@ class SizeReport:
             "stack": self.stack,
             "profiles": self.profiles,
             "prepared": self.prepared,
+            "replaced_loops": self.replaced_loops,
             "warnings": self.warnings,
             "notes": self.notes,
         }
@@ -255,6 +257,7 @@ def size_report(elf: Path, record: dict, *, budget_flash: int | None = None, bud
         report = _report(image, record, regions, budget_flash, budget_ram, measured)
         report.profiles = list(profiles or [])
         report.prepared = _prepared_calls(record)
+        report.replaced_loops = _replaced_loops(record)
         return report
     except ELFError as exc:  # section contents that the headers promise but the file lacks
         raise InvalidInputError(f"{elf}: not a readable ELF image ({exc})") from None
@@ -302,6 +305,13 @@ def _prepared_calls(record: dict) -> list[dict]:
     scratch = (record.get("cmsis_nn") or {}).get("scratch") or {}
     prepared = scratch.get("prepared") if isinstance(scratch, dict) else None
     return [p for p in prepared if isinstance(p, dict)] if isinstance(prepared, list) else []
+
+
+def _replaced_loops(record: dict) -> list[dict]:
+    """build.json's loops of TVM's code replaced at build time (models[].replaced_loops), as recorded."""
+    models = record.get("models")
+    return [loop for model in (models if isinstance(models, list) else []) if isinstance(model, dict)
+            for loop in (model.get("replaced_loops") or []) if isinstance(loop, dict)]
 
 
 def _stack(record: dict, image: ElfImage, measured: dict | None, warnings: list[str]) -> dict | None:

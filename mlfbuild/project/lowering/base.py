@@ -9,6 +9,7 @@ from pathlib import Path
 from jinja2 import Environment
 
 from ...canalysis.allocator import allocation_call_sizes, allocation_peaks
+from ...canalysis.copies import IdentityCopy
 from ...mlf.model import Module, TensorSpec
 from ..pool_plan import PoolPlan
 
@@ -69,6 +70,7 @@ class Lowered:
     memory_plan: dict | None = None  # the arena plan, when the lowering made one (MemoryPlan.to_json())
     planned_scratch: bool = False  # operators take their scratch from regions of the planned arena
     pool: PoolPlan | None = None  # the module's workspace pool: TVM's size, the firmware's, the floor
+    copies: list[IdentityCopy] = field(default_factory=list)  # TVM's copy loops the model's code runs as memcpy
 
     @property
     def arena_bytes(self) -> int:
