@@ -783,3 +783,27 @@ def test_an_export_leaves_no_lock_no_working_folders_and_no_stub(tmp_path):
     (tmp_path / "empty").mkdir()   # a folder the user made is kept, empty as it was
     assert cli("export", str(tmp_path / "broken.tar"), "-b", BOARD, "-o", str(tmp_path / "empty")).returncode == 3
     assert (tmp_path / "empty").is_dir()
+
+
+@pytest.mark.cross
+def test_the_board_target_links_with_a_linker_script_of_the_users(tmp_path):
+    """-DMLFBUILD_LINKER_SCRIPT: the board support with the user's memory map, no link options rewritten."""
+    folder = tmp_path / "export"
+    assert cli("export", str(REPO / "examples" / "tiny_aot.tar"), "-b", BOARD, "-o", str(folder)).returncode == 0
+    script = tmp_path / "app.ld"
+    script.write_text((folder / "board" / "linker.ld").read_text() + "\napp_linker_script_marker = 0x1234;\n")
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "main.c").write_text('#include "tvmgen_tiny.h"\nint main(void) { return 0; }\n')
+    (app / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.19)\nproject(app C)\n"
+        f'add_subdirectory("{folder}" export)\nadd_executable(app.elf main.c)\n'
+        "target_link_libraries(app.elf PRIVATE mlf::tiny mlfbuild::board_mps2_an386)\n")
+    build = tmp_path / "build"
+    for step in (["-S", str(app), "-B", str(build), f"-DCMAKE_TOOLCHAIN_FILE={folder}/cmake/arm-none-eabi.cmake",
+                  f"-DMLFBUILD_LINKER_SCRIPT={script}"], ["--build", str(build), "-j2"]):
+        done = subprocess.run(["cmake", *step], capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout + done.stderr
+    with (build / "app.elf").open("rb") as stream:
+        symbols = ELFFile(stream).get_section_by_name(".symtab")
+        assert [s["st_value"] for s in symbols.iter_symbols() if s.name == "app_linker_script_marker"] == [0x1234]
