@@ -350,3 +350,20 @@ def test_a_folder_of_the_users_own_files_is_not_built_into(tmp_path):
 def test_a_number_of_jobs_that_runs_nothing_is_refused(jobs, tmp_path):
     done = cli("build", str(REPO / "examples" / "tiny_aot.tar"), "-b", "host", "-o", str(tmp_path / "o"), "-j", jobs)
     assert done.returncode == 2 and "argument --jobs/-j" in done.stderr and not (tmp_path / "o").exists()
+
+
+@pytest.mark.cross
+def test_each_module_pool_has_a_section_of_its_own(tmp_path):
+    """TVM names every model's pools .bss.noinit.tvm / .rodata.tvm; the built copy names them after
+    the module, so a linker script can place one model's pool apart from another's (ours takes both)."""
+    from elftools.elf.elffile import ELFFile
+
+    out = build(REPO / "examples" / "tiny_aot.tar", "mps2-an386", tmp_path / "b").outdir
+    objects = list((out / "project" / "build").rglob("tiny_lib0.o"))
+    assert objects
+    with objects[0].open("rb") as stream:
+        names = {section.name for section in ELFFile(stream).iter_sections()}
+    assert ".bss.noinit.tvm.tiny" in names and ".bss.noinit.tvm" not in names
+    with (out / "firmware.elf").open("rb") as stream:
+        symbols = ELFFile(stream).get_section_by_name(".symtab")
+        assert any(s.name == "global_workspace" and s["st_size"] > 0 for s in symbols.iter_symbols())

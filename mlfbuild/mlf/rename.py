@@ -220,3 +220,27 @@ def renamed_libraries(libraries: list, pairs: list[tuple[str, str]], workdir: Pa
             library = describe(root, sha256=library.sha256)
         result.append(library)
     return result
+
+
+# The sections TVM puts a module's pools in: one name for every module, so no linker script could
+# place one model's pool apart from another's. Each module's copy gets its own.
+POOL_SECTIONS = (".rodata.tvm", ".bss.noinit.tvm")
+
+
+def module_pool_sections(text: str, module: str) -> str:
+    """`text` (C) with each string literal that is exactly one of POOL_SECTIONS suffixed `.<module>`
+    (".bss.noinit.tvm" -> ".bss.noinit.tvm.kws"); every other token as it was."""
+    out, at = [], 0
+    while at < len(text):
+        match = _TOKEN.match(text, at)
+        if match is None:
+            out.append(text[at])
+            at += 1
+            continue
+        token = match.group(0)
+        if match.lastgroup == "string" and token[1:-1] in POOL_SECTIONS and token[0] == '"':
+            token = f'"{token[1:-1]}.{module}"'
+        out.append(token)
+        at = match.end()
+    return "".join(out)
+

@@ -21,6 +21,7 @@ from jinja2 import Environment
 from .. import __version__
 from ..canalysis.copies import identity_copies, rewrite as rewrite_copies
 from ..mlf.model import ModelLibrary, Module, c_identifier
+from ..mlf.rename import module_pool_sections
 from .cmsis_nn import CmsisNnLibrary, describe_features, fix_status_checks
 from .lowering import Lowered, lowering_for
 from .lowering.base import CTensor, module_sources, shape_of
@@ -163,6 +164,8 @@ def _copy_model(lib: ModelLibrary, lowered: list[Lowered], writer, cmsis_nn: Cms
                     code = cmsis_nn.scratch.rewrite(rel, code.decode("utf-8", errors="surrogateescape")).encode(
                         "utf-8", errors="surrogateescape")
             code = _replace_copies(item, rel, code)
+            code = module_pool_sections(code.decode("utf-8", errors="surrogateescape"), module.name).encode(
+                "utf-8", errors="surrogateescape")
             if item.entry_rename:
                 code = (f"#define tvmgen_{module.name}_run {item.entry_rename}  /* mlfbuild: "
                         f"src/model_{module.name}.c defines tvmgen_{module.name}_run around it */\n").encode() + code
