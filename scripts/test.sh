@@ -5,6 +5,8 @@
 # ../shared/third_party, ../shared/models); with CI=true their
 # absence is a failure, not a skip. Elsewhere the tests that need them are skipped and the run ends
 # with a note saying how many (tests/conftest.py).
+# The tests run in one pytest-xdist worker per core, each test file on one worker (its module
+# fixtures are then made once); `-n 0` among the extra arguments runs them in this one process.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --test
@@ -23,4 +25,4 @@ if [ "${CI:-}" = "true" ] && [ ! -d "$models" ]; then
   echo "test: the original .tflite models are missing at $models (set MLFBUILD_MODELS)" >&2
   exit 1
 fi
-exec .venv/bin/python -m pytest -q "$@"
+exec .venv/bin/python -m pytest -q -n auto --dist loadfile "$@"

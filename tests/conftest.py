@@ -14,8 +14,12 @@ missing, tests that use it fail under CI (CI=true) and are skipped elsewhere.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import functools
+import hashlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -150,28 +154,52 @@ def entry_id(item: tuple[str, dict]) -> str:
 @pytest.fixture(scope="session")
 def build_firmware(tmp_path_factory, _tool_use_log):
     """build_firmware(mlf, board, **ProjectOptions) → build folder; each combination is built once
-    per session (our code with -Werror), so build and run tests share the work. The MLF counts by its
+    per run (our code with -Werror), so build and run tests share the work. The MLF counts by its
     name and bytes, not its path: the same small MLF written by several tests into their own folders
-    (mlfwriter's tarballs are byte-for-byte reproducible) is built once. A test that gets a
-    cross-compiled build counts as using the cross compiler even when another test built it first,
-    so its `cross` mark is checked whatever order the tests run in."""
+    (mlfwriter's tarballs are byte-for-byte reproducible) is built once. Under pytest-xdist the
+    builds live in a folder all workers share, each behind a lock, so a firmware two workers need is
+    still built once. A test that gets a cross-compiled build counts as using the cross compiler even
+    when another test built it first, so its `cross` mark is checked whatever order the tests run in."""
     from mlfbuild.build import build
     from mlfbuild.project import ProjectOptions
 
-    root = tmp_path_factory.mktemp("builds")
-    cache: dict[tuple, Path] = {}
+    root = shared_tmp_folder(tmp_path_factory, "builds")
+    known: dict[tuple, Path] = {}
 
     def get(mlf: Path, board: str, **options) -> Path:
         key = (_file_identity(Path(mlf)), board, tuple(sorted(options.items())))
         if board != "host":
             _note_tool_use(_tool_use_log, "arm-none-eabi-gcc")
-        if key not in cache:
-            out = root / f"{len(cache)}-{Path(mlf).name.split('.')[0]}-{board}"
-            build(Path(mlf), board, out, options=ProjectOptions(werror=True, **options), jobs=2)
-            cache[key] = out
-        return cache[key]
+        if key not in known:
+            digest = hashlib.sha256(repr(key).encode()).hexdigest()[:16]
+            out = root / f"{digest}-{Path(mlf).name.split('.')[0]}-{board}"
+            done = root / f"{digest}.done"
+            with _exclusive(root / f"{digest}.lock"):
+                if not done.exists():  # not built yet, or a failed attempt left a partial folder
+                    shutil.rmtree(out, ignore_errors=True)
+                    build(Path(mlf), board, out, options=ProjectOptions(werror=True, **options), jobs=2)
+                    done.touch()
+            known[key] = out
+        return known[key]
 
     return get
+
+
+def shared_tmp_folder(tmp_path_factory, name: str) -> Path:
+    """A folder of this run's temporary root that every pytest-xdist worker sees (each worker's own
+    basetemp is a child of that root); without xdist, a folder of the basetemp."""
+    base = tmp_path_factory.getbasetemp()
+    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / f"shared-{name}"
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
+@contextlib.contextmanager
+def _exclusive(lock: Path):
+    """Hold an flock on `lock` (created if missing) for the block: one worker at a time."""
+    with open(lock, "a") as stream:
+        fcntl.flock(stream, fcntl.LOCK_EX)
+        yield
 
 
 def _file_identity(path: Path) -> tuple[str, str]:
@@ -182,7 +210,6 @@ def _file_identity(path: Path) -> tuple[str, str]:
 
 @functools.lru_cache(maxsize=None)
 def _sha256(path: Path, size: int, mtime_ns: int) -> str:
-    import hashlib
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
@@ -257,7 +284,6 @@ def pytest_collection_modifyitems(config, items) -> None:
 
 @pytest.fixture(scope="session")
 def _tool_use_log(tmp_path_factory) -> Path | None:
-    import shutil
     import stat
     folder = tmp_path_factory.mktemp("tracked-tools")
     log = folder / "uses.log"
