@@ -12,6 +12,8 @@ from .attribution import CATEGORIES
 from .report import SizeReport
 from .snapshot import check_snapshot
 from .markdown import md_code, md_text
+from .difftext import d as _d, flag_differences as _flag_differences, identity as _identity, pct as _pct
+from .difftext import short as _short
 
 
 @dataclass
@@ -105,43 +107,8 @@ def _n(value) -> str:
     return "—" if value is None else f"{value:,}"
 
 
-def _d(delta: int) -> str:
-    return f"{delta:+,}" if delta else "0"
-
-
 def _bold(delta: int) -> str:
     return f"**{delta:+,}**" if delta else "0"
-
-
-def _pct(delta: int, base: int) -> str:
-    if not delta:
-        return ""
-    return f"{100.0 * delta / base:+.1f} %" if base else "new"
-
-
-def _short(name: str, width: int = 70) -> str:
-    """`name` within `width`, cut in the middle: generated names share their beginnings
-    (tvmgen_kws_fused_nn_conv2d_...) and differ at the end, so the end is kept."""
-    if len(name) <= width:
-        return name
-    head = (width - 1) // 2
-    return name[:head] + "…" + name[len(name) - (width - 1 - head):]
-
-
-def _flag_differences(base: dict, current: dict) -> tuple[list[str], list[str]]:
-    """The compiler flags (and runtime) only one side was built with, in each side's order."""
-    def flags(build: dict) -> list[str]:
-        return [str(f) for f in build.get("cflags") or []] + \
-            ([f"runtime {build['runtime']}"] if build.get("runtime") else [])
-    base_flags, current_flags = flags(base), flags(current)
-    return ([f for f in base_flags if f not in current_flags], [f for f in current_flags if f not in base_flags])
-
-
-def _identity(build: dict, flags: list[str] = ()) -> str:
-    mlf = build.get("mlf") or {}
-    sha = (mlf.get("sha256") or "")[:12]
-    return (f"{mlf.get('name') or '?'}{' @' + sha if sha else ''} on {build.get('board') or '?'}"
-            + (f" ({' '.join(flags)})" if flags else ""))
 
 
 def _snapshot(value) -> dict:

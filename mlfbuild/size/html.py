@@ -273,7 +273,8 @@ def format_html(report: SizeReport, changes: SizeDiff | None = None) -> str:
 
 def _changes(changes: SizeDiff) -> list[str]:
     """size --diff in the page: the two builds, regions, categories and the symbols that changed."""
-    from .diff import _d, _flag_differences, _identity, _pct, _short
+    from .difftext import d as _d, flag_differences as _flag_differences, identity as _identity, pct as _pct
+    from .difftext import short as _short
 
     base_flags, current_flags = _flag_differences(changes.base, changes.current)
     out = ['<h2>Change from the base</h2>',
