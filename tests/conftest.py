@@ -41,6 +41,13 @@ def cli(*args: str, cwd: Path = REPO, env: dict | None = None, timeout: float | 
                           env=env, timeout=timeout, stdin=stdin)
 
 
+def as_from_a_terminal() -> None:
+    """preexec_fn for a child that a test will Ctrl-C: SIGINT handled by default, as a terminal's
+    foreground job has it. A test run started in the background by a non-interactive shell ignores
+    SIGINT, its children inherit that, and Python then never raises KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.fixture(autouse=True)
 def _deadline(request):
     """A test marked `deadline(seconds)` fails with TimeoutError instead of hanging past it

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import as_from_a_terminal
+
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "tiny_aot.tar"
 MARK = "MLFBUILD_TEST_MATRIX_MARK"
 
@@ -53,7 +55,7 @@ class Matrix:
         env = {**os.environ, MARK: self.mark, "TMPDIR": str(self.tmp)}
         self.process = subprocess.Popen([sys.executable, "-m", "mlfbuild", "matrix", "--workers", "1", *args],
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                                        start_new_session=True)
+                                        start_new_session=True, preexec_fn=as_from_a_terminal)
 
     def wait(self, timeout: float = 300) -> tuple[int, str, str]:
         try:

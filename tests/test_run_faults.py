@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import as_from_a_terminal
 from mlfbuild.errors import RunError
 from mlfbuild.run import _explain_end
 from mlfbuild.run.transports import Ending, QemuTransport
@@ -112,7 +113,8 @@ def test_an_early_exit_under_qemu_says_so(tmp_path, build_firmware):
 @pytest.mark.parametrize("board, behaviour", [("mps2-an386", "hang"), ("host", "fork_hang")])
 def test_a_signal_to_the_run_ends_everything_it_started(board, behaviour, signum, tmp_path, build_firmware):
     out = _firmware(behaviour, board, tmp_path, build_firmware)
-    run = subprocess.Popen(_cli(out, "--timeout", "120"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    run = subprocess.Popen(_cli(out, "--timeout", "120"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           preexec_fn=as_from_a_terminal)
     try:
         deadline = time.monotonic() + 30
         expected = 2 if behaviour == "fork_hang" else 1
