@@ -364,6 +364,8 @@ def _reshape(graph: Graph, op: Operator) -> Lowered:
         raise _refuse(op, f"{x.describe()} cannot be viewed as {y.describe()}")
     if x.quantization != y.quantization:
         raise _refuse(op, "input and output must share one quantization")
+    if x.is_constant:
+        raise _refuse(op, f"a reshape of the constant {x.describe()} is not supported")
     if y.index in graph.outputs:  # a graph output has its own bytes (the application's)
         body = [f"  memcpy(output_, input_, {y.nbytes});", "  return 0;"]
         return Lowered(op, "", list(_io(graph, op)), body, kernel=True)
