@@ -114,9 +114,15 @@ def compile_graph(graph: Graph, where: str) -> list[Lowered]:
                 raise InvalidInputError(f"{where}: operator {op.index} ({op.name}) reads tensor {index} "
                                         f"'{tensor.name[:60]}' before any operator writes it")
         try:
-            steps.append(lower(graph, op))
+            step = lower(graph, op)
         except UnsupportedModelError as exc:
             raise UnsupportedModelError(f"{where}: {exc}") from None
+        constant = next((o.tensor for o in step.operands if o.tensor is not None and graph.tensors[o.tensor].is_constant),
+                        None)
+        if constant is not None:  # an operand the kernel reads as an activation: nothing would write it
+            raise UnsupportedModelError(f"{where}: operator {op.index} ({op.name}): a constant operand "
+                                        f"({graph.tensors[constant].describe()}) is not supported there")
+        steps.append(step)
         written.update(op.outputs)
     constants = sum(o.constant.nbytes for s in steps for o in s.operands if o.constant is not None)
     if constants > MAX_CONSTANT_BYTES:
