@@ -98,6 +98,21 @@ def rename_c(text: str, old: str, new: str, others: tuple[str, ...] = ()) -> str
     """`text` (C) with module `old`'s names made `new`'s; comments and other strings untouched.
     `others`: the MLF's other modules, whose names may start with `old_` (their symbols stay)."""
     rename = _name_renamer(old, new, others)
+
+    def rewrite(kind: str, token: str) -> str:
+        if kind == "ident":
+            return rename(token)
+        if kind == "include":
+            return token.replace(f'"tvmgen_{old}.h"', f'"tvmgen_{new}.h"')
+        if kind == "string" and _is_function_registry(token):
+            return re.sub(r"tvmgen_[A-Za-z0-9_]*", lambda m: rename(m.group(0)), token)
+        return token
+    return map_tokens(text, rewrite)
+
+
+def map_tokens(text: str, rewrite: Callable[[str, str], str]) -> str:
+    """`text` (C) with each comment, literal, identifier or include token passed through
+    `rewrite(kind, token)`; everything between tokens as it was."""
     out, at = [], 0
     while at < len(text):
         match = _TOKEN.match(text, at)
@@ -105,14 +120,7 @@ def rename_c(text: str, old: str, new: str, others: tuple[str, ...] = ()) -> str
             out.append(text[at])
             at += 1
             continue
-        token, kind = match.group(0), match.lastgroup
-        if kind == "ident":
-            token = rename(token)
-        elif kind == "include":
-            token = token.replace(f'"tvmgen_{old}.h"', f'"tvmgen_{new}.h"')
-        elif kind == "string" and _is_function_registry(token):
-            token = re.sub(r"tvmgen_[A-Za-z0-9_]*", lambda m: rename(m.group(0)), token)
-        out.append(token)
+        out.append(rewrite(match.lastgroup, match.group(0)))
         at = match.end()
     return "".join(out)
 
@@ -230,17 +238,8 @@ POOL_SECTIONS = (".rodata.tvm", ".bss.noinit.tvm")
 def module_pool_sections(text: str, module: str) -> str:
     """`text` (C) with each string literal that is exactly one of POOL_SECTIONS suffixed `.<module>`
     (".bss.noinit.tvm" -> ".bss.noinit.tvm.kws"); every other token as it was."""
-    out, at = [], 0
-    while at < len(text):
-        match = _TOKEN.match(text, at)
-        if match is None:
-            out.append(text[at])
-            at += 1
-            continue
-        token = match.group(0)
-        if match.lastgroup == "string" and token[1:-1] in POOL_SECTIONS and token[0] == '"':
-            token = f'"{token[1:-1]}.{module}"'
-        out.append(token)
-        at = match.end()
-    return "".join(out)
-
+    def rewrite(kind: str, token: str) -> str:
+        if kind == "string" and token[0] == '"' and token[1:-1] in POOL_SECTIONS:
+            return f'"{token[1:-1]}.{module}"'
+        return token
+    return map_tokens(text, rewrite)
