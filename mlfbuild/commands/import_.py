@@ -15,8 +15,8 @@ class ImportCommand(Command):
 
     def add_arguments(self, parser):
         parser.add_argument("model", type=Path, help="the model: an int8 .tflite file")
-        parser.add_argument("-o", "--output", type=Path, help="the MLF tarball to write (default MODEL.tar beside "
-                                                              "the current folder: ./<model>.tar)")
+        parser.add_argument("-o", "--output", type=Path,
+                            help="the MLF tarball to write (default: <model>.tar in the current folder)")
         parser.add_argument("--name", help="module name: tvmgen_<name>_run and friends (default: from the file name)")
         parser.add_argument("--rounding", choices=("tflite", "cmsis-nn"), default="tflite",
                             help="tflite: bit-exact with TFLite's reference kernels (fully connected layers round "
