@@ -270,8 +270,7 @@ def _fully_connected(graph: Graph, op: Operator) -> Lowered:
 def _pool(graph: Graph, op: Operator, function: str) -> Lowered:
     x, y = _tensor(graph, op, 0), _tensor(graph, op, 0, output=True)
     _int8(op, x, y)
-    if x.quantization != y.quantization:
-        raise _refuse(op, "input and output must share one quantization")
+    _same_quantization(op, x, y)
     n, in_h, in_w, c = _nhwc(op, x)
     _, out_h, out_w, out_c = _nhwc(op, y)
     if out_c != c:
@@ -362,8 +361,7 @@ def _reshape(graph: Graph, op: Operator) -> Lowered:
     x, y = _tensor(graph, op, 0), _tensor(graph, op, 0, output=True)
     if x.dtype != y.dtype or x.nbytes != y.nbytes:
         raise _refuse(op, f"{x.describe()} cannot be viewed as {y.describe()}")
-    if x.quantization != y.quantization:
-        raise _refuse(op, "input and output must share one quantization")
+    _same_quantization(op, x, y)
     if x.is_constant:
         raise _refuse(op, f"a reshape of the constant {x.describe()} is not supported")
     if y.index in graph.outputs:  # a graph output has its own bytes (the application's)

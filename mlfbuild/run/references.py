@@ -259,9 +259,10 @@ def model_reference_tensors(model_path: Path, given: dict[str, np.ndarray], sour
 
 
 def _sha256_of(path: Path) -> str:
-    import hashlib
+    from ..errors import ArchiveError
+    from ..mlf.archive import sha256_of
 
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError:
+        return sha256_of(path)
+    except ArchiveError:  # unreadable now: then it is not shown to be the model the MLF was made from
         return ""
