@@ -26,12 +26,13 @@ from .mlf.archive import DEFAULT_MAX_TOTAL_BYTES
 from .mlf.model import ModelLibrary, c_identifier
 from .mlf.reader import read_mlf
 from .mlf.rename import parse_renames, renamed_libraries
-from .project import (ProjectOptions, Writer, arch_flags_for, check_library, linker_script_text, template_environment,
-                      toolchain_names)
+from .project import (ProjectOptions, Writer, arch_flags_for, check_library, link_flags, linker_script_text,
+                      render_oversize_linker_script, template_environment, toolchain_names)
 from .project.abi import float_abi_for
 from .project.cmsis_nn import CmsisNnLibrary, render_cmsis_nn
-from .project.library import LibraryFiles, render_library
+from .project.library import INCLUDE_DIR, LibraryFiles, model_header, render_library
 from .project.runtime import builtin_runtime_files, crt_defines, is_board_support
+from .size.stack import CallDepth, call_depths
 from .toolchain import find_tools, symbol_renamer
 from .untrusted import read_regular
 
@@ -195,10 +196,12 @@ def _export(mlfs: list[Path], libraries: list[ModelLibrary], board: Board, folde
         writer.write(target, env.get_template(f"export/{template}").render(**context))
     if not board.is_host:
         writer.write(_TOOLCHAIN_FILE, env.get_template("export/arm-none-eabi.cmake.j2").render(**context))
-    libraries_built = _prebuild(folder, files, board, arch_flags, options, package, jobs)
+    runs = [f"tvmgen_{item.module.name}_run" for item in context["models"]]
+    libraries_built, stack = _prebuild(folder, files, board, arch_flags, options, package, jobs, runs)
     writer.written.update(libraries_built.values())
+    _write_headers_with_stack(writer, env, rendered, quantizations, stack, arch_flags, options)
     description = _describe(folder, package, name, board, arch_flags, float_abi, rendered, files, libraries_built,
-                            cmsis)
+                            cmsis, stack)
     previous = owned_files(folder)
     description["files"] = sorted(writer.written | {MARKER})
     writer.write(MARKER, json.dumps(description, indent=2) + "\n")
@@ -249,16 +252,18 @@ def _file_lists(rendered, crt_sources: list[str], cmsis_nn: CmsisNnLibrary | Non
 
 
 def _prebuild(folder: Path, files: dict, board: Board, arch_flags: list[str], options: ProjectOptions,
-              package: str, jobs: int) -> dict[str, str]:
-    """Compile the model library and the runtime into static libraries for the board's CPU. The
-    compiler runs inside the folder, so every path it is given is absolute (`-o RELATIVE` included)."""
+              package: str, jobs: int, runs: list[str]) -> tuple[dict[str, str], dict[str, CallDepth]]:
+    """Compile the model library and the runtime into static libraries for the board's CPU, and bound
+    the stack each model's run function needs in them (`runs`; Cortex-M boards). The compiler runs
+    inside the folder, so every path it is given is absolute (`-o RELATIVE` included)."""
     folder = folder.absolute()
     cc = toolchain_names(board, options.toolchain_prefix)["cc"]
     ar = "ar" if board.is_host else f"{options.toolchain_prefix}ar"
     find_tools([cc, ar], None if board.is_host else options.toolchain_prefix)
     includes = [f"-I{folder / i}" for i in files["model_includes"] + files["runtime_includes"]]
+    # gcc's frame and call reports (.su, .ci) stay in the working folder, for the stack bound only.
     common = [*arch_flags, options.optimize, "-g", "-std=gnu11", "-ffunction-sections", "-fdata-sections",
-              f"-ffile-prefix-map={folder}=.", *includes]
+              f"-ffile-prefix-map={folder}=.", *includes, *([] if board.is_host else _STACK_REPORTS)]
     built = {}
     with tempfile.TemporaryDirectory(prefix=OBJECTS_PREFIX, dir=folder) as work:
         for library, sources, extra in ((f"prebuilt/lib{package}.a", files["model"], _MODEL_WARNINGS),
@@ -275,7 +280,47 @@ def _prebuild(folder: Path, files: dict, board: Board, arch_flags: list[str], op
             if done.returncode != 0:
                 raise BuildError(f"{ar} failed on {library}: {done.stderr.strip()[:300]}")
             built[Path(library).stem.removeprefix("lib")] = library
-    return built
+        stack = {} if board.is_host else _run_depths(cc, folder, Path(work), files, board, common, built, options, runs)
+    return built, stack
+
+
+_STACK_REPORTS = ["-fstack-usage", "-fcallgraph-info=su"]
+
+
+def _run_depths(cc: str, folder: Path, work: Path, files: dict, board: Board, flags: list[str],
+                built: dict[str, str], options: ProjectOptions, runs: list[str]) -> dict[str, CallDepth]:
+    """Link the export's example with the board target and the prebuilt libraries, as an application
+    does, and read each run function's depth off that image (size/stack.py). Regions are made roomy
+    so the bound does not depend on the model fitting the board; without an image there is no figure."""
+    objects = _compile(cc, ["example/main.c", *files["board"]], folder, work / "example",
+                       flags + crt_defines(board), 2)
+    script = render_oversize_linker_script(board, work)
+    elf = work / "example.elf"
+    libraries = [str(folder / library) for library in built.values()]
+    done = subprocess.run([cc, *flags, f"-T{script}", *link_flags(board), "-Wl,--gc-sections", "-o", str(elf),
+                           *map(str, objects), "-Wl,--start-group", *libraries, "-lm", "-Wl,--end-group"],
+                          capture_output=True, text=True, cwd=folder)
+    if done.returncode != 0:
+        why = next((line for line in done.stderr.splitlines() if "error" in line), done.stderr.strip()[:200])
+        return {run: CallDepth(None, (), (f"the example did not link: {why}",)) for run in runs}
+    try:
+        return call_depths(elf, work, f"{options.toolchain_prefix}objdump", runs)
+    except RuntimeError as exc:
+        return {run: CallDepth(None, (), (str(exc),)) for run in runs}
+
+
+def _write_headers_with_stack(writer: Writer, env, rendered, quantizations: dict, stack: dict[str, CallDepth],
+                              arch_flags: list[str], options: ProjectOptions) -> None:
+    """mlf_<mod>.h again, now with the stack its run function needs (known only once the library is built;
+    the figure is a comment and a macro, so the prebuilt objects do not change)."""
+    for mlf, lib, lib_files in rendered:
+        for item in lib_files.lowered:
+            name = item.module.name
+            depth = stack.get(f"tvmgen_{name}_run")
+            writer.write(f"{INCLUDE_DIR}/mlf_{name}.h", model_header(
+                env, item, lib, quantizations, mlf.name,
+                _scratch_bytes(lib_files.cmsis_nn, item.module.cmsis_nn is not None),
+                stack=depth, stack_flags=" ".join([options.optimize, *arch_flags])))
 
 
 def _compile(cc: str, sources: list[str], folder: Path, out: Path, flags: list[str], jobs: int) -> list[Path]:
@@ -294,7 +339,8 @@ def _compile(cc: str, sources: list[str], folder: Path, out: Path, flags: list[s
 
 
 def _describe(folder: Path, package: str, name: str, board: Board, arch_flags: list[str], float_abi: str | None,
-              rendered, files: dict, built: dict[str, str], cmsis_nn: CmsisNnLibrary | None) -> dict:
+              rendered, files: dict, built: dict[str, str], cmsis_nn: CmsisNnLibrary | None,
+              stack: dict[str, CallDepth]) -> dict:
     models = []
     for mlf, lib, lib_files in rendered:
         for item in lib_files.lowered:
@@ -311,6 +357,7 @@ def _describe(folder: Path, package: str, name: str, board: Board, arch_flags: l
                 "usmp_pool_bytes": item.pool.bytes if item.pool and item.pool.kind == "usmp" else 0,
                 "cmsis_nn_scratch_bytes": _scratch_bytes(lib_files.cmsis_nn, module.cmsis_nn is not None),
                 "replaced_loops": [copy.to_json() for copy in item.copies],
+                "stack": stack[f"tvmgen_{module.name}_run"].to_json() if f"tvmgen_{module.name}_run" in stack else None,
                 "inputs": [t.to_json() for t in module.inputs], "outputs": [t.to_json() for t in module.outputs]})
     return {
         "schema": schemas.EXPORT, "complete": True, "mlfbuild_version": __version__, "folder": str(folder),

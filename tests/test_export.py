@@ -807,3 +807,99 @@ def test_the_board_target_links_with_a_linker_script_of_the_users(tmp_path):
     with (build / "app.elf").open("rb") as stream:
         symbols = ELFFile(stream).get_section_by_name(".symtab")
         assert [s["st_value"] for s in symbols.iter_symbols() if s.name == "app_linker_script_marker"] == [0x1234]
+
+
+def _stack_measuring_app(description: dict, module: str) -> str:
+    """An application that paints the stack below its own stack pointer, runs the model once with
+    interrupts masked (an exception frame is not the model's) and finds the lowest word written."""
+    model = next(m for m in description["models"] if m["name"] == module)
+    macro = re.sub(r"\W", "_", module).upper()
+    buffers, fields = [], {"inputs": [], "outputs": []}
+    for kind, tensors in (("INPUT", model["inputs"]), ("OUTPUT", model["outputs"])):
+        for index in range(len(tensors)):
+            buffer = f"{kind.lower()}{index}"
+            buffers.append(f"static uint8_t {buffer}[MLF_{macro}_{kind}_{index}_BYTES] "
+                           f"__attribute__((aligned(MLF_{macro}_IO_ALIGN)));")
+            fields[kind.lower() + "s"].append(f".MLF_{macro}_{kind}_{index}_C_NAME = (void *){buffer}")
+    return "\n".join([
+        "#include <stdint.h>", "#include <stdio.h>", f'#include "mlf_{module}.h"',
+        "extern uint32_t _sstack[];  /* the board script's stack bottom */", *buffers,
+        "__attribute__((noinline)) static int32_t measured_run(uint32_t *depth) {",
+        f"  struct tvmgen_{module}_inputs inputs = {{ {', '.join(fields['inputs'])} }};",
+        f"  struct tvmgen_{module}_outputs outputs = {{ {', '.join(fields['outputs'])} }};",
+        "  uint32_t sp;",
+        '  __asm__ volatile("cpsid i\\n mov %0, sp" : "=r"(sp) :: "memory");',
+        "  for (volatile uint32_t *w = _sstack; (uint32_t)w < sp; ++w) *w = 0xC0FFEE55u;",
+        f"  int32_t status = tvmgen_{module}_run(&inputs, &outputs);",
+        "  volatile uint32_t *w = _sstack;",
+        "  while ((uint32_t)w < sp && *w == 0xC0FFEE55u) ++w;",
+        '  __asm__ volatile("cpsie i" ::: "memory");',
+        "  *depth = sp - (uint32_t)w;",
+        "  return status;",
+        "}",
+        "int main(void) {",
+        "  uint32_t depth = 0;",
+        "  int32_t status = measured_run(&depth);",
+        f'  printf("status %ld measured %lu bound %lu\\n", (long)status, (unsigned long)depth, '
+        f"(unsigned long)MLF_{macro}_STACK_BYTES);",
+        f"  return status != 0 || depth == 0 || depth > MLF_{macro}_STACK_BYTES;",
+        "}", ""])
+
+
+@pytest.mark.qemu
+@pytest.mark.parametrize("name", ["kws_aot_c_unpacked_usmp", "kws_graph_c", "op_matmul_llvm_cm4",
+                                  "multi_kws_ad_aot_c_usmp", "kws_aot_cmsisnn_m4"])
+def test_the_model_s_stack_figure_bounds_what_its_run_uses_in_qemu(exports, name, tmp_path):
+    """mlf_<mod>.h's MLF_<MOD>_STACK_BYTES, checked against the running code: an application linked with
+    the prebuilt library measures how far below its call the run function writes (the static bound
+    may be larger, never smaller)."""
+    folder = exports[name]
+    description = json.loads((folder / MARKER).read_text())
+    package = description["cmake"]["package"]
+    for model in description["models"]:
+        module = model["name"]
+        assert model["stack"]["bytes"] and model["stack"]["path"][0] == f"tvmgen_{module}_run"
+        header = (folder / "include" / f"mlf_{module}.h").read_text()
+        assert f"#define MLF_{module.upper()}_STACK_BYTES {model['stack']['bytes']}\n" in header
+        app = tmp_path / module
+        app.mkdir()
+        (app / "main.c").write_text(_stack_measuring_app(description, module))
+        (app / "CMakeLists.txt").write_text(
+            "cmake_minimum_required(VERSION 3.19)\nproject(app C)\n"
+            f'set({package.upper()}_PREBUILT ON CACHE BOOL "" FORCE)\n'
+            f'add_subdirectory("{folder}" export)\nadd_executable(app.elf main.c)\n'
+            f"target_link_libraries(app.elf PRIVATE mlf::{name} mlfbuild::board_mps2_an386)\n")
+        build = app / "build"
+        for step in (["-S", str(app), "-B", str(build), f"-DCMAKE_TOOLCHAIN_FILE={folder}/cmake/arm-none-eabi.cmake"],
+                     ["--build", str(build), "-j2"]):
+            done = subprocess.run(["cmake", *step], capture_output=True, text=True)
+            assert done.returncode == 0, done.stdout + done.stderr
+        ran = _qemu(build / "app.elf")
+        measured = re.search(r"status 0 measured (\d+) bound (\d+)", ran.stdout)
+        assert ran.returncode == 0 and measured, ran.stdout + ran.stderr
+        assert 0 < int(measured[1]) <= int(measured[2]) == model["stack"]["bytes"]
+
+
+@pytest.mark.cross
+def test_without_a_stack_bound_the_header_says_why_and_defines_no_figure(tmp_path, monkeypatch):
+    """A run function with no static bound (here: the image's disassembly unreadable) gets no macro an
+    application could trust, and the reason; the export itself succeeds."""
+    import mlfbuild.export as export_module
+
+    def no_disassembly(elf, build_dir, objdump, entries):
+        raise RuntimeError(f"{objdump} could not disassemble {elf}: simulated")
+
+    monkeypatch.setattr(export_module, "call_depths", no_disassembly)
+    folder = export([REPO / "examples" / "tiny_aot.tar"], BOARD, tmp_path / "export").folder
+    header = (folder / "include" / "mlf_tiny.h").read_text()
+    assert "MLF_TINY_STACK_BYTES" in header and "#define MLF_TINY_STACK_BYTES" not in header
+    assert "No static bound for tvmgen_tiny_run's stack" in header and "simulated" in header
+    stack = json.loads((folder / MARKER).read_text())["models"][0]["stack"]
+    assert stack["bytes"] is None and "simulated" in stack["unbounded"][0]
+
+
+def test_a_host_export_has_no_stack_figure(tmp_path):
+    folder = export([REPO / "examples" / "tiny_aot.tar"], "host", tmp_path / "export").folder
+    header = (folder / "include" / "mlf_tiny.h").read_text()
+    assert "#define MLF_TINY_STACK_BYTES" not in header and "Cortex-M boards' exports" in header
+    assert json.loads((folder / MARKER).read_text())["models"][0]["stack"] is None

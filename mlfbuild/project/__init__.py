@@ -177,7 +177,7 @@ def render_project(lib: ModelLibrary, board: Board, dest: Path, options: Project
         board=board, toolchain=toolchain, arch_flags=arch_flags, opt_flags=[options.optimize, "-g"],
         werror=options.werror, defines=defines,
         includes=["app" if options.app else "src", *library.includes, *runtime.includes, *library_includes],
-        ld_flags=_ld_flags(board), ld_libs=["-lm"], linker_script=linker_script,
+        ld_flags=link_flags(board), ld_libs=["-lm"], linker_script=linker_script,
         our_sources=[*[s for s in app_sources if s.endswith(".c")], *library.sources, *runtime.sources],
         cxx_sources=cxx_sources, cxx_extensions=[e[1:] for e in APP_SOURCES if e != ".c"],
         model_sources=library.model_sources, model_objects=library.model_objects,
@@ -318,7 +318,7 @@ def _runtime_files(choice: RuntimeChoice, lib: ModelLibrary, board: Board, write
     raise BuildError(f"unknown runtime '{choice.name}' (choose builtin or tvm)")
 
 
-def _ld_flags(board: Board) -> list[str]:
+def link_flags(board: Board) -> list[str]:
     if board.is_host:
         return []
     # --emit-relocs keeps the link's relocations in the ELF (not in the image): they tell the stack

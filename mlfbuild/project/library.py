@@ -14,7 +14,7 @@ import dataclasses
 import hashlib
 from pathlib import Path
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from jinja2 import Environment
 
@@ -26,6 +26,9 @@ from .cmsis_nn import CmsisNnLibrary, describe_features, fix_status_checks
 from .lowering import Lowered, lowering_for
 from .lowering.base import CTensor, module_sources, shape_of
 from .pool_plan import header_dirs, plan_usmp_pool
+
+if TYPE_CHECKING:
+    from ..size.stack import CallDepth
 
 INCLUDE_DIR = "include"
 
@@ -113,7 +116,10 @@ def render_library(lib: ModelLibrary, writer, env: Environment, runtime: str = "
 
 
 def model_header(env: Environment, item: Lowered, lib: ModelLibrary, quantizations: Quantizations,
-                 source_name: str, cmsis_nn_scratch_bytes: int = 0) -> str:
+                 source_name: str, cmsis_nn_scratch_bytes: int = 0, stack: CallDepth | None = None,
+                 stack_flags: str = "") -> str:
+    """`stack`: the run function's depth in the export's prebuilt code, compiled with `stack_flags`
+    (None: not computed, as for a build's library or the host)."""
     module = item.module
 
     def tensors(specs) -> list[_HeaderTensor]:
@@ -128,7 +134,7 @@ def model_header(env: Environment, item: Lowered, lib: ModelLibrary, quantizatio
         mlf_name=source_name, mlf_sha256=lib.sha256, executor=_executor(module),
         inputs=tensors(module.inputs), outputs=tensors(module.outputs),
         arena_bytes=item.arena_bytes, arena_what=_arena_what(item), usmp_pool_bytes=usmp_pool,
-        cmsis_nn_scratch_bytes=cmsis_nn_scratch_bytes)
+        cmsis_nn_scratch_bytes=cmsis_nn_scratch_bytes, stack=stack, stack_flags=stack_flags)
 
 
 def _executor(module: Module) -> str:

@@ -85,20 +85,22 @@ class StackBound:
                 "frames_from_gcc": self.from_gcc, "frames_from_objdump": self.from_objdump}
 
 
+@dataclass(frozen=True)
+class CallDepth:
+    """How deep one function's calls go below its caller's stack pointer (its frame and its deepest callee
+    chain), without exception frames: what a caller adds to its own depth at the call."""
+    bytes: int | None  # None when it cannot be bounded
+    path: tuple[str, ...]
+    unbounded: tuple[str, ...]  # why there is no bound: "function: reason"
+
+    def to_json(self) -> dict:
+        return {"bytes": self.bytes, "path": list(self.path), "unbounded": list(self.unbounded)}
+
+
 def compute_stack_bound(elf_path: Path, build_dir: Path, objdump: str, fpu: bool) -> StackBound:
-    functions, listing = _disassembly(elf_path, objdump)
-    in_image = set(functions)
-    gcc = _gcc_reports(build_dir)
-    for name, info in gcc.items():
-        if name in functions:
-            functions[name].frame = info.frame
-            functions[name].calls |= {c for c in info.calls if c in in_image}
-            functions[name].indirect |= info.indirect
-            functions[name].source = "gcc"
-    vectors, address_taken = _vectors_and_address_taken(elf_path, functions)
-    unroll_newlib_sinit(functions, listing, _symbol_address(elf_path, "_global_impure_ptr"))
+    functions, vectors, address_taken = _function_table(elf_path, build_dir, objdump)
     frame = FPU_FRAME if fpu else BASIC_FRAME
-    walker = _Walker(functions, None if address_taken is None else sorted(address_taken))
+    walker = _Walker(functions, address_taken)
     thread, thread_path = walker.depth("Reset_Handler") if "Reset_Handler" in functions else (None, ())
     handler_depths = []
     for handler in sorted(set(vectors) - {"Reset_Handler"}):
@@ -115,6 +117,34 @@ def compute_stack_bound(elf_path: Path, build_dir: Path, objdump: str, fpu: bool
                       path=tuple(thread_path) + tuple(worst_handler[1]), unbounded=tuple(sorted(walker.unbounded)),
                       from_gcc=sum(1 for f in functions.values() if f.source == "gcc"),
                       from_objdump=sum(1 for f in functions.values() if f.source == "objdump"))
+
+
+def call_depths(elf_path: Path, build_dir: Path, objdump: str, entries: list[str]) -> dict[str, CallDepth]:
+    """The depth of each function in `entries` in the linked image (frames and calls as for the bound)."""
+    functions, _, address_taken = _function_table(elf_path, build_dir, objdump)
+    depths = {}
+    for name in entries:
+        walker = _Walker(functions, address_taken)  # one per entry: its reasons are its own
+        depth, path = walker.depth(name)
+        depths[name] = CallDepth(bytes=depth, path=path, unbounded=tuple(sorted(walker.unbounded)))
+    return depths
+
+
+def _function_table(elf_path: Path, build_dir: Path, objdump: str
+                    ) -> tuple[dict[str, Function], list[str], list[str] | None]:
+    """Every function of the image with its frame and calls (gcc's reports where it compiled the code,
+    the disassembly elsewhere), the vector table's handlers and the address-taken functions."""
+    functions, listing = _disassembly(elf_path, objdump)
+    in_image = set(functions)
+    for name, info in _gcc_reports(build_dir).items():
+        if name in functions:
+            functions[name].frame = info.frame
+            functions[name].calls |= {c for c in info.calls if c in in_image}
+            functions[name].indirect |= info.indirect
+            functions[name].source = "gcc"
+    vectors, address_taken = _vectors_and_address_taken(elf_path, functions)
+    unroll_newlib_sinit(functions, listing, _symbol_address(elf_path, "_global_impure_ptr"))
+    return functions, vectors, None if address_taken is None else sorted(address_taken)
 
 
 def stack_reserve(bound: int | None, fallback: int, margin: int = STACK_MARGIN) -> int:
