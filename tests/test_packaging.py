@@ -153,3 +153,14 @@ def test_the_docker_image_is_lean_by_default_with_options_for_cxx_proxies_and_au
     assert proxy.strip() == 'Acquire::http::Proxy "http://proxy.example:3128";'
     assert "update-ca-certificates" in behind[-1]
     assert "BEGIN CERTIFICATE" in (tmp_path / "ca" / "extra-ca.crt").read_text()
+
+
+def test_the_base_image_can_come_from_a_debian_mirror():
+    """Where Docker Hub is out of reach: docker/debian-base.sh makes the base and BASE takes it (the
+    build itself runs in tests/test_docker_image.py, -m exhaustive)."""
+    instructions = _dockerfile_instructions()
+    assert instructions[0] == ("ARG", "BASE=debian:bookworm-slim") and instructions[1] == ("FROM", "${BASE}")
+    script = REPO / "docker" / "debian-base.sh"
+    assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+    assert "--variant=minbase bookworm" in script.read_text()
+    assert "docker/debian-base.sh" in (REPO / "README.md").read_text()
