@@ -33,7 +33,7 @@ from .project.cmsis_nn import CmsisNnLibrary, render_cmsis_nn
 from .project.library import INCLUDE_DIR, LibraryFiles, model_header, render_library
 from .project.runtime import builtin_runtime_files, crt_defines, is_board_support
 from .size.stack import CallDepth, call_depths
-from .toolchain import find_tools, symbol_renamer
+from .toolchain import find_tools, first_error, run_compiler, symbol_renamer
 from .untrusted import read_regular
 
 MARKER = "mlfbuild-export.json"  # what makes a folder an export (and what `export --json` prints)
@@ -268,10 +268,11 @@ def _prebuild(folder: Path, files: dict, board: Board, arch_flags: list[str], op
     with tempfile.TemporaryDirectory(prefix=OBJECTS_PREFIX, dir=folder) as work:
         for library, sources, extra in ((f"prebuilt/lib{package}.a", files["model"], _MODEL_WARNINGS),
                                         ("prebuilt/libmlfbuild_runtime.a", files["runtime"], [])):
-            objects = _compile(cc, sources, folder, Path(work) / Path(library).stem, common + extra, jobs)
+            objects = _compile(cc, sources, folder, Path(work) / Path(library).stem, common + extra, jobs,
+                               options.build_memory)
             if library.startswith(f"prebuilt/lib{package}"):
                 objects += _compile(cc, files["cmsis_nn"], folder, Path(work) / Path(library).stem,
-                                    common + files["cmsis_nn_flags"] + _MODEL_WARNINGS, jobs)
+                                    common + files["cmsis_nn_flags"] + _MODEL_WARNINGS, jobs, options.build_memory)
                 objects += [folder / o for o in files["model_objects"]]
             target = folder / library
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -293,15 +294,15 @@ def _run_depths(cc: str, folder: Path, work: Path, files: dict, board: Board, fl
     does, and read each run function's depth off that image (size/stack.py). Regions are made roomy
     so the bound does not depend on the model fitting the board; without an image there is no figure."""
     objects = _compile(cc, ["example/main.c", *files["board"]], folder, work / "example",
-                       flags + crt_defines(board), 2)
+                       flags + crt_defines(board), 2, options.build_memory)
     script = render_oversize_linker_script(board, work)
     elf = work / "example.elf"
     libraries = [str(folder / library) for library in built.values()]
-    done = subprocess.run([cc, *flags, f"-T{script}", *link_flags(board), "-Wl,--gc-sections", "-o", str(elf),
-                           *map(str, objects), "-Wl,--start-group", *libraries, "-lm", "-Wl,--end-group"],
-                          capture_output=True, text=True, cwd=folder)
+    done = run_compiler([cc, *flags, f"-T{script}", *link_flags(board), "-Wl,--gc-sections", "-o", str(elf),
+                         *map(str, objects), "-Wl,--start-group", *libraries, "-lm", "-Wl,--end-group"],
+                        memory=options.build_memory, cwd=folder)
     if done.returncode != 0:
-        why = next((line for line in done.stderr.splitlines() if "error" in line), done.stderr.strip()[:200])
+        why = first_error(done.stderr, options.build_memory)
         return {run: CallDepth(None, (), (f"the example did not link: {why}",)) for run in runs}
     try:
         return call_depths(elf, work, f"{options.toolchain_prefix}objdump", runs)
@@ -323,15 +324,15 @@ def _write_headers_with_stack(writer: Writer, env, rendered, quantizations: dict
                 stack=depth, stack_flags=" ".join([options.optimize, *arch_flags])))
 
 
-def _compile(cc: str, sources: list[str], folder: Path, out: Path, flags: list[str], jobs: int) -> list[Path]:
+def _compile(cc: str, sources: list[str], folder: Path, out: Path, flags: list[str], jobs: int,
+             memory: int) -> list[Path]:
     def one(source: str) -> Path:
         obj = out / (source.rsplit(".", 1)[0] + ".o")
         obj.parent.mkdir(parents=True, exist_ok=True)
-        done = subprocess.run([cc, *flags, "-c", str(folder / source), "-o", str(obj)], capture_output=True,
-                              text=True, cwd=folder)
+        # The MLF's code, compiled as make compiles it in a build: no stdin, bounded time and memory.
+        done = run_compiler([cc, *flags, "-c", str(folder / source), "-o", str(obj)], memory=memory, cwd=folder)
         if done.returncode != 0:
-            first = next((line for line in done.stderr.splitlines() if "error" in line), done.stderr.strip()[:200])
-            raise BuildError(f"compiling {source} for the prebuilt library failed: {first}")
+            raise BuildError(f"compiling {source} for the prebuilt library failed: {first_error(done.stderr, memory)}")
         return obj
 
     with ThreadPoolExecutor(max_workers=max(jobs, 1)) as pool:

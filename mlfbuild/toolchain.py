@@ -182,11 +182,12 @@ def limit_memory(limit: int) -> Callable[[], None]:
 
 
 def run_compiler(command: list[str], *, memory: int = DEFAULT_BUILD_MEMORY,
-                 timeout: float = DEFAULT_BUILD_TIMEOUT) -> subprocess.CompletedProcess:
+                 timeout: float = DEFAULT_BUILD_TIMEOUT, cwd: Path | None = None) -> subprocess.CompletedProcess:
     """One compiler command outside make, under make's limits: stdin closed, `memory` bytes of address
     space per process, and its whole process group stopped after `timeout` (BuildError)."""
     process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, errors="replace", start_new_session=True, preexec_fn=limit_memory(memory))
+                               text=True, errors="replace", start_new_session=True, preexec_fn=limit_memory(memory),
+                               cwd=cwd)
     try:
         out, err = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:

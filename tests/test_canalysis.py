@@ -148,3 +148,13 @@ def test_an_element_wise_add_is_sized_by_its_block_size_from_the_librarys_protot
     assert plan.replanned and (plan.tvm_bytes, plan.bytes, plan.floor_bytes) == (8192, 3072, 3072)
     unbounded = read_usmp_pool({"t_lib0.c": _RESIDUAL % {"block": "(int32_t)a_[0]"}}, "t", include)
     assert "may be negative or unbounded" in unbounded.problem and "arm_elementwise_add_s8" in unbounded.problem
+
+
+def test_a_source_the_preprocessor_refuses_names_the_file_and_the_compiler_s_error():
+    from mlfbuild.canalysis.cfront import CFrontError, parse_sources
+
+    with pytest.raises(CFrontError) as caught:
+        parse_sources({"codegen/host/src/lib0.c": '#include "no_such_header.h"\nint x;\n'})
+    message = str(caught.value)
+    assert message.startswith("codegen/host/src/lib0.c: cannot preprocess: ")
+    assert "no_such_header.h" in message and "error" in message and "\n" not in message

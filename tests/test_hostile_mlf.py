@@ -426,3 +426,12 @@ def test_a_metadata_string_that_is_not_a_string_is_refused(fixtures_dir, tmp_pat
     _edit_json(root / "metadata.json", lambda data: _set(data, path, value))
     code, err = _inspect(root, capsys)
     assert code == 3 and said in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_export_s_compiler_reads_no_stdin_either(tmp_path):
+    """export compiles the MLF's code for its prebuilt libraries outside make: the same limits apply
+    (it inherited the terminal's stdin, and an `#include "/dev/stdin"` waited for it forever)."""
+    mlf = _model_including("/dev/stdin", tmp_path)
+    result = _cli_with_open_stdin(["export", str(mlf), "--board", "host", "-o", str(tmp_path / "out")],
+                                  timeout=60, logs=tmp_path)
+    assert result.returncode == 0, result.stderr

@@ -22,7 +22,7 @@ from pycparser import c_ast
 
 from ..errors import BuildError
 from ..resources import data_dir
-from ..toolchain import run_compiler
+from ..toolchain import first_error, run_compiler
 from .ctype import parse_int
 
 PREPROCESS_SECONDS = 10  # the generated C preprocesses in milliseconds; an include of a FIFO waits forever
@@ -116,7 +116,7 @@ def _parse_one(compiler: str, root: Path, path: str, text: str, include_dirs) ->
     except BuildError as exc:
         raise CFrontError(f"{path}: cannot preprocess: {exc}") from None
     if done.returncode != 0:
-        first = next((line for line in done.stderr.splitlines() if "error" in line), done.stderr.strip()[:200])
+        first = first_error(done.stderr, PREPROCESS_MEMORY)
         raise CFrontError(f"{path}: cannot preprocess: {first.replace(str(source), path)}")
     output = done.stdout.replace(str(source), path)
     lists = _number_lists(output)
