@@ -42,6 +42,9 @@ FIXTURES = {
 FIXTURE_SETS = {"kws_aot_cmsisnn_m4": "tvm-0.18"}  # the others: tvm-0.13
 CMSIS_NN = {"kws_aot_cmsisnn_m4": "cmsis-nn-v6.0.0"}  # the tree export compiles in
 ATOL = {"kws_aot_cmsisnn_m4": 1}  # CMSIS-NN's requantization differs from TVM's reference by one step
+# How far CMSIS-NN's requantization may take a model's outputs from TVM's reference (fixtures/README.md:
+# ad's ten fully connected layers, up to 2 LSB; the others 1).
+CMSIS_NN_STEPS = {"ad": 2}
 PREBUILT = {"kws_aot_c_unpacked_nousmp", "op_matmul_llvm_cm4", "kws_graph_c_linkparams"}
 APP_BUILDS = ("kws_aot_c_unpacked_nousmp", "kws_graph_c", "op_matmul_llvm_cm4")  # also via build --app
 
@@ -517,14 +520,15 @@ def _exportable(item) -> bool:
 def test_every_fixture_exported_runs_check_app_against_its_reference(item, fixtures_dir, third_party_dir, tmp_path):
     """Each fixture exported alone, check-app built from its prebuilt libraries with the example's own
     CMakeLists.txt and the export's toolchain file, run on the board: every output as TVM's reference
-    (bit for bit; CMSIS-NN within one step)."""
+    (bit for bit; CMSIS-NN within the steps fixtures/README.md gives: CMSIS_NN_STEPS)."""
     fixture_set, entry = item
     mlf = fixtures_dir / fixture_set / entry["file"]
     cmsis = entry.get("cmsisnn")
     options = ProjectOptions(cmsis_nn=third_party_dir / "cmsis-nn-v6.0.0") if cmsis else ProjectOptions()
     folder = export([mlf], BOARD, tmp_path / "export", name="model", options=options).folder
     references = {m["mod_name"]: f"{fixture_set}/{Path(m['reference_npz']).stem}" for m in entry["modules"]}
-    refs = _reference_h(folder / MARKER, references, fixtures_dir, tmp_path / "refs", atol=1 if cmsis else 0)
+    refs = _reference_h(folder / MARKER, references, fixtures_dir, tmp_path / "refs",
+                        atol=max(CMSIS_NN_STEPS.get(m, 1) for m in references) if cmsis else 0)
     build = tmp_path / "build"
     subprocess.run(["cmake", "-S", str(APP), "-B", str(build), f"-DCMAKE_TOOLCHAIN_FILE={folder}/cmake/arm-none-eabi.cmake",
                     f"-DMLF_EXPORTS={folder}", "-DMODEL_PREBUILT=ON", "-DMLF_BOARD_TARGET=mlfbuild::board_mps2_an386",

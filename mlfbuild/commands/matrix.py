@@ -68,23 +68,14 @@ class MatrixCommand(Command):
         from ..errors import UsageError
 
         jobs = _matrix_jobs(args)
-        if not jobs:
+        if not jobs and not args.retry_failed:  # nothing failed earlier: the grid is reported as it stands
             raise UsageError("nothing to do: give MLFs, --jobs-file or --retry-failed (or the filters left no job)")
         config = matrix.BuildConfig(opt=args.opt, runtime=args.runtime, board_files=tuple(args.board_file),
                                     cmsis_nn=args.cmsis_nn, budget_flash=args.budget_flash,
                                     budget_ram=args.budget_ram, build_memory=args.build_memory)
         limits = matrix.Limits(build_only=args.build_only, job_timeout=args.job_timeout, reply_timeout=args.timeout)
         prepare(args.output)  # before any work: a path that cannot be a folder loses no results
-        cache = matrix.BuildCache(None if args.no_cache else prepare(args.cache or args.output / "cache", "--cache"))
-        progress = matrix.Progress(len(jobs))
-        if not args.scheduler:
-            progress.starting(f"starting a local Dask cluster of {max(args.workers, 1)} worker(s) for "
-                              f"{len(jobs)} job(s)...")
-        with matrix.dask_client(args.scheduler, args.workers, args.connect_timeout) as client:
-            results = matrix.run_matrix(jobs, config, limits, client=client, outroot=args.output, cache=cache,
-                                        on_result=progress.finished, on_running=progress.running,
-                                        on_warning=_warn)
-        progress.close()
+        results = _run_jobs(args, jobs, config, limits) if jobs else []
         if args.retry_failed:  # the retried jobs replace their earlier results; the rest of the grid stays
             results = matrix.merged_with_earlier(args.retry_failed, results)
         report = matrix.document(results)
@@ -94,6 +85,20 @@ class MatrixCommand(Command):
             write_report_file(args.junit, matrix.junit_xml(results))
         print(json.dumps(report, indent=2) if args.json else matrix.summary_table(results))
         return report["exit_code"]
+
+
+def _run_jobs(args: argparse.Namespace, jobs: list, config, limits) -> list[dict]:
+    from .. import matrix
+
+    cache = matrix.BuildCache(None if args.no_cache else prepare(args.cache or args.output / "cache", "--cache"))
+    progress = matrix.Progress(len(jobs))
+    if not args.scheduler:
+        progress.starting(f"starting a local Dask cluster of {max(args.workers, 1)} worker(s) for {len(jobs)} job(s)...")
+    with matrix.dask_client(args.scheduler, args.workers, args.connect_timeout) as client:
+        results = matrix.run_matrix(jobs, config, limits, client=client, outroot=args.output, cache=cache,
+                                    on_result=progress.finished, on_running=progress.running, on_warning=_warn)
+    progress.close()
+    return results
 
 
 def _warn(text: str) -> None:

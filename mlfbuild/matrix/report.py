@@ -113,8 +113,8 @@ def summary_table(results: list[dict]) -> str:
     lines = [f"{'model':<{width}}  " + "  ".join(f"{b:<{widths[b]}}" for b in boards)]
     lines += [f"{m:<{width}}  " + "  ".join(f"{cell.get((m, b), '-'):<{widths[b]}}" for b in boards) for m in models]
     n = counts(results)
-    lines.append(f"{n[PASSED]}/{len(results)} passed, {n[FAILURE]} failed, {n[ERROR]} errors, {n[SKIPPED]} skipped "
-                 f"(outputs not checked); exit {matrix_exit_code(results)}")
+    lines.append(f"{n[PASSED]}/{len(results)} passed, {n[FAILURE]} failed, {n[ERROR]} errors, {n[SKIPPED]} not checked "
+                 f"(not run, or no reference); exit {matrix_exit_code(results)}")
     return "\n".join(lines)
 
 
