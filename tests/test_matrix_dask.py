@@ -142,3 +142,29 @@ def test_unreachable_scheduler_is_one_line_exit_9(tmp_path):
     assert result.returncode == 9, result.stderr
     assert result.stderr.startswith("mlfbuild: error: cannot reach the Dask scheduler at tcp://127.0.0.1:")
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_dask_s_version_table_becomes_one_warning_line():
+    """A worker image's Python is another release than the user's (Debian's 3.11.2 in docker/Dockerfile):
+    Dask's table of differences, made by Dask itself here, reaches the user as one line."""
+    import warnings
+
+    from distributed.versions import VersionMismatchWarning, error_message
+
+    from mlfbuild.matrix.cluster import _version_warnings_in_one_line, versions_line
+
+    packages = {"python": "3.11.7.final.0", "dask": "2026.8.0"}
+    message = error_message(scheduler={"packages": packages}, workers={"w1": {"packages": {**packages,
+                                                                                          "python": "3.11.2.final.0"}}},
+                            source={"packages": packages})["warning"]
+    assert "Mismatched versions" in message and "\n" in message
+    line = versions_line(message)
+    assert "\n" not in line and "python 3.11.7 here, 3.11.7 on the scheduler, 3.11.2 on the workers" in line
+    heard: list[str] = []
+    with warnings.catch_warnings(record=True) as others:
+        warnings.simplefilter("always")
+        with _version_warnings_in_one_line(heard.append):
+            warnings.warn(message, VersionMismatchWarning)
+            warnings.warn("something else", UserWarning)
+    assert heard == [line]
+    assert [str(w.message) for w in others] == ["something else"]  # other warnings pass on as they were

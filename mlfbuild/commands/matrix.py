@@ -94,7 +94,7 @@ def _run_jobs(args: argparse.Namespace, jobs: list, config, limits) -> list[dict
     progress = matrix.Progress(len(jobs))
     if not args.scheduler:
         progress.starting(f"starting a local Dask cluster of {max(args.workers, 1)} worker(s) for {len(jobs)} job(s)...")
-    with matrix.dask_client(args.scheduler, args.workers, args.connect_timeout) as client:
+    with matrix.dask_client(args.scheduler, args.workers, args.connect_timeout, on_warning=_warn) as client:
         results = matrix.run_matrix(jobs, config, limits, client=client, outroot=args.output, cache=cache,
                                     on_result=progress.finished, on_running=progress.running, on_warning=_warn)
     progress.close()

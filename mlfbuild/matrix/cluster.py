@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import shutil
 import signal
 import socket
@@ -24,9 +25,10 @@ import struct
 import tempfile
 import threading
 import time
+import warnings
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from ..errors import InfrastructureError, UsageError
 
@@ -37,10 +39,12 @@ _MAX_FRAMES = 64
 
 
 @contextmanager
-def dask_client(scheduler: str | None, workers: int, connect_timeout: float = CONNECT_TIMEOUT) -> Iterator:
-    """A Dask client: of the cluster at `scheduler`, or of a local cluster of `workers` processes."""
+def dask_client(scheduler: str | None, workers: int, connect_timeout: float = CONNECT_TIMEOUT,
+                on_warning: Callable[[str], None] | None = None) -> Iterator:
+    """A Dask client: of the cluster at `scheduler`, or of a local cluster of `workers` processes.
+    `on_warning` hears, in one line, that a remote cluster runs other versions than this client."""
     if scheduler:
-        with _remote_client(scheduler, connect_timeout) as client:
+        with _remote_client(scheduler, connect_timeout, on_warning) as client:
             yield client
     else:
         with _local_client(workers) as client:
@@ -130,16 +134,55 @@ def _end_all(processes: list, grace: float = 5.0) -> None:
 
 
 @contextmanager
-def _remote_client(scheduler: str, connect_timeout: float) -> Iterator:
+def _remote_client(scheduler: str, connect_timeout: float, on_warning: Callable[[str], None] | None) -> Iterator:
     host, port = scheduler_address(scheduler)
     _expect_dask(scheduler, host, port, connect_timeout)
-    with _connected_client(scheduler, f"tcp://{_joined(host, port)}", connect_timeout) as client:
+    with _version_warnings_in_one_line(on_warning):
+        client = _connected_client(scheduler, f"tcp://{_joined(host, port)}", connect_timeout)
+    with client:
         try:
-            client.wait_for_workers(1, timeout=WORKERS_TIMEOUT)
+            with _version_warnings_in_one_line(on_warning):
+                client.wait_for_workers(1, timeout=WORKERS_TIMEOUT)
         except TimeoutError:
             raise InfrastructureError(f"the Dask scheduler at {scheduler} has no workers (start some with "
                                       f"`dask worker {scheduler}`)") from None
         yield client
+
+
+@contextmanager
+def _version_warnings_in_one_line(on_warning: Callable[[str], None] | None) -> Iterator[None]:
+    """Dask warns of version differences between client, scheduler and workers with a table (a worker
+    image's Python is often another micro release than the user's); `on_warning` hears it in one line."""
+    if on_warning is None:
+        yield
+        return
+    from distributed.versions import VersionMismatchWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    for item in caught:
+        if issubclass(item.category, VersionMismatchWarning):
+            on_warning(versions_line(str(item.message)))
+        else:
+            warnings.warn_explicit(item.message, item.category, item.filename, item.lineno)
+
+
+_TABLE_ROW = re.compile(r"^\|\s*([^|]+?)\s*\|\s*([^|]+?)\s*\|\s*([^|]+?)\s*\|\s*([^|]+?)\s*\|\s*$", re.M)
+
+
+def versions_line(message: str) -> str:
+    """Dask's version-mismatch table (package, client, scheduler, workers) as one line."""
+    rows = [row for row in _TABLE_ROW.findall(message) if row[0] != "Package"]
+    if not rows:
+        return f"the Dask cluster's versions differ from this client's: {' '.join(message.split())[:300]}"
+
+    def short(version: str) -> str:
+        return version.removesuffix(".final.0")
+
+    differences = "; ".join(f"{package} {short(client)} here, {short(scheduler)} on the scheduler, "
+                            f"{short(workers)} on the workers" for package, client, scheduler, workers in rows)
+    return f"the Dask cluster runs other versions than this client (Dask asks for the same everywhere): {differences}"
 
 
 def _connected_client(scheduler: str, address: str, timeout: float):
