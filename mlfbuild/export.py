@@ -281,7 +281,8 @@ def _prebuild(folder: Path, files: dict, board: Board, arch_flags: list[str], op
             if done.returncode != 0:
                 raise BuildError(f"{ar} failed on {library}: {done.stderr.strip()[:300]}")
             built[Path(library).stem.removeprefix("lib")] = library
-        stack = {} if board.is_host else _run_depths(cc, folder, Path(work), files, board, common, built, options, runs)
+        stack = {} if board.is_host else _run_depths(cc, folder, Path(work), files, board, common, built, options,
+                                                     runs, jobs)
     return built, stack
 
 
@@ -289,12 +290,12 @@ _STACK_REPORTS = ["-fstack-usage", "-fcallgraph-info=su"]
 
 
 def _run_depths(cc: str, folder: Path, work: Path, files: dict, board: Board, flags: list[str],
-                built: dict[str, str], options: ProjectOptions, runs: list[str]) -> dict[str, CallDepth]:
+                built: dict[str, str], options: ProjectOptions, runs: list[str], jobs: int) -> dict[str, CallDepth]:
     """Link the export's example with the board target and the prebuilt libraries, as an application
     does, and read each run function's depth off that image (size/stack.py). Regions are made roomy
     so the bound does not depend on the model fitting the board; without an image there is no figure."""
     objects = _compile(cc, ["example/main.c", *files["board"]], folder, work / "example",
-                       flags + crt_defines(board), 2, options.build_memory)
+                       flags + crt_defines(board), jobs, options.build_memory)
     script = render_oversize_linker_script(board, work)
     elf = work / "example.elf"
     libraries = [str(folder / library) for library in built.values()]
