@@ -121,19 +121,70 @@ def test_one_input_channel_depthwise_as_a_convolution_equals_litert(cmsis_nn, tm
 # --- refusals: one line naming the operator and its index, exit 3, nothing written ------------------
 
 @pytest.mark.parametrize("factory, overrides, said", [
-    (None, {"op": "TANH"}, "operator 0 (BUILTIN_28)"),
-    (add_model, {"broadcast": True, "constant_operand": False, "input_shape": (1, 2, 3, 4)}, "broadcasting"),
+    (None, {"op": "HASHTABLE_LOOKUP"}, "operator 0 (HASHTABLE_LOOKUP) is not supported"),
     (None, {"dtype": "float32"}, "float32; only int8 activations"),
 ])
 def test_unsupported_models_are_refused_naming_what(factory, overrides, said, tmp_path):
     graph = factory(np.random.default_rng(0), **overrides) if factory else _one_operator(**overrides)
-    model = graph.write(tmp_path / "m.tflite")
+    _assert_refused(graph.write(tmp_path / "m.tflite"), said, tmp_path)
+
+
+def _assert_refused(model: Path, said: str, tmp_path: Path) -> None:
+    """`import` exits 3 with one line saying `said`, and writes nothing."""
     out = tmp_path / "out"
-    out.mkdir()
+    out.mkdir(parents=True)
     run = cli("import", str(model), "-o", str(out / "m.tar"))
     assert run.returncode == 3, run.stderr
-    assert said in run.stderr and run.stderr.count("\n") == 1
+    assert said in run.stderr and run.stderr.count("\n") == 1, run.stderr
     assert list(out.iterdir()) == []
+
+
+def test_every_builtin_operator_code_is_named_as_tflite_names_it():
+    from ai_edge_litert import schema_py_generated as schema
+    from mlfbuild.importer.tflite import OPERATOR_NAMES
+
+    codes = {value: name for name, value in vars(schema.BuiltinOperator).items() if not name.startswith("_")}
+    assert OPERATOR_NAMES == codes
+
+
+def test_builtin_options_are_read_at_the_schema_s_field_ids():
+    """Each option of tflite.OPTIONS is the schema's field of that name, at its vtable slot, under its
+    union type (the generated accessors read field id k at vtable offset 4 + 2k)."""
+    import inspect
+    import re
+
+    from ai_edge_litert import schema_py_generated as schema
+    from mlfbuild.importer.tflite import OPTIONS
+
+    renamed = {"activation": "FusedActivationFunction", "dilation_w": "DilationWFactor",
+               "dilation_h": "DilationHFactor", "filter_w": "FilterWidth", "filter_h": "FilterHeight"}
+    union = {value: name for name, value in vars(schema.BuiltinOptions).items() if not name.startswith("_")}
+    for operator, (code, fields) in OPTIONS.items():
+        table = getattr(schema, union[code])
+        for name, field_id, _, _ in fields:
+            wanted = renamed.get(name, name).replace("_", "").lower()
+            accessor = next(a for a in vars(table) if a.lower() == wanted)
+            source = inspect.getsource(getattr(table, accessor))
+            assert re.search(rf"Offset\({4 + 2 * field_id}\)", source), (operator, name)
+
+
+def test_an_operator_not_compiled_is_named_before_any_check_of_the_graph(tmp_path):
+    """An LSTM-like operator reading state no operator writes, or a custom operator: the refusal names
+    the operator (TFLite's name, or the custom name), not the graph's shape."""
+    graph = GraphBuilder()
+    x = graph.add_input("x", "int8", (1, 8), scale=0.05, zero_point=0)
+    state = graph.add_tensor("state", "int8", (1, 8), scale=0.05, zero_point=0)
+    y = graph.add_tensor("y", "int8", (1, 8), scale=0.05, zero_point=0)
+    graph.add_operator("SEGMENT_SUM", [x, state], [y])
+    graph.mark_output(y)
+    _assert_refused(graph.write(tmp_path / "unwritten.tflite"), "operator 0 (SEGMENT_SUM) is not supported",
+                    tmp_path / "a")
+    model = graph.to_model()
+    model.operatorCodes[0].builtinCode = model.operatorCodes[0].deprecatedBuiltinCode = 32  # CUSTOM
+    model.operatorCodes[0].customCode = "ethos-u"
+    path = tmp_path / "custom.tflite"
+    path.write_bytes(pack_model(model))
+    _assert_refused(path, "operator 0 (CUSTOM 'ethos-u') is not supported", tmp_path / "b")
 
 
 def _one_operator(op: str = "RELU", dtype: str = "int8") -> GraphBuilder:

@@ -267,7 +267,7 @@ def test_damaged_weights_fail_against_the_tflite(build_firmware, fixtures_dir, m
     chain = result["models"][0]["chain"]
     assert chain["firmware_vs_mlf"][0]["ok"] and not chain["mlf_vs_model"][0]["ok"]
     assert chain["verdict"] == ("the firmware computes exactly what the MLF computes; the MLF differs from "
-                                f"{models_dir / KWS_MODEL} (TVM's conversion of the model)")
+                                f"{models_dir / KWS_MODEL} (the model's conversion by TVM)")
     assert "the firmware computes exactly what the MLF computes; the MLF differs from" in err
 
 

@@ -20,8 +20,8 @@ from .. import __version__
 from ..errors import InvalidInputError, UsageError
 from ..mlf.writer import tar_bytes
 from ..untrusted import read_regular
-from .emit import ROUNDINGS, TFLITE_ROUNDING, Layout, Provenance, mlf_files
-from .lowering import Lowered, UnsupportedModelError, lower
+from .emit import IO_DTYPES, ROUNDINGS, TFLITE_ROUNDING, Layout, Provenance, mlf_files
+from .lowering import Lowered, UnsupportedModelError, lower, refusal
 from .tflite import Graph, parse_model
 
 MAX_MODEL_BYTES = 1 << 30
@@ -104,13 +104,16 @@ def compile_graph(graph: Graph, where: str) -> list[Lowered]:
         raise InvalidInputError(f"{where}: the model's graph has no {'inputs' if not graph.inputs else 'outputs'}")
     if not graph.operators:
         raise UnsupportedModelError(f"{where}: the model has no operators")
+    refused = next((r for r in map(refusal, graph.operators) if r is not None), None)
+    if refused is not None:  # named before any check of the graph: what a user must change first
+        raise UnsupportedModelError(f"{where}: {refused}")
     _check_io(graph, where)
     written = set(graph.inputs)
     steps = []
     for op in graph.operators:
         for index in op.inputs:
             tensor = graph.tensors[index] if index >= 0 else None
-            if tensor is not None and not tensor.is_constant and index not in written:
+            if tensor is not None and not (tensor.is_constant or tensor.is_variable) and index not in written:
                 raise InvalidInputError(f"{where}: operator {op.index} ({op.name}) reads tensor {index} "
                                         f"'{tensor.name[:60]}' before any operator writes it")
         try:
@@ -137,9 +140,9 @@ def compile_graph(graph: Graph, where: str) -> list[Lowered]:
 def _check_io(graph: Graph, where: str) -> None:
     for index in graph.inputs + graph.outputs:
         tensor = graph.tensors[index]
-        if tensor.dtype not in ("int8", "float32"):
+        if tensor.dtype not in IO_DTYPES:
             raise UnsupportedModelError(f"{where}: graph input/output {tensor.describe()} is {tensor.dtype}; "
-                                        "only int8 and float32 (quantized inside) inputs and outputs are supported")
+                                        f"inputs and outputs are one of {', '.join(IO_DTYPES)}")
         if tensor.is_constant:
             raise UnsupportedModelError(f"{where}: graph input/output {tensor.describe()} is a constant")
     if len(set(graph.inputs + graph.outputs)) != len(graph.inputs + graph.outputs):

@@ -13,14 +13,15 @@ constants — so the reader, the build and every later stage take it as they tak
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..mlf.model import c_identifier
 from ..project.memory_plan import Buffer, MemoryPlan, align, plan_memory
-from .lowering import REQUANTIZE_C, REQUANTIZE_FUNCTION, Lowered
-from .tflite import Graph, Tensor
+from .lowering import C_HELPERS, Lowered
+from .tflite import Graph
 
 # How requantisations round: "tflite", as TFLite's reference kernels (its fully connected layers
 # round once, its convolutions twice) — bit-exact; "cmsis-nn", CMSIS-NN's default build everywhere
@@ -29,6 +30,7 @@ TFLITE_ROUNDING, CMSIS_NN_ROUNDING = "tflite", "cmsis-nn"
 ROUNDINGS = (TFLITE_ROUNDING, CMSIS_NN_ROUNDING)
 ALIGNMENT = 16  # TVM's pools and constants are 16-byte aligned
 _CTYPES = {"int8": "int8_t", "int32": "int32_t", "uint8": "uint8_t", "int16": "int16_t", "float32": "float"}
+IO_DTYPES = tuple(_CTYPES)  # the element types a graph input or output can have in TVM's C interface
 
 
 @dataclass(frozen=True)
@@ -220,7 +222,7 @@ def _function_name(module: str, index: int) -> str:
 
 
 def _lib1(module: str, calls: list[Lowered], constants: dict[int, Constant], layout: Layout, inputs, outputs) -> str:
-    lines = [f"// tvm target: c -keys=arm_cpu,cpu", "#define TVM_EXPORTS", '#include "tvm/runtime/c_runtime_api.h"',
+    lines = ["// tvm target: c -keys=arm_cpu,cpu", "#define TVM_EXPORTS", '#include "tvm/runtime/c_runtime_api.h"',
              '#include "tvm/runtime/c_backend_api.h"', "#include <stdbool.h>", _EXTERN_C_OPEN]
     for index, step in enumerate(calls):
         lines.append(f"TVM_DLL int32_t {_function_name(module, index)}({_prototype(step)});")
@@ -242,13 +244,18 @@ def _prototype(step: Lowered) -> str:
     return ", ".join(params + ["uint8_t* global_const_workspace_var", "uint8_t* global_workspace_var"])
 
 
+def _helpers_called(calls: list[Lowered]) -> list[str]:
+    """The C helpers (lowering.C_HELPERS) a body names, each once, before the functions."""
+    text = "\n".join(line for step in calls for line in step.body)
+    return [f"{code}\n" for name, code in C_HELPERS.items() if re.search(rf"\b{name}\b", text)]
+
+
 def _lib2(module: str, calls: list[Lowered]) -> str:
     lines = ["// tvm target: cmsis-nn ", "#define TVM_EXPORTS", '#include "tvm/runtime/c_runtime_api.h"',
              '#include "tvm/runtime/c_backend_api.h"', "#include <math.h>", "#include <stdbool.h>",
              "#include <stddef.h>", "#include <string.h>", "#include <arm_nnfunctions.h>", "#include <arm_nn_types.h>",
              "#include <arm_nn_math_types.h>", _EXTERN_C_OPEN]
-    if any(REQUANTIZE_FUNCTION in line for step in calls for line in step.body):
-        lines += [REQUANTIZE_C, ""]
+    lines += _helpers_called(calls)
     for index, step in enumerate(calls):
         op = step.operator
         how = f" — {step.note}" if step.note else (" — mlfbuild's kernel, TFLite's reference semantics" if step.kernel else "")

@@ -61,6 +61,7 @@ class ModelRun:
     # Set when QEMU's -icount clock timed the run (one instruction per 2**shift virtual ns): the
     # ticks then count instructions, not the time any chip would take.
     icount_shift: int | None = None
+    producer: str = "TVM"  # what made the MLF (producer_of), named where a verdict blames the conversion
 
     @property
     def latency_ms(self) -> float:
@@ -133,7 +134,7 @@ class ModelRun:
                     "board or image, not of the model")
         if any(not c.ok for c in self.comparisons):
             return (f"the firmware computes exactly what the MLF computes; the MLF differs from {self.reference} "
-                    "(TVM's conversion of the model)")
+                    f"(the model's conversion by {self.producer})")
         return f"the firmware computes exactly what the MLF computes, and the MLF meets {self.reference}"
 
 
@@ -454,13 +455,20 @@ def _run_model(client: Client, model: dict, feed: dict[str, np.ndarray], referen
                    reference=reference.path if reference else None,
                    reference_kind=reference.kind if reference else None,
                    model_derived=bool(reference and reference.model_derived and not _compiled_exactly(reference, model)),
-                   quantization=reference.quantization_of(model) if reference else {})
+                   quantization=reference.quantization_of(model) if reference else {},
+                   producer=producer_of(model))
     input_elements = sum(int(np.prod(spec["shape"], dtype=np.int64)) for spec in model["inputs"])
     for spec, wanted in zip(model["outputs"], expected or ()):
         run.comparisons.append(compare(spec["name"], stacked[spec["name"]], wanted, atol, rtol,
                                        model_derived=run.model_derived,
                                        classifier=is_classifier(spec["shape"], input_elements)))
     return run
+
+
+def producer_of(model: dict) -> str:
+    """What made the model's MLF, as a verdict names it: mlfbuild's importer or TVM."""
+    imported = model.get("imported_from")
+    return f"{imported.get('tool', 'mlfbuild')}'s importer" if imported else "TVM"
 
 
 def run_app_build(build_dir: Path, *, timeout: float = 60.0, port: str | None = None, baud: int = 115200,

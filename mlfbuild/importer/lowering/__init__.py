@@ -1,0 +1,45 @@
+"""Each TFLite operator as the CMSIS-NN call TFLM's CMSIS-NN kernels make for the same parameters,
+with the operands prepared at import time: per-channel multipliers and shifts, filters laid out for
+the faster kernel, activation ranges — everything that depends only on the model.
+
+A lowered operator is C in the shape TVM's CMSIS-NN code generator writes (one function per
+operator taking its tensors, locals holding the CMSIS-NN parameter structs, a context left empty), so
+the build treats it exactly like TVM's: it sizes the scratch buffer of every call for the board's
+core, precomputes kernel sums, and re-plans the pool from the same analysis. Operators CMSIS-NN
+does not have are small C kernels with TFLite's reference semantics.
+
+One module per family of operators, each with its RULES (operator name → lowering); anything not
+covered is refused with the operator's name and index (UnsupportedModelError): a model is compiled
+exactly or not at all.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from ..tflite import Graph, Operator
+from . import conv, elementwise, pool, reduce, shape
+from .base import C_HELPERS, REQUANTIZE_C, REQUANTIZE_FUNCTION, Lowered, Operand, UnsupportedModelError
+
+__all__ = ["C_HELPERS", "REQUANTIZE_C", "REQUANTIZE_FUNCTION", "Lowered", "Operand", "UnsupportedModelError",
+           "SUPPORTED_OPERATORS", "lower", "refusal"]
+
+_RULES: dict[str, Callable[[Graph, Operator], Lowered]] = {}
+for _family in (conv, pool, elementwise, shape, reduce):
+    _RULES.update(_family.RULES)
+SUPPORTED_OPERATORS = tuple(sorted(_RULES))
+
+
+def refusal(op: Operator) -> UnsupportedModelError | None:
+    """Why `op` cannot be compiled whatever its operands are (its operator is not one mlfbuild
+    compiles), or None."""
+    if op.name in _RULES:
+        return None
+    return UnsupportedModelError(f"operator {op.index} ({op.name}) is not supported by mlfbuild import")
+
+
+def lower(graph: Graph, op: Operator) -> Lowered:
+    refused = refusal(op)
+    if refused is not None:
+        raise refused
+    return _RULES[op.name](graph, op)

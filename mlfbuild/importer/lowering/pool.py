@@ -1,0 +1,75 @@
+"""Pooling and softmax: CMSIS-NN's pooling and softmax calls."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import quantization as q
+from ..tflite import Graph, Operator
+from .base import (
+    Lowered,
+    bare_call,
+    c_dims,
+    fused_activation_range,
+    io_operands,
+    nhwc,
+    refuse,
+    require_int8,
+    same_quantization,
+    status_check,
+    tensor_at,
+    window_padding,
+)
+
+
+def _pool(graph: Graph, op: Operator, function: str) -> Lowered:
+    x, y = tensor_at(graph, op, 0), tensor_at(graph, op, 0, output=True)
+    require_int8(op, x, y)
+    same_quantization(op, x, y)
+    n, in_h, in_w, c = nhwc(op, x)
+    _, out_h, out_w, out_c = nhwc(op, y)
+    if out_c != c:
+        raise refuse(op, f"output {y.describe()} has other channels than input {x.describe()}")
+    o = op.options
+    pad_h = window_padding(op, in_h, o["filter_h"], o["stride_h"], 1, out_h)
+    pad_w = window_padding(op, in_w, o["filter_w"], o["stride_w"], 1, out_w)
+    lo, hi = fused_activation_range(op, y)
+    body = ["  cmsis_nn_context context= {NULL,0};",
+            f"  cmsis_nn_tile stride = {c_dims((o['stride_w'], o['stride_h']))};",
+            f"  cmsis_nn_tile padding = {c_dims((pad_w, pad_h))};",
+            f"  cmsis_nn_activation activation = {c_dims((lo, hi))};",
+            "  cmsis_nn_pool_params pool_params = {stride, padding, activation};",
+            f"  cmsis_nn_dims input_dims = {c_dims((n, in_h, in_w, c))};",
+            f"  cmsis_nn_dims filter_dims = {c_dims((1, o['filter_h'], o['filter_w'], 1))};",
+            f"  cmsis_nn_dims output_dims = {c_dims((n, out_h, out_w, c))};"]
+    body += status_check(f"{function}(&context, &pool_params, &input_dims, input_, &filter_dims, &output_dims, output_)")
+    return Lowered(op, function, list(io_operands(graph, op)), body)
+
+
+def _average_pool(graph: Graph, op: Operator) -> Lowered:
+    return _pool(graph, op, "arm_avgpool_s8")
+
+
+def _max_pool(graph: Graph, op: Operator) -> Lowered:
+    return _pool(graph, op, "arm_max_pool_s8")
+
+
+def _softmax(graph: Graph, op: Operator) -> Lowered:
+    x, y = tensor_at(graph, op, 0), tensor_at(graph, op, 0, output=True)
+    require_int8(op, x, y)
+    if y.quantization.zero_point != -128 or y.quantization.scale != float(np.float32(1.0 / 256)):
+        raise refuse(op, "an int8 softmax's output must have scale 1/256 and zero point -128 (as TFLite requires)")
+    if x.shape != y.shape or not x.shape:
+        raise refuse(op, "input and output shapes differ")
+    row = x.shape[-1]
+    rows = int(np.prod(x.shape)) // row if row else 0
+    multiplier, shift, diff_min = q.softmax_parameters(op.options["beta"], x.quantization.scale)
+    body = bare_call(f"arm_softmax_s8(input_, {rows}, {row}, {multiplier}, {shift}, {diff_min}, output_)")
+    return Lowered(op, "arm_softmax_s8", list(io_operands(graph, op)), body)
+
+
+RULES = {
+    "AVERAGE_POOL_2D": _average_pool,
+    "MAX_POOL_2D": _max_pool,
+    "SOFTMAX": _softmax,
+}
