@@ -15,19 +15,28 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import tflitecases  # noqa: F401 - registers the cases of every operator family with tflitewriter
 from conftest import cli
 from litert_oracle import run_seeded
 from mlfbuild.errors import InvalidInputError
 from mlfbuild.importer import import_tflite
 from mlfbuild.importer.lowering import SUPPORTED_OPERATORS, UnsupportedModelError
-from tflitewriter import KWS_CHAIN, GraphBuilder, add_model, bundle_model, chain_model, pack_model
+from tflitewriter import CASE_SHAPES, KWS_CHAIN, GraphBuilder, add_model, bundle_model, chain_model, pack_model
 from tflite_damage import all_variants, random_damage
 
 # Operands CMSIS-NN's element-wise kernels take: same-shape graph tensors (no broadcast, no constant).
 _OVERRIDES = {"ADD": {"broadcast": False, "constant_operand": False},
               "MUL": {"broadcast": False, "constant_operand": False}}
-_IMPORTABLE = sorted(set(SUPPORTED_OPERATORS) - {"PADV2"})  # PADV2: the writer makes PAD
+# Every case kind ("OPERATOR" or "OPERATOR/kind") of a supported operator.
+_IMPORTABLE = sorted(name for name in CASE_SHAPES if name.split("/")[0] in SUPPORTED_OPERATORS)
 REGRESSION_SEEDS: list[int] = []
+# Supported operators the cases reach another way: PADV2 (the writer's PAD cases pass a value).
+_COVERED_ELSEWHERE = {"PADV2"}
+
+
+def test_every_supported_operator_has_random_cases():
+    cased = {name.split("/")[0] for name in CASE_SHAPES}
+    assert set(SUPPORTED_OPERATORS) - _COVERED_ELSEWHERE <= cased
 
 
 def operator_cases(per_operator: int) -> list:

@@ -678,6 +678,8 @@ def _add_case(graph: GraphBuilder, p: Draw, shape, add, input_scale, dtype: str,
     if dtype == "int8":
         quantization = {"scale": p.log_uniform("input_scale", *input_scale),
                         "zero_point": p.integer("input_zero_point", -128, 127)}
+    elif dtype == "int16":  # 16x8 activations are quantized symmetrically, as the converter does
+        quantization = {"scale": p.log_uniform("input_scale", *input_scale) / 256, "zero_point": 0}
     x = graph.add_input(input_name, dtype, input_shape, **quantization)
     return add(graph, p, x) if name is None else add(graph, p, x, name=name)
 
@@ -805,6 +807,18 @@ ADDERS: dict[str, Callable[..., int]] = {
     "TRANSPOSE": add_transpose, "CONCATENATION": add_concatenation, "QUANTIZE": add_quantize,
     "DEQUANTIZE": add_dequantize, "LOGISTIC": add_logistic, "RELU": add_relu, "RELU6": add_relu6,
 }
+
+
+def register_cases(cases: dict[str, tuple]) -> None:
+    """Add operators' cases (name → (input shape, adder, input scale range, input dtype), as
+    CASE_SHAPES holds them) from a module of tests/tflitecases/; a name may be registered once.
+    Another kind of case of the same operator is named "OPERATOR/kind" ("ADD/int16"); its adder
+    writes OPERATOR."""
+    for name, case in cases.items():
+        if name in CASE_SHAPES:
+            raise ValueError(f"{name}: cases registered twice")
+        CASE_SHAPES[name] = case
+        ADDERS[name] = case[1]
 
 
 # A keyword-spotting network in miniature: the operators of MLPerf Tiny's kws model, in its order.

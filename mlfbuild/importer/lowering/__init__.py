@@ -8,25 +8,37 @@ the build treats it exactly like TVM's: it sizes the scratch buffer of every cal
 core, precomputes kernel sums, and re-plans the pool from the same analysis. Operators CMSIS-NN
 does not have are small C kernels with TFLite's reference semantics.
 
-One module per family of operators, each with its RULES (operator name → lowering); anything not
+One module per family of operators, each with its RULES (operator name → lowering; the rule's
+docstring says in its first line how the operator is compiled, for docs/import.md); anything not
 covered is refused with the operator's name and index (UnsupportedModelError): a model is compiled
 exactly or not at all.
 """
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from typing import Callable
 
 from ..tflite import Graph, Operator
-from . import conv, elementwise, pool, reduce, shape
 from .base import C_HELPERS, REQUANTIZE_C, REQUANTIZE_FUNCTION, Lowered, Operand, UnsupportedModelError
 
 __all__ = ["C_HELPERS", "REQUANTIZE_C", "REQUANTIZE_FUNCTION", "Lowered", "Operand", "UnsupportedModelError",
            "SUPPORTED_OPERATORS", "lower", "refusal"]
 
-_RULES: dict[str, Callable[[Graph, Operator], Lowered]] = {}
-for _family in (conv, pool, elementwise, shape, reduce):
-    _RULES.update(_family.RULES)
+def _family_rules() -> dict[str, Callable[[Graph, Operator], Lowered]]:
+    """Every family module's RULES, merged; an operator claimed twice is a programming error."""
+    rules: dict[str, Callable[[Graph, Operator], Lowered]] = {}
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
+        family = importlib.import_module(f"{__name__}.{info.name}")
+        for name, rule in getattr(family, "RULES", {}).items():
+            if name in rules:
+                raise RuntimeError(f"{name} is lowered by two families ({info.name} and another)")
+            rules[name] = rule
+    return rules
+
+
+_RULES = _family_rules()
 SUPPORTED_OPERATORS = tuple(sorted(_RULES))
 
 
