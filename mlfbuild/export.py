@@ -21,6 +21,7 @@ from pathlib import Path
 
 from . import __version__, outfolder, schemas
 from .boards import Board, load_board
+from .build import imported_for_board
 from .errors import BuildError, InvalidInputError, UsageError
 from .mlf.archive import DEFAULT_MAX_TOTAL_BYTES
 from .mlf.model import ModelLibrary, c_identifier
@@ -67,7 +68,7 @@ def export(mlfs: list[Path], board_name: str, folder: Path, *, name: str | None 
             with tempfile.TemporaryDirectory(prefix=UNPACK_PREFIX, dir=folder) as unpack:
                 if not (folder / MARKER).is_file():  # an export that fails half-way may still be written over
                     (folder / MARKER).write_text(json.dumps({"schema": schemas.EXPORT, "complete": False}) + "\n")
-                libraries = [read_mlf(_imported_if_tflite(Path(mlf), Path(unpack) / f"{i}.tar"),
+                libraries = [read_mlf(imported_for_board(Path(mlf), Path(unpack) / f"{i}.tar", board),
                                       Path(unpack) / str(i), max_total_bytes=max_mlf_bytes)
                              for i, mlf in enumerate(mlfs)]
                 libraries = renamed_libraries(libraries, rename_pairs, Path(unpack), _symbol_renamer(board, options))
@@ -107,13 +108,6 @@ def _remove_leftovers(folder: Path) -> None:
     for path in folder.iterdir():
         if path.name.startswith((UNPACK_PREFIX, OBJECTS_PREFIX)) and path.is_dir() and not path.is_symlink():
             shutil.rmtree(path, ignore_errors=True)
-
-
-def _imported_if_tflite(model: Path, mlf: Path) -> Path:
-    """A .tflite given where an MLF is expected: imported first (mlfbuild import), into the unpack folder."""
-    from .importer import import_tflite, is_tflite
-
-    return import_tflite(model, mlf).mlf if is_tflite(model) else model
 
 
 def _quantizations(libraries: list[ModelLibrary], models: list[str]) -> dict[str, dict[str, tuple[float, int]]]:

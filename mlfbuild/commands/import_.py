@@ -22,6 +22,10 @@ class ImportCommand(Command):
                             help="tflite: bit-exact with TFLite's reference kernels (fully connected layers round "
                                  "once; the default); cmsis-nn: CMSIS-NN's default rounding everywhere, as TFLM with "
                                  "CMSIS-NN computes (faster fully connected layers on DSP cores, within an LSB per layer)")
+        parser.add_argument("--cpu", metavar="CORE",
+                            help="the Cortex-M core to choose calls for where two CMSIS-NN calls compute the same and "
+                                 "one is faster there (gcc's -mcpu name: cortex-m4, cortex-m55, ...; default: the calls "
+                                 "TFLM makes); build, run and export of a .tflite take the board's core")
         parser.add_argument("--json", action="store_true", help="print what was imported as JSON")
 
     def run(self, args):
@@ -32,7 +36,7 @@ class ImportCommand(Command):
             raise UsageError(f"-o {out}: is a folder; name the MLF tarball to write")
         if out.resolve() == args.model.resolve():
             raise UsageError(f"-o {out}: is the model itself")
-        result = import_tflite(args.model, out, args.name, args.rounding)
+        result = import_tflite(args.model, out, args.name, args.rounding, cpu=args.cpu)
         if args.json:
             print(json.dumps(result.to_json(), indent=2))
             return 0
