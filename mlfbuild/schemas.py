@@ -13,3 +13,4 @@ RUN = "mlfbuild-run/1"              # mlfbuild run --json, OUT/run.json
 SIZE = "mlfbuild-size/1"            # mlfbuild size --json, OUT/size.json (a --diff base)
 SIZE_DIFF = "mlfbuild-size-diff/1"  # mlfbuild size --diff BASE.json --json
 EXPORT = "mlfbuild-export/1"        # mlfbuild export --json, DIR/mlfbuild-export.json
+IMPORT = "mlfbuild-import/1"        # mlfbuild import --json

@@ -258,3 +258,35 @@ def test_an_imported_model_exports_and_runs_in_a_cmake_application(models_dir, c
                           str(build / "check-app.elf")], capture_output=True, text=True, timeout=120)
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert "kws_ref_model: status 0, 0 element(s) differ" in ran.stdout
+
+
+def _model_litert_refuses(tmp_path: Path) -> Path:
+    """A convolution whose bias says it is quantized along dimension 3 of its one dimension, as TFLM's
+    person_detect does: mlfbuild imports it (the bias scale is not used), LiteRT refuses to load it."""
+    from tflitewriter import bundle_model, pack_model
+
+    model = bundle_model(np.random.default_rng(3), [("CONV_2D", {"channels": 2})]).to_model()
+    bias = next(t for t in model.subgraphs[0].tensors if t.name.endswith("bias"))
+    bias.quantization.quantizedDimension = 3
+    path = tmp_path / "odd_bias.tflite"
+    path.write_bytes(pack_model(model))
+    return path
+
+
+@pytest.mark.cross
+def test_a_model_litert_cannot_run_is_run_against_its_host_twin_and_says_so(cmsis_nn, tmp_path):
+    model = _model_litert_refuses(tmp_path)
+    run = cli("run", str(model), "-b", "host", "--cmsis-nn", str(cmsis_nn("v6.0.0")), "-o", str(tmp_path / "build"),
+              "--json")
+    assert run.returncode == 0, run.stderr
+    said = [line for line in run.stderr.splitlines() if "LiteRT cannot run" in line]
+    assert len(said) == 2 and all("host twin" in line for line in said)  # before building, and with the verdict
+    result = json.loads(run.stdout)
+    assert result["models"][0]["reference"] == "host" and result["status"] == "pass"
+
+
+def test_a_reference_litert_cannot_run_is_refused_before_building(tmp_path):
+    model = _model_litert_refuses(tmp_path)
+    run = cli("run", str(model), "-b", "host", "-o", str(tmp_path / "build"), "--reference", str(model))
+    assert run.returncode == 3 and "LiteRT cannot run" in run.stderr and "--reference host" in run.stderr
+    assert run.stderr.count("\n") == 1 and not (tmp_path / "build").exists()

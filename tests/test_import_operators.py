@@ -267,3 +267,18 @@ def test_random_damage_never_escapes_as_anything_but_invalid_input(tmp_path):
             pass
         except Exception as exc:  # noqa: BLE001
             pytest.fail(f"case {index} ({description}): {type(exc).__name__}: {exc}")
+
+
+def test_import_json_names_its_schema_and_reports_a_refusal_as_json(tmp_path):
+    graph = _one_operator(op="HASHTABLE_LOOKUP")
+    model = graph.write(tmp_path / "m.tflite")
+    run = cli("import", str(model), "-o", str(tmp_path / "m.tar"), "--json")
+    document = json.loads(run.stdout)
+    assert run.returncode == 3 and run.stderr.count("\n") == 1
+    assert document["schema"] == "mlfbuild-import/1" and document["status"] == "refused"
+    assert document["operator"] == {"index": 0, "name": "HASHTABLE_LOOKUP"} and document["exit_code"] == 3
+    ok = cli("import", str(bundle_model(np.random.default_rng(0), ["RELU"]).write(tmp_path / "r.tflite")),
+             "-o", str(tmp_path / "r.tar"), "--json")
+    document = json.loads(ok.stdout)
+    assert ok.returncode == 0 and document["schema"] == "mlfbuild-import/1" and document["status"] == "imported"
+    assert [o["operator"] for o in document["operators"]] == ["RELU"]

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..errors import UsageError
+from ..errors import MlfError, UsageError
+from ..schemas import IMPORT as IMPORT_SCHEMA
 from .base import Command
 
 
@@ -36,9 +37,18 @@ class ImportCommand(Command):
             raise UsageError(f"-o {out}: is a folder; name the MLF tarball to write")
         if out.resolve() == args.model.resolve():
             raise UsageError(f"-o {out}: is the model itself")
-        result = import_tflite(args.model, out, args.name, args.rounding, cpu=args.cpu)
+        try:
+            result = import_tflite(args.model, out, args.name, args.rounding, cpu=args.cpu)
+        except MlfError as error:
+            if args.json:  # the refusal as a document too; the one line on stderr and the exit code stay
+                operator = getattr(error, "operator", None)
+                print(json.dumps({"schema": IMPORT_SCHEMA, "status": "refused", "model": str(args.model),
+                                  "error": str(error), "exit_code": error.exit_code,
+                                  "operator": {"index": operator.index, "name": operator.name} if operator else None},
+                                 indent=2))
+            raise
         if args.json:
-            print(json.dumps(result.to_json(), indent=2))
+            print(json.dumps({"schema": IMPORT_SCHEMA, "status": "imported", **result.to_json()}, indent=2))
             return 0
         calls = [s for s in result.steps if s.function]
         kernels = [s for s in result.steps if s.kernel]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import sys
 import tempfile
@@ -10,7 +11,7 @@ from pathlib import Path
 from .. import record
 from ..cliargs import (RepeatProgress, apply_project_file, samples_arg, seconds_arg, temporary_folder_hidden,
                        tolerance_arg)
-from ..errors import MismatchError
+from ..errors import InvalidInputError, MismatchError
 from ..outfolder import write_file as write_report_file
 from .base import Command
 from .common import add_board_arguments, add_build_arguments, build_from_args, coloured_verdict, is_build_folder_or_mlf
@@ -60,6 +61,7 @@ class RunCommand(Command):
         with tempfile.TemporaryDirectory(prefix="mlfbuild-run-") as scratch, temporary_folder_hidden(scratch):
             build_dir = args.target
             if not is_build_folder_or_mlf(args.target):
+                _check_models_litert_runs(args)
                 build_dir = args.output or Path(scratch) / "build"
                 build_from_args(args, args.target, build_dir)
             if record.load(build_dir).data.get("app"):
@@ -84,6 +86,27 @@ class RunCommand(Command):
             verdicts = [m.chain_verdict for m in result.models if m.status == "mismatch" and m.chain_verdict]
             raise MismatchError(f"{verdicts[0] if verdicts else 'outputs differ from the reference'} (see above)")
         return 0
+
+
+def _check_models_litert_runs(args) -> None:
+    """Before building: a .tflite reference LiteRT cannot run is refused, and a .tflite built without
+    --reference (checked against itself by default) is said to be checked against its host twin only."""
+    from ..importer import is_tflite
+    from ..reference.litert import cannot_run
+    from ..run import unrunnable_model_note
+
+    if importlib.util.find_spec("ai_edge_litert") is None:
+        return
+    for item in args.reference:
+        path = Path(item.rpartition("=")[2] if "=" in item and not Path(item).exists() else item)
+        why = cannot_run(path) if is_tflite(path) else None
+        if why:
+            raise InvalidInputError(f"--reference {item}: {why}; `--reference host` checks the firmware against "
+                                    "its own MLF compiled for the host instead")
+    if not args.reference and args.target is not None and is_tflite(args.target):
+        note = unrunnable_model_note(args.target)
+        if note:
+            print(f"mlfbuild: warning: {note}", file=sys.stderr)
 
 
 def _run_app(args, build_dir: Path) -> int:

@@ -133,7 +133,7 @@ def compile_graph(graph: Graph, where: str, features: frozenset[str] = frozenset
         raise UnsupportedModelError(f"{where}: the model has no operators")
     refused = next((r for r in map(refusal, graph.operators) if r is not None), None)
     if refused is not None:  # named before any check of the graph: what a user must change first
-        raise UnsupportedModelError(f"{where}: {refused}")
+        raise refused.at(where)
     _check_io(graph, where)
     written = set(graph.inputs)
     steps = []
@@ -146,12 +146,12 @@ def compile_graph(graph: Graph, where: str, features: frozenset[str] = frozenset
         try:
             step = _for_core(lower(graph, op), features)
         except UnsupportedModelError as exc:
-            raise UnsupportedModelError(f"{where}: {exc}") from None
+            raise exc.at(where) from None
         constant = next((o.tensor for o in step.operands if o.tensor is not None and graph.tensors[o.tensor].is_constant),
                         None)
         if constant is not None:  # an operand the kernel reads as an activation: nothing would write it
             raise UnsupportedModelError(f"{where}: operator {op.index} ({op.name}): a constant operand "
-                                        f"({graph.tensors[constant].describe()}) is not supported there")
+                                        f"({graph.tensors[constant].describe()}) is not supported there", op)
         steps.append(step)
         written.update(op.outputs)
     constants = sum(o.constant.nbytes for s in steps for o in s.operands if o.constant is not None)

@@ -60,6 +60,20 @@ def run_model(model: Path, inputs: dict[str, np.ndarray], timeout: float = DEFAU
             return [data[f"output_{i}"] for i in range(len(data.files))]
 
 
+def cannot_run(model: Path, timeout: float = 60.0) -> str | None:
+    """Why LiteRT's reference kernels refuse to load `model` (it holds what they reject, such as
+    person_detect's bias quantized along dimension 3), or None when they load it."""
+    from .tflite import read_tflite
+
+    empty = {t.name: np.zeros((0, *t.shape), dtype=t.dtype) for t in read_tflite(Path(model)).inputs}
+    try:
+        run_model(Path(model), empty, timeout=timeout, kernels="reference")
+    except InvalidInputError as refused:
+        why = str(refused).removeprefix(f"{model}: ")
+        return why if len(why) <= 160 else f"{why[:160]}…"
+    return None
+
+
 def _last_line(err: bytes) -> str:
     lines = [line for line in err.decode(errors="replace").splitlines() if line.strip() and "INFO:" not in line]
     return lines[-1].strip()[:300] if lines else "no message"
@@ -88,7 +102,7 @@ def _child(model: str, work: Path, kernels: str) -> int:
     except (ValueError, RuntimeError, KeyError) as exc:
         print(str(exc).replace("\n", " "), file=sys.stderr)
         return _REFUSED
-    np.savez(work / "outputs.npz", **{f"output_{i}": np.stack(r) for i, r in enumerate(results)})
+    np.savez(work / "outputs.npz", **{f"output_{i}": np.stack(r) for i, r in enumerate(results) if r})
     return 0
 
 

@@ -23,7 +23,7 @@ from ..project import templates_hash
 from ..schemas import RUN as RUN_SCHEMA
 from ..units import tolerance
 from .compare import Comparison, compare, is_classifier
-from .references import HostTwinReference, ModelReference, Reference, pick, resolve as resolve_references
+from .references import HOST, HostTwinReference, ModelReference, Reference, pick, resolve as resolve_references
 from .twin import twin_outputs, twin_source
 from .samples import as_input_dtype, check_sample_bytes, dequantize as dequantize_values, random_samples, sample_axis
 from ..project.runtime import fault_exit_code
@@ -250,7 +250,20 @@ def _imported_models(build_dir: Path, models: list[dict], warnings: list[str]) -
         warnings.append(f"outputs not checked against the imported model ({model}): LiteRT is not installed "
                         "(pip install 'mlfbuild[reference]')")
         return []
+    refused = unrunnable_model_note(model)
+    if refused:
+        warnings.append(refused)
+        return [HOST]
     return [str(model)]
+
+
+def unrunnable_model_note(model: Path) -> str | None:
+    """For a model LiteRT cannot run: what a run checks instead (the firmware against its host twin)."""
+    from ..reference.litert import cannot_run
+
+    why = cannot_run(model)
+    return None if why is None else (f"outputs not checked against {model}: {why}; the firmware is checked "
+                                     "against its own MLF compiled for the host (its host twin) only")
 
 
 def run_build(build_dir: Path, *, port: str | None = None, baud: int = 115200, inputs: Path | None = None,

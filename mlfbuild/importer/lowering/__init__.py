@@ -47,7 +47,7 @@ def refusal(op: Operator) -> UnsupportedModelError | None:
     compiles), or None."""
     if op.name in _RULES:
         return None
-    return UnsupportedModelError(f"operator {op.index} ({op.name}) is not supported by mlfbuild import")
+    return UnsupportedModelError(f"operator {op.index} ({op.name}) is not supported by mlfbuild import", op)
 
 
 def lower(graph: Graph, op: Operator) -> Lowered:

@@ -14,7 +14,16 @@ from ..tflite import ACTIVATIONS, PADDING, Graph, Operator, Tensor
 
 
 class UnsupportedModelError(InvalidInputError):
-    """The model uses an operator, type or property the importer does not compile."""
+    """The model uses an operator, type or property the importer does not compile; `operator` is the
+    one refused, where the refusal is about one."""
+
+    def __init__(self, message: str, operator: Operator | None = None):
+        super().__init__(message)
+        self.operator = operator
+
+    def at(self, where: str) -> "UnsupportedModelError":
+        """The same refusal, said of the file `where`."""
+        return UnsupportedModelError(f"{where}: {self}", self.operator)
 
 
 @dataclass(frozen=True)
@@ -49,7 +58,7 @@ class Lowered:
 
 
 def refuse(op: Operator, why: str) -> UnsupportedModelError:
-    return UnsupportedModelError(f"operator {op.index} ({op.name}): {why}")
+    return UnsupportedModelError(f"operator {op.index} ({op.name}): {why}", op)
 
 
 def tensor_at(graph: Graph, op: Operator, position: int, *, output: bool = False) -> Tensor:
