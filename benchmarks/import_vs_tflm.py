@@ -1,9 +1,13 @@
-"""`mlfbuild import` on the four MLPerf Tiny models, measured beside TensorFlow Lite Micro + CMSIS-NN.
+"""`mlfbuild import` on the four MLPerf Tiny models and TFLM's micro_speech, measured beside TensorFlow
+Lite Micro + CMSIS-NN.
 
     .venv/bin/python benchmarks/import_vs_tflm.py --cmsis-nn PATH/TO/CMSIS-NN-v7.0.0 [--models ../shared/models]
-                                                  [--boards mps2-an386 mps3-an547] [--samples 3]
+                                                  [--tflm-models DIR] [--boards mps2-an386 mps3-an547] [--samples 3]
 
-Each model is imported (`mlfbuild import --rounding R`) and built at -Os
+micro_speech is TFLM's own example (tensorflow/lite/micro/examples/micro_speech/models/
+micro_speech_quantized.tflite in the tflite-micro repository); it is measured when --tflm-models holds it
+(for it only TFLM's instruction count is known). Each model is imported (`mlfbuild import --rounding
+R`) and built at -Os
 and run with `mlfbuild run --profile`: instructions per inference from QEMU's TCG plugin, outputs
 checked against the model with LiteRT. Flash is what `mlfbuild size` reports; RAM is data + bss + the
 measured stack peak, the measure of the TFLM figures below (arena at the smallest size AllocateTensors
@@ -23,12 +27,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 MODELS = {"kws": "kws_ref_model.tflite", "vww": "vww_96_int8.tflite", "ic": "pretrainedResnet_quant.tflite",
           "ad": "ad01_int8.tflite"}
+TFLM_MODELS = {"micro_speech": "micro_speech_quantized.tflite"}
 # TFLM + CMSIS-NN (flash, RAM, instructions per inference), measured as the docstring says.
 TFLM = {
     ("kws", "mps2-an386"): (100_194, 24_300, 9_224_174), ("kws", "mps3-an547"): (95_314, 28_924, 2_453_830),
     ("vww", "mps2-an386"): (379_556, 102_188, 28_556_459), ("vww", "mps3-an547"): (374_676, 102_348, 8_497_938),
     ("ic", "mps2-an386"): (141_928, 56_476, 41_072_850), ("ic", "mps3-an547"): (136_772, 56_548, 5_301_235),
     ("ad", "mps2-an386"): (299_924, 3_960, 843_335), ("ad", "mps3-an547"): (296_224, 10_792, 243_152),
+    ("micro_speech", "mps2-an386"): (None, None, 2_394_462), ("micro_speech", "mps3-an547"): (None, None, 1_281_811),
 }
 
 
@@ -58,14 +64,16 @@ def measure(model: Path, board: str, tree: Path, samples: int, folder: Path, rou
             "max_diff": max((o.get("max_abs_error", 0) for o in outputs), default=0)}
 
 
-def cell(ours: int, theirs: int) -> str:
-    return f"{ours:,} ({ours / theirs:.3f}×)"
+def cell(ours: int, theirs: int | None) -> str:
+    return f"{ours:,} ({ours / theirs:.3f}×)" if theirs else f"{ours:,}"
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cmsis-nn", type=Path, required=True, help="CMSIS-NN source tree (v7.0.0 for the TFLM figures)")
     parser.add_argument("--models", type=Path, default=REPO.parent / "shared" / "models")
+    parser.add_argument("--tflm-models", type=Path, help="a folder holding TFLM's example models (micro_speech)")
+    parser.add_argument("--only", nargs="+", help="measure these models only (kws, vww, ic, ad, micro_speech)")
     parser.add_argument("--boards", nargs="+", default=["mps2-an386", "mps3-an547"])
     parser.add_argument("--samples", type=int, default=3)
     parser.add_argument("--rounding", choices=("tflite", "cmsis-nn"), default="tflite",
@@ -74,10 +82,14 @@ def main() -> int:
     print("| model | board | flash (ratio to TFLM) | RAM | instructions / inference | vs the .tflite (LiteRT) |")
     print("|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory(prefix="mlfbuild-bench-") as work:
-        for name, file in MODELS.items():
+        models = {name: args.models / file for name, file in MODELS.items()}
+        if args.tflm_models:
+            models.update({name: args.tflm_models / file for name, file in TFLM_MODELS.items()})
+        for name, path in models.items():
+            if args.only and name not in args.only:
+                continue
             for board in args.boards:
-                m = measure(args.models / file, board, args.cmsis_nn, args.samples, Path(work) / f"{name}-{board}",
-                            args.rounding)
+                m = measure(path, board, args.cmsis_nn, args.samples, Path(work) / f"{name}-{board}", args.rounding)
                 flash, ram, insns = TFLM[(name, board)]
                 print(f"| {name} | {board} | {cell(m['flash'], flash)} | {cell(m['ram'], ram)} | "
                       f"{cell(m['instructions'], insns)} | {m['status']}, max diff {m['max_diff']} LSB |", flush=True)

@@ -90,14 +90,6 @@ def _check_stack_bytes(stack_bytes: int | None, board: Board) -> None:
                          f"from 8 to {ram:,} B (its RAM)")
 
 
-def imported_for_board(model: Path, out: Path, board: Board) -> Path:
-    """A .tflite given where an MLF is expected: imported into `out` first (mlfbuild import), with
-    the calls faster on the board's core."""
-    from .importer import imported_if_tflite
-
-    return imported_if_tflite(model, out, None if board.is_host or board.cpu is None else board.cpu.core)
-
-
 def _read_before_replacing(mlf: Path, outdir: Path, max_mlf_bytes: int, max_graph_nodes: int,
                            renames: list[tuple[str, str]], redefine_symbols):
     """The MLF read and checked in a staging folder first: only a good input replaces the previous
@@ -124,7 +116,9 @@ def _build(mlf: Path, board: Board, outdir: Path, *, options: ProjectOptions, jo
            progress: Callable[[str], None] | None, max_mlf_bytes: int, budget_flash: int | None,
            budget_ram: int | None, verbose: bool, max_graph_nodes: int, build_timeout: float,
            renames: list[tuple[str, str]]) -> BuildResult:
-    mlf = imported_for_board(Path(mlf), outdir / f"{Path(mlf).stem}.mlf.tar", board)
+    from .importer import imported_if_tflite
+
+    mlf = imported_if_tflite(Path(mlf), outdir / f"{Path(mlf).stem}.mlf.tar")
     tools = toolchain_names(board, options.toolchain_prefix)
     library = _read_before_replacing(mlf, outdir, max_mlf_bytes, max_graph_nodes, renames,
                                      symbol_renamer(tools["objcopy"], None if board.is_host else options.toolchain_prefix))

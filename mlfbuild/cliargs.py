@@ -64,7 +64,7 @@ GUIDE: dict[str, tuple[tuple[str, ...], str]] = {
                 "0 ok, 2 usage (DIR holds other files of those names), 9 disk full or read-only"),
 }
 
-_OPTIONS_TAKING_FLAGS = ("--opt",)  # their values start with '-' (-O2), which argparse takes for a flag
+_OPTIONS_TAKING_FLAGS = ("--opt", "--cmsis-nn-opt")  # their values start with '-' (-O2), which argparse takes for a flag
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):

@@ -21,7 +21,6 @@ from pathlib import Path
 
 from . import __version__, outfolder, schemas
 from .boards import Board, load_board
-from .build import imported_for_board
 from .errors import BuildError, InvalidInputError, UsageError
 from .mlf.archive import DEFAULT_MAX_TOTAL_BYTES
 from .mlf.model import ModelLibrary, c_identifier
@@ -68,7 +67,9 @@ def export(mlfs: list[Path], board_name: str, folder: Path, *, name: str | None 
             with tempfile.TemporaryDirectory(prefix=UNPACK_PREFIX, dir=folder) as unpack:
                 if not (folder / MARKER).is_file():  # an export that fails half-way may still be written over
                     (folder / MARKER).write_text(json.dumps({"schema": schemas.EXPORT, "complete": False}) + "\n")
-                libraries = [read_mlf(imported_for_board(Path(mlf), Path(unpack) / f"{i}.tar", board),
+                from .importer import imported_if_tflite
+
+                libraries = [read_mlf(imported_if_tflite(Path(mlf), Path(unpack) / f"{i}.tar"),
                                       Path(unpack) / str(i), max_total_bytes=max_mlf_bytes)
                              for i, mlf in enumerate(mlfs)]
                 libraries = renamed_libraries(libraries, rename_pairs, Path(unpack), _symbol_renamer(board, options))

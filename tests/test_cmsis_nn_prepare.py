@@ -15,7 +15,7 @@ import pytest
 from conftest import THIRD_PARTY_ENV, cli, required_folder
 from mlfbuild.canalysis.callsites import cmsis_nn_call_sites
 from mlfbuild.canalysis.cfront import parse_sources
-from mlfbuild.canalysis.cmsis_nn_prepare import kernel_sums, replace_call
+from mlfbuild.canalysis.cmsis_nn_prepare import DSP_MIN_MULTIPLIER, kernel_sums, replace_call
 from mlfbuild.canalysis.constants import operator_constants
 from mlfbuild.project.cmsis_nn import needed_sources
 from mlfbuild.project.cmsis_nn_scratch import REGION_HEADER, ScratchCall, ScratchPlan, prototype
@@ -87,9 +87,12 @@ def test_a_one_channel_depthwise_convolution_replaced_by_a_convolution_is_bit_ex
     declared = {"arm_convolve_wrapper_s8", "arm_convolve_wrapper_s8_get_buffer_size"}
     calls = []
     for rel, call in sites:
-        replaced = replace_call(call, prototype(headers, call.kernel), constants, frozenset({"dsp"}), declared)
+        replaced = replace_call(call, prototype(headers, call.kernel), constants, frozenset({"dsp", "mve"}), declared)
         assert replaced is not None and replaced.call.kernel == "arm_convolve_wrapper_s8", call.function
         assert replace_call(call, prototype(headers, call.kernel), constants, frozenset(), declared) is None
+        on_dsp = replace_call(call, prototype(headers, call.kernel), constants, frozenset({"dsp"}), declared)
+        multiplier = call.values["conv_params"]["ch_mult"]
+        assert (on_dsp is not None) == (multiplier >= DSP_MIN_MULTIPLIER), (call.function, multiplier)
         calls.append(ScratchCall(call=replaced.call, source=rel, size_function=None, size_arguments=(),
                                  library_bytes=0, kernel_sums=None, original=call,
                                  declarations=replaced.declarations, preparations=(replaced.preparation,)))

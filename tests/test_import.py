@@ -104,9 +104,9 @@ def test_each_mlperf_tiny_model_imports_into_an_mlf_tvm_would_recognise(name, mo
     assert json.loads(inspected.stdout)["modules"][0]["name"] == name
 
 
-def test_the_one_input_channel_depthwise_layer_becomes_a_convolution(models_dir, tmp_path):
-    """vww's and kws's layers as TFLite states them; a depthwise with one input channel (none here
-    but the generated cases) is lowered as arm_convolve_wrapper_s8 — see test_import_operators."""
+def test_the_layers_are_lowered_as_tflite_states_them(models_dir, tmp_path):
+    """kws's layers as TFLite states them; a depthwise with one input channel (none here but the
+    generated cases) stays TFLM's depthwise call — see test_import_operators."""
     result = import_tflite(models_dir / MODELS["kws"], tmp_path / "kws.tar", "kws")
     calls = [s.function for s in result.steps]
     assert calls[0] == "arm_convolve_wrapper_s8"  # TFLite's CONV_2D 10x4 with one input channel

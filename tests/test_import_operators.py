@@ -43,11 +43,9 @@ def operator_cases(per_operator: int) -> list:
     return [(op, dict(_OVERRIDES.get(op, {}))) for op in _IMPORTABLE for _ in range(per_operator)]
 
 
-def check_against_litert(model: Path, board: str, tree: Path, out: Path, samples: int = 4, seed: int = 5,
-                         reference_model: Path | None = None) -> dict:
-    """Build `model` (a .tflite, or an MLF imported from `reference_model`) for `board`, run it on seeded
-    inputs, compare with LiteRT's reference kernels exactly."""
-    inputs, outputs = run_seeded(reference_model or model, seed=seed, samples=samples)
+def check_against_litert(model: Path, board: str, tree: Path, out: Path, samples: int = 4, seed: int = 5) -> dict:
+    """Build `model` for `board`, run it on seeded inputs, compare with LiteRT's reference kernels exactly."""
+    inputs, outputs = run_seeded(model, seed=seed, samples=samples)
     reference = out.with_suffix(".npz")
     np.savez(reference, **inputs, **{f"output_{i}": o for i, o in enumerate(outputs)})
     run = cli("run", str(model), "-b", board, "--cmsis-nn", str(tree), "-o", str(out), "--reference", str(reference),
@@ -66,17 +64,6 @@ def test_every_operator_on_the_host_equals_litert(cmsis_nn, tmp_path):
     cases = operator_cases(2) + [("DEPTHWISE_CONV_2D", {"channels": 1}) for _ in range(2)]
     model = bundle_model(np.random.default_rng(0), cases).write(tmp_path / "ops.tflite")
     check_against_litert(model, "host", cmsis_nn("v6.0.0"), tmp_path / "host")
-
-
-@pytest.mark.cross
-def test_one_input_channel_depthwise_as_a_convolution_equals_litert(cmsis_nn, tmp_path):
-    """The convolution an MVE core gets, compiled for the host (the same C)."""
-    cases = [("DEPTHWISE_CONV_2D", {"channels": 1}) for _ in range(4)]
-    model = bundle_model(np.random.default_rng(4), cases).write(tmp_path / "dw.tflite")
-    mlf = tmp_path / "dw.tar"
-    result = import_tflite(model, mlf, cpu="cortex-m55")
-    assert {s.function for s in result.steps} == {"arm_convolve_wrapper_s8"}
-    check_against_litert(mlf, "host", cmsis_nn("v6.0.0"), tmp_path / "host", reference_model=model)
 
 
 @pytest.mark.qemu
@@ -125,22 +112,12 @@ def test_a_residual_chain_behind_a_float_interface_works_in_place_and_equals_lit
     check_against_litert(model, "host", cmsis_nn("v6.0.0"), tmp_path / "host")
 
 
-@pytest.mark.parametrize("cpu, function", [(None, "arm_depthwise_conv_wrapper_s8"),
-                                            ("cortex-m4", "arm_depthwise_conv_wrapper_s8"),
-                                            ("cortex-m55", "arm_convolve_wrapper_s8")])
-def test_one_input_channel_depthwise_takes_the_faster_call_of_the_core(cpu, function, tmp_path):
-    """As a convolution only on MVE cores, where CMSIS-NN's convolution is the faster of the two; TFLM's
-    depthwise call elsewhere (the convolution is slower on the Cortex-M4F: docs/benchmarks.md)."""
+def test_one_input_channel_depthwise_is_lowered_as_tflm_calls_it(tmp_path):
+    """The depthwise call TFLM makes; the build makes it a convolution on MVE cores only
+    (canalysis/cmsis_nn_prepare.py, tests/test_cmsis_nn_prepare.py)."""
     model = bundle_model(np.random.default_rng(2), [("DEPTHWISE_CONV_2D", {"channels": 1, "depth_multiplier": 5})])
-    result = import_tflite(model.write(tmp_path / "dw.tflite"), tmp_path / "dw.tar", cpu=cpu)
-    assert [s.function for s in result.steps] == [function]
-    assert ("transposed at import" in result.steps[0].note) == (function == "arm_convolve_wrapper_s8")
-
-
-def test_an_unknown_cpu_is_refused(tmp_path):
-    model = bundle_model(np.random.default_rng(2), ["RELU"]).write(tmp_path / "m.tflite")
-    run = cli("import", str(model), "--cpu", "cortex-a53", "-o", str(tmp_path / "m.tar"))
-    assert run.returncode == 2 and "--cpu cortex-a53" in run.stderr and not (tmp_path / "m.tar").exists()
+    result = import_tflite(model.write(tmp_path / "dw.tflite"), tmp_path / "dw.tar")
+    assert [s.function for s in result.steps] == ["arm_depthwise_conv_wrapper_s8"]
 
 
 # --- refusals: one line naming the operator and its index, exit 3, nothing written ------------------

@@ -13,8 +13,13 @@ TVM's shape.
   filters of one channel: arm_convolve_wrapper_s8 on the filter transposed from [1,H,W,M] to
   [M,H,W,1], with the same quantisation, offsets, stride, padding, dilation and activation. Every
   output is the same sum of the same products, requantised by the same per-channel parameters, so the
-  result is bit-exact. CMSIS-NN runs such a depthwise convolution without SIMD (a channel multiplier
-  other than 1 takes its generic kernel), the convolution with SIMD: it is done on cores with DSP or MVE.
+  result is bit-exact. It is done where the convolution is the faster call, as measured
+  (benchmarks/one_channel_depthwise.py, docs/benchmarks.md): on MVE cores always (v7's depthwise
+  wrapper transposes the filter at every call); on DSP cores from a channel multiplier of 16 — the
+  convolution's im2col costs per output pixel what the depthwise kernel's taps cost per channel, so
+  below that the depthwise call wins (micro_speech's 10x8 layer, multiplier 8, on the Cortex-M4F:
+  2,344,441 instructions as the depthwise call, 2,997,892 as the convolution; kws's 10x4, multiplier
+  64: 2,570,194 against 1,475,382); never on cores with neither. TFLM makes the depthwise call.
 """
 
 from __future__ import annotations
@@ -31,7 +36,13 @@ from .constants import ConstantBytes
 KERNEL_SUM_USERS = ("arm_fully_connected_s8",)
 _DEPTHWISE = ("arm_depthwise_conv_wrapper_s8", "arm_depthwise_conv_s8")
 _CONVOLUTION = "arm_convolve_wrapper_s8"
-_FAST_PATHS = frozenset({"dsp", "mve"})  # where the convolution has SIMD and the depthwise kernel has not
+DSP_MIN_MULTIPLIER = 16  # on DSP cores, the convolution wins from this channel multiplier (measured: see above)
+
+
+def convolution_is_faster(features: frozenset[str], multiplier: int) -> bool:
+    """Whether a one-channel depthwise convolution of this channel multiplier runs faster as a
+    convolution on a core with these CMSIS-NN paths (measured: see the module's docstring)."""
+    return "mve" in features or ("dsp" in features and multiplier >= DSP_MIN_MULTIPLIER)
 
 
 @dataclass(frozen=True)
@@ -107,7 +118,7 @@ def _operand(argument: str, call: CmsisNnCall, constants: dict[tuple[str, str], 
 def replace_call(call: CmsisNnCall, names: list[str], constants: dict[tuple[str, str], ConstantBytes],
                  features: frozenset[str], declared: set[str]) -> Replaced | None:
     """A faster call for the same arithmetic, when there is one (None: TVM's call stays)."""
-    if call.kernel not in _DEPTHWISE or len(names) != len(call.arguments) or not features & _FAST_PATHS or \
+    if call.kernel not in _DEPTHWISE or len(names) != len(call.arguments) or not features or \
             not {_CONVOLUTION, f"{_CONVOLUTION}_get_buffer_size"} <= declared:
         return None
     args = arguments_by_name(call, names)
@@ -118,7 +129,8 @@ def replace_call(call: CmsisNnCall, names: list[str], constants: dict[tuple[str,
         return None
     source, kernel, out = dims["input_dims"], dims["filter_dims"], dims["output_dims"]
     multiplier = params["ch_mult"]
-    if source["c"] != 1 or kernel["n"] != 1 or kernel["c"] != multiplier or out["c"] != multiplier:
+    if source["c"] != 1 or kernel["n"] != 1 or kernel["c"] != multiplier or out["c"] != multiplier or \
+            not convolution_is_faster(features, multiplier):
         return None
     height, width = kernel["h"], kernel["w"]
     weights = filter_bytes.array("int8", height * width * multiplier)

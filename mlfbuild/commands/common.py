@@ -45,6 +45,9 @@ def add_build_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--toolchain-prefix", default="arm-none-eabi-", help="cross compiler prefix")
     parser.add_argument("--opt", choices=OPT_LEVELS,
                         help="optimisation level (default -Os; `--opt -O2` or `--opt=-O2`)")
+    parser.add_argument("--cmsis-nn-opt", choices=OPT_LEVELS, metavar="LEVEL",
+                        help="optimisation level of CMSIS-NN's sources alone (default: --opt's); TFLM compiles "
+                             "them at -O2 beside an -Os core")
     parser.add_argument("--jobs", "-j", type=positive_int, default=os.cpu_count() or 2,
                         help="parallel compile jobs")
     parser.add_argument("--verbose", "-v", action="store_true",
@@ -84,7 +87,8 @@ def build_from_args(args: argparse.Namespace, mlf: Path, outdir: Path):
         limits["build_memory"] = args.build_memory
     options = ProjectOptions(runtime=args.runtime, crt_dir=args.crt_dir, cmsis_nn=args.cmsis_nn,
                              cmsis_core=args.cmsis_core,
-                             optimize=args.opt, toolchain_prefix=args.toolchain_prefix,
+                             optimize=args.opt, cmsis_nn_optimize=args.cmsis_nn_opt,
+                             toolchain_prefix=args.toolchain_prefix,
                              stack_bytes=args.stack_bytes, app=args.app, **limits)
     timeout = {"build_timeout": args.build_timeout} if args.build_timeout else {}
     quiet = getattr(args, "json", False)

@@ -23,10 +23,6 @@ class ImportCommand(Command):
                             help="tflite: bit-exact with TFLite's reference kernels (fully connected layers round "
                                  "once; the default); cmsis-nn: CMSIS-NN's default rounding everywhere, as TFLM with "
                                  "CMSIS-NN computes (faster fully connected layers on DSP cores, within an LSB per layer)")
-        parser.add_argument("--cpu", metavar="CORE",
-                            help="the Cortex-M core to choose calls for where two CMSIS-NN calls compute the same and "
-                                 "one is faster there (gcc's -mcpu name: cortex-m4, cortex-m55, ...; default: the calls "
-                                 "TFLM makes); build, run and export of a .tflite take the board's core")
         parser.add_argument("--json", action="store_true", help="print what was imported as JSON")
 
     def run(self, args):
@@ -38,7 +34,7 @@ class ImportCommand(Command):
         if out.resolve() == args.model.resolve():
             raise UsageError(f"-o {out}: is the model itself")
         try:
-            result = import_tflite(args.model, out, args.name, args.rounding, cpu=args.cpu)
+            result = import_tflite(args.model, out, args.name, args.rounding)
         except MlfError as error:
             if args.json:  # the refusal as a document too; the one line on stderr and the exit code stay
                 operator = getattr(error, "operator", None)

@@ -70,10 +70,10 @@ def is_tflite(path: Path) -> bool:
         return False
 
 
-def imported_if_tflite(model: Path, out: Path, cpu: str | None = None) -> Path:
-    """A .tflite given where an MLF is expected (build, run, export, matrix): imported into `out`
-    first, with the calls faster on `cpu`; an MLF as it is."""
-    return import_tflite(model, out, cpu=cpu).mlf if is_tflite(model) else model
+def imported_if_tflite(model: Path, out: Path) -> Path:
+    """A .tflite given where an MLF is expected (build, run, export): imported into `out` first; an
+    MLF as it is."""
+    return import_tflite(model, out).mlf if is_tflite(model) else model
 
 
 def default_module_name(model: Path) -> str:
@@ -81,23 +81,19 @@ def default_module_name(model: Path) -> str:
     return name if re.match(r"[A-Za-z_]", name) else f"m_{name}"
 
 
-def import_tflite(model: Path, out: Path, module: str | None = None, rounding: str = TFLITE_ROUNDING,
-                  cpu: str | None = None) -> ImportResult:
-    """Compile `model` into the MLF `out` (written whole or not at all); `rounding`: emit.ROUNDINGS;
-    `cpu` (gcc's -mcpu name): the core whose faster CMSIS-NN call to take where two compute the same
-    (None: the calls TFLM makes)."""
+def import_tflite(model: Path, out: Path, module: str | None = None, rounding: str = TFLITE_ROUNDING) -> ImportResult:
+    """Compile `model` into the MLF `out` (written whole or not at all); `rounding`: emit.ROUNDINGS."""
     module = module or default_module_name(model)
-    features = _core_features(cpu)
     if rounding not in ROUNDINGS:
         raise UsageError(f"--rounding {rounding!r}: one of {', '.join(ROUNDINGS)}")
     if not _MODULE_NAME.match(module):
         raise UsageError(f"--name {module!r}: a module name is a C identifier of at most 63 characters")
     data = read_regular(Path(model), "model", MAX_MODEL_BYTES)
     graph = parse_model(data, str(model))
-    steps = compile_graph(graph, str(model), features)
+    steps = compile_graph(graph, str(model))
     sha256 = hashlib.sha256(data).hexdigest()
     provenance = Provenance(tool=f"mlfbuild {__version__}", model_file=Path(model).name, model_sha256=sha256,
-                            rounding=rounding, cpu=cpu)
+                            rounding=rounding)
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
     files, layout = mlf_files(graph, steps, module, provenance, data, stamp)
     _write_atomically(out, tar_bytes(files))
@@ -105,25 +101,8 @@ def import_tflite(model: Path, out: Path, module: str | None = None, rounding: s
                         notes=[f"operator {s.operator.index} ({s.operator.name}): {s.note}" for s in steps if s.note])
 
 
-def _core_features(cpu: str | None) -> frozenset[str]:
-    from ..project.cmsis_nn import core_features
-
-    features = core_features(cpu) if cpu else frozenset()
-    if features is None:
-        raise UsageError(f"--cpu {cpu}: not a Cortex-M core mlfbuild knows (gcc's -mcpu names: cortex-m4, cortex-m55, ...)")
-    return features
-
-
-def _for_core(step: Lowered, features: frozenset[str]) -> Lowered:
-    """The step's variant for the core's most capable feature that has one (MVE before DSP)."""
-    chosen = next((step.variants[f] for f in ("mve", "dsp") if f in features and f in step.variants), step)
-    chosen.variants = {}
-    return chosen
-
-
-def compile_graph(graph: Graph, where: str, features: frozenset[str] = frozenset()) -> list[Lowered]:
-    """Every operator lowered, in the model's order, for a core with `features` (project.cmsis_nn's
-    "dsp", "mve"); the first thing not supported is refused."""
+def compile_graph(graph: Graph, where: str) -> list[Lowered]:
+    """Every operator lowered, in the model's order; the first thing not supported is refused."""
     if graph.subgraph_count != 1:
         raise UnsupportedModelError(f"{where}: the model has {graph.subgraph_count} subgraphs; "
                                     "only single-subgraph models are supported")
@@ -144,7 +123,7 @@ def compile_graph(graph: Graph, where: str, features: frozenset[str] = frozenset
                 raise InvalidInputError(f"{where}: operator {op.index} ({op.name}) reads tensor {index} "
                                         f"'{tensor.name[:60]}' before any operator writes it")
         try:
-            step = _for_core(lower(graph, op), features)
+            step = lower(graph, op)
         except UnsupportedModelError as exc:
             raise exc.at(where) from None
         constant = next((o.tensor for o in step.operands if o.tensor is not None and graph.tensors[o.tensor].is_constant),

@@ -41,11 +41,10 @@ class Provenance:
     model_file: str
     model_sha256: str
     rounding: str = "tflite"  # ROUNDINGS
-    cpu: str | None = None  # the core the calls were chosen for (None: TFLM's calls)
 
     def to_json(self) -> dict:
         return {"tool": self.tool, "model": self.model_file, "sha256": self.model_sha256,
-                "model_path": "src/model.tflite", **({"cpu": self.cpu} if self.cpu else {})}
+                "model_path": "src/model.tflite"}
 
 
 @dataclass

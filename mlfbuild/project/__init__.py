@@ -45,6 +45,8 @@ class ProjectOptions:
     cmsis_nn: Path | None = None  # CMSIS-NN source tree, for MLFs that call arm_nnfunctions
     cmsis_core: Path | None = None  # CMSIS-Core headers, for CMSIS-NN trees that include cmsis_compiler.h
     optimize: str = "-Os"  # one of OPT_LEVELS
+    # CMSIS-NN's own level (None: `optimize`); TFLM compiles the library at -O2 beside an -Os core
+    cmsis_nn_optimize: str | None = None
     toolchain_prefix: str = _TOOLCHAIN_DEFAULT_PREFIX
     werror: bool = False  # -Werror for our code (the tests use it)
     max_code_bytes: int = DEFAULT_MAX_CODE_BYTES  # generated C per module and in all
@@ -154,7 +156,7 @@ def render_project(lib: ModelLibrary, board: Board, dest: Path, options: Project
     library = render_library(lib, writer, env, options.runtime, check=lambda lowered: check_lowered(
         lowered, sum(item.workspace_bytes for item in lowered), bounds, options.max_code_bytes),
         cmsis_nn=lambda: render_cmsis_nn(lib, board, arch_flags, options.cmsis_nn, options.cmsis_core, writer,
-                                       options.build_memory),
+                                       options.build_memory, optimize=options.cmsis_nn_optimize),
         cmsis_nn_tree=options.cmsis_nn, cmsis_core=options.cmsis_core)
     lowered, cmsis_nn = library.lowered, library.cmsis_nn
     workspace = sum(item.workspace_bytes for item in lowered)

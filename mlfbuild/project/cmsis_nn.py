@@ -133,9 +133,10 @@ def fix_status_checks(source: bytes) -> tuple[bytes, int]:
 
 def render_cmsis_nn(lib: ModelLibrary, board: Board, arch_flags: list[str], tree: Path | None,
                     core: Path | None, writer: "_Writer", memory: int,
-                    probe_dir: Path | None = None) -> CmsisNnLibrary | None:
+                    probe_dir: Path | None = None, optimize: str | None = None) -> CmsisNnLibrary | None:
     """Check that `tree` can serve the model's CMSIS-NN code on this board, then copy it under lib/.
-    `probe_dir`: where the buffer-size probe is built (default: the project's build/ folder)."""
+    `probe_dir`: where the buffer-size probe is built (default: the project's build/ folder);
+    `optimize`: the library's own optimisation level (None: the build's)."""
     users = [m for m in lib.modules if m.cmsis_nn]
     if not users:
         return None
@@ -178,6 +179,7 @@ def render_cmsis_nn(lib: ModelLibrary, board: Board, arch_flags: list[str], tree
     if core_include:
         includes.append(_copy(writer, core_include, "lib/cmsis-core/Include", ".h")[0])
     flags = tuple(f"-U{macro}" for feature, macro in FEATURE_MACROS.items() if feature not in features)
+    flags += (optimize,) if optimize else ()
     return CmsisNnLibrary(tree=tree.resolve(), sha256=_tree_sha256(tree, ("Include", "Source")), features=features,
                           flags=flags, sources=tuple(sources), includes=tuple(includes), core_include=core_include,
                           core_sha256=_tree_sha256(core_include, (".",)) if core_include else None, reason=reason,

@@ -48,9 +48,6 @@ class Lowered:
     # Element i of the output is written after element i of each input is read, and of none other:
     # the output may take over the bytes of an input that is not read again.
     in_place: bool = False
-    # The same computation as another call that is faster on cores with a feature ("mve", "dsp" as
-    # project.cmsis_nn.core_features names them): the importer takes it when lowering for such a core.
-    variants: dict[str, "Lowered"] = field(default_factory=dict)
 
     @property
     def output(self) -> int:

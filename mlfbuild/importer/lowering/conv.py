@@ -23,7 +23,7 @@ from .base import (
 )
 
 
-def _conv_like(graph: Graph, op: Operator, *, depthwise: bool, as_convolution: bool = False) -> Lowered:
+def _conv_like(graph: Graph, op: Operator, *, depthwise: bool) -> Lowered:
     x, w, y = tensor_at(graph, op, 0), tensor_at(graph, op, 1), tensor_at(graph, op, 0, output=True)
     require_int8(op, x, y)
     filters = constant_data(op, w, "int8")
@@ -41,18 +41,10 @@ def _conv_like(graph: Graph, op: Operator, *, depthwise: bool, as_convolution: b
     multipliers, shifts = q.convolution_multipliers(x.quantization.scale, w.quantization.scales,
                                                     y.quantization.scale, out_c)
     in_offset, out_offset = -x.quantization.zero_point, y.quantization.zero_point
-    note = ""
     if depthwise:
         multiplier = out_c // in_c if in_c else 0
         if w.shape != (1, k_h, k_w, out_c) or multiplier * in_c != out_c:
             raise refuse(op, f"filter {w.describe()} does not fit {in_c} input and {out_c} output channels")
-        if in_c == 1 and as_convolution:
-            # One input channel: the same sums as a convolution whose filters are the depthwise
-            # filter's channels ([1,H,W,M] → [M,H,W,1]).
-            filters = np.ascontiguousarray(filters.reshape(k_h, k_w, out_c).transpose(2, 0, 1)).reshape(out_c, k_h, k_w, 1)
-            depthwise = False
-            note = ("depthwise convolution with one input channel runs as arm_convolve_wrapper_s8 (filter transposed "
-                    "at import): faster on MVE cores")
     elif w.shape != (out_c, k_h, k_w, in_c):
         raise refuse(op, f"filter {w.describe()} does not fit {in_c} input and {out_c} output channels "
                           "(grouped convolutions are not supported)")
@@ -84,7 +76,7 @@ def _conv_like(graph: Graph, op: Operator, *, depthwise: bool, as_convolution: b
     if bias is not None:
         operands.append(Operand("int32_t*", "bias_", constant=bias))
     operands += [Operand("int32_t*", "shift_", constant=shifts), y_op]
-    return Lowered(op, function, operands, body, note)
+    return Lowered(op, function, operands, body)
 
 
 def _conv2d(graph: Graph, op: Operator) -> Lowered:
@@ -92,14 +84,9 @@ def _conv2d(graph: Graph, op: Operator) -> Lowered:
 
 
 def _depthwise(graph: Graph, op: Operator) -> Lowered:
-    """`arm_depthwise_conv_wrapper_s8`; with one input channel on an MVE core, `arm_convolve_wrapper_s8`."""
-    lowered = _conv_like(graph, op, depthwise=True)
-    if tensor_at(graph, op, 0).shape[-1] == 1:
-        # CMSIS-NN's MVE convolution (im2col + vector MACs) beats its depthwise kernel on one input
-        # channel; on DSP cores the depthwise kernel is faster (micro_speech's first layer on the
-        # Cortex-M4F: 2,344,418 instructions as depthwise, 2,997,875 as a convolution; docs/benchmarks.md).
-        lowered.variants["mve"] = _conv_like(graph, op, depthwise=True, as_convolution=True)
-    return lowered
+    """`arm_depthwise_conv_wrapper_s8` (as TFLM calls it; with one input channel on an MVE core the
+    build makes it a convolution, canalysis/cmsis_nn_prepare.py)."""
+    return _conv_like(graph, op, depthwise=True)
 
 
 def _fully_connected(graph: Graph, op: Operator) -> Lowered:
