@@ -259,3 +259,32 @@ def test_import_json_names_its_schema_and_reports_a_refusal_as_json(tmp_path):
     document = json.loads(ok.stdout)
     assert ok.returncode == 0 and document["schema"] == "mlfbuild-import/1" and document["status"] == "imported"
     assert [o["operator"] for o in document["operators"]] == ["RELU"]
+
+
+@pytest.mark.cross
+def test_a_reshape_of_an_in_place_output_reads_the_bytes_written(cmsis_nn, tmp_path):
+    """RELU writes over the convolution's output (in place); RESHAPE views RELU's output and the fully
+    connected layer reads the view: the view must follow RELU's bytes, not get a buffer nothing writes."""
+    chain = (("CONV_2D", {"padding": "SAME", "stride_h": 1, "stride_w": 1}), "RELU", "RESHAPE", "FULLY_CONNECTED")
+    model = chain_model(np.random.default_rng(11), chain).write(tmp_path / "relu_reshape.tflite")
+    result = import_tflite(model, tmp_path / "relu_reshape.tar")
+    conv, relu, reshape = result.steps[:3]
+    storage = result.layout.storage
+    assert storage[reshape.output] == storage[relu.output] == storage[conv.output]
+    check_against_litert(model, "host", cmsis_nn("v6.0.0"), tmp_path / "host")
+
+
+@pytest.mark.deadline(60)
+def test_a_chain_of_16000_element_wise_operators_imports_in_seconds(tmp_path):
+    """The in-place planning is one pass: 16,000 RELUs (under the 16,384-operator limit) share one buffer
+    (a plan that recomputed every lifetime per call took minutes: the deadline fails it)."""
+    graph = GraphBuilder()
+    x = graph.add_input("x", "int8", (1, 8), scale=0.05, zero_point=0)
+    for index in range(16_000):
+        y = graph.add_tensor(f"t{index}", "int8", (1, 8), scale=0.05, zero_point=0)
+        graph.add_operator("RELU", [x], [y])
+        x = y
+    graph.mark_output(x)
+    model = graph.write(tmp_path / "relus.tflite")
+    result = import_tflite(model, tmp_path / "relus.tar")
+    assert len(result.steps) == 16_000 and result.pool_bytes <= 16

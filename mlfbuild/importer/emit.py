@@ -64,18 +64,56 @@ class Layout:
 
 def plan_layout(graph: Graph, steps: list[Lowered]) -> Layout:
     """One pool for every tensor that is neither a graph input/output nor a constant, each live from
-    the call that writes it to the last call that reads it; aliases share their source's bytes."""
+    the call that writes it to the last call that reads it; aliases share their source's bytes, and an
+    element-wise call may write over an input no later call reads (`_work_in_place`)."""
     io_names = _io_names(graph)
-    storage: dict[int, int] = {}
+    calls = [s for s in steps if s.alias_of is None]
+    shared = _SharedBytes(calls)
     for step in steps:
         if step.alias_of is not None:
-            storage[step.output] = storage.get(step.alias_of, step.alias_of)
-    calls = [s for s in steps if s.alias_of is None]
-    _work_in_place(graph, calls, storage, io_names)
+            shared.join(step.output, step.alias_of)
+    _work_in_place(graph, calls, shared, io_names)
+    storage = {tensor: shared.root(tensor) for tensor in shared.members()}
     first, last = _lives(calls, storage)
     buffers = [Buffer(f"sid_{root}", graph.tensors[root].nbytes, first[root], last[root])
                for root in sorted(first) if root not in io_names]
     return Layout(storage, plan_memory(buffers, ALIGNMENT), io_names)
+
+
+class _SharedBytes:
+    """Tensors that share bytes, as classes under one root tensor (union-find), each class with the
+    last call that reads any of its tensors: joins after an in-place move or an alias are seen by every
+    member, whatever the order they were made in."""
+
+    def __init__(self, calls: list[Lowered]):
+        self._parent: dict[int, int] = {}
+        self._last: dict[int, int] = {}  # root → the last call reading any tensor of its class
+        for index, step in enumerate(calls):
+            for operand in step.operands:
+                if operand.tensor is not None:
+                    self._last[operand.tensor] = index
+
+    def root(self, tensor: int) -> int:
+        path = []
+        while tensor in self._parent:
+            path.append(tensor)
+            tensor = self._parent[tensor]
+        for member in path:  # path compression: later look-ups take one step
+            self._parent[member] = tensor
+        return tensor
+
+    def join(self, tensor: int, into: int) -> None:
+        """`tensor`'s class takes the bytes of `into`'s class (whose root stays the root)."""
+        a, b = self.root(tensor), self.root(into)
+        if a != b:
+            self._parent[a] = b
+            self._last[b] = max(self._last.get(a, -1), self._last.get(b, -1))
+
+    def last_read(self, tensor: int) -> int:
+        return self._last.get(self.root(tensor), -1)
+
+    def members(self) -> set[int]:
+        return set(self._parent) | set(self._last)
 
 
 def _lives(calls: list[Lowered], storage: dict[int, int]) -> tuple[dict[int, int], dict[int, int]]:
@@ -91,20 +129,20 @@ def _lives(calls: list[Lowered], storage: dict[int, int]) -> tuple[dict[int, int
     return first, last
 
 
-def _work_in_place(graph: Graph, calls: list[Lowered], storage: dict[int, int], io_names: dict[int, str]) -> None:
+def _work_in_place(graph: Graph, calls: list[Lowered], shared: _SharedBytes, io_names: dict[int, str]) -> None:
     """An element-wise call writes its output over an input of the same size that no later call
-    reads (TFLite's in-place element-wise operators): the two share one buffer."""
+    reads, through any tensor sharing its bytes (TFLite's in-place element-wise operators): the two
+    share one buffer. One pass over the calls."""
     for index, step in enumerate(calls):
         if not step.in_place or step.output in io_names:
             continue
-        _, last = _lives(calls, storage)
         out = graph.tensors[step.output]
         for operand in step.operands:
             if operand.tensor is None or operand.tensor == step.output:
                 continue
-            root = storage.get(operand.tensor, operand.tensor)
-            if root not in io_names and last.get(root) == index and graph.tensors[root].nbytes == out.nbytes:
-                storage[step.output] = root
+            root = shared.root(operand.tensor)
+            if root not in io_names and shared.last_read(root) == index and graph.tensors[root].nbytes == out.nbytes:
+                shared.join(step.output, root)
                 break
 
 
