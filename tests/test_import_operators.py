@@ -288,3 +288,12 @@ def test_a_chain_of_16000_element_wise_operators_imports_in_seconds(tmp_path):
     model = graph.write(tmp_path / "relus.tflite")
     result = import_tflite(model, tmp_path / "relus.tar")
     assert len(result.steps) == 16_000 and result.pool_bytes <= 16
+
+
+def test_the_coverage_lists_are_consistent():
+    """Every TFLM operator is a schema name; nothing is both compiled and listed as refused."""
+    from mlfbuild.importer.coverage import REFUSED, TFLM_OPERATORS
+    from mlfbuild.importer.tflite import OPERATOR_NAMES
+
+    assert set(TFLM_OPERATORS) <= set(OPERATOR_NAMES.values())
+    assert set(REFUSED) <= set(TFLM_OPERATORS) and not set(REFUSED) & set(SUPPORTED_OPERATORS)

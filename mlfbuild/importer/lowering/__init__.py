@@ -47,7 +47,10 @@ def refusal(op: Operator) -> UnsupportedModelError | None:
     compiles), or None."""
     if op.name in _RULES:
         return None
-    return UnsupportedModelError(f"operator {op.index} ({op.name}) is not supported by mlfbuild import", op)
+    from ..coverage import refusal_reason
+
+    return UnsupportedModelError(f"operator {op.index} ({op.name}) is not supported by mlfbuild import: "
+                                 f"{refusal_reason(op.name)}", op)
 
 
 def lower(graph: Graph, op: Operator) -> Lowered:
