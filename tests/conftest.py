@@ -32,6 +32,7 @@ REPO = Path(__file__).resolve().parents[1]
 FIXTURES_ENV = "MLFBUILD_FIXTURES"
 THIRD_PARTY_ENV = "MLFBUILD_THIRD_PARTY"
 MODELS_ENV = "MLFBUILD_MODELS"
+TFLM_MODELS_ENV = "MLFBUILD_TFLM_MODELS"
 
 
 def cli(*args: str, cwd: Path = REPO, env: dict | None = None, timeout: float | None = None,
@@ -87,6 +88,14 @@ def models_path() -> Path:
     return Path(configured) if configured else Path(__file__).resolve().parents[2] / "shared" / "models"
 
 
+def tflm_models_path() -> Path:
+    """Where TFLM's own example models are expected (tflite-micro's hello_world_int8, micro_speech_quantized,
+    person_detect, trained_lstm_int8, keyword_scrambled*, mobilenet_v2_quantized_1x3x224x224 .tflite
+    files, gathered in one folder; only exhaustive tests read them)."""
+    configured = os.environ.get(TFLM_MODELS_ENV)
+    return Path(configured) if configured else Path(__file__).resolve().parents[2] / "shared" / "models-tflm"
+
+
 def required_folder(path: Path, what: str, env: str) -> Path:
     """`path`; fails the test under CI=true when it is missing, skips it otherwise."""
     if not path.is_dir():
@@ -126,6 +135,11 @@ def fixtures_dir() -> Path:
 @pytest.fixture(scope="session")
 def models_dir() -> Path:
     return required_folder(models_path(), "original models", MODELS_ENV)
+
+
+@pytest.fixture(scope="session")
+def tflm_models_dir() -> Path:
+    return required_folder(tflm_models_path(), "TFLM example models", TFLM_MODELS_ENV)
 
 
 @pytest.fixture(scope="session")
