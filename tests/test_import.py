@@ -290,3 +290,15 @@ def test_a_reference_litert_cannot_run_is_refused_before_building(tmp_path):
     run = cli("run", str(model), "-b", "host", "-o", str(tmp_path / "build"), "--reference", str(model))
     assert run.returncode == 3 and "LiteRT cannot run" in run.stderr and "--reference host" in run.stderr
     assert run.stderr.count("\n") == 1 and not (tmp_path / "build").exists()
+
+
+@pytest.mark.cross
+def test_a_pool_kept_as_laid_out_names_the_importer_not_tvm(cmsis_nn, tmp_path):
+    from tflitewriter import bundle_model
+
+    model = bundle_model(np.random.default_rng(0), ["RELU", "CONV_2D"]).write(tmp_path / "m.tflite")
+    built = cli("build", str(model), "-b", "host", "--cmsis-nn", str(cmsis_nn("v6.0.0")), "-o", str(tmp_path / "b"))
+    assert built.returncode == 0, built.stderr
+    said = [line for line in (built.stdout + built.stderr).splitlines() if "USMP workspace pool" in line]
+    assert said and all("TVM" not in line for line in said), said
+    assert any("mlfbuild's importer" in line or "re-planned" in line for line in said), said

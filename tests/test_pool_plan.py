@@ -221,7 +221,7 @@ def test_the_allocator_pool_is_the_peak_of_the_code(fixtures_dir, third_party_di
     headers = header_dirs(lib.root, cmsis_nn_tree(third_party_dir) if module.cmsis_nn else None)
     lowered = lowering_for(module).lower(module, lib.root, template_environment(), headers)
     assert lowered.workspace_bytes == peak  # was TVM's figure + 16 B per allocation site
-    assert lowered.pool.to_json() == {"kind": "allocator", "tvm_bytes": tvm, "bytes": peak, "floor_bytes": peak,
+    assert lowered.pool.to_json() == {"kind": "allocator", "producer": "TVM", "tvm_bytes": tvm, "bytes": peak, "floor_bytes": peak,
                                       "replanned": False, "reason": None, "regions": []}
 
 

@@ -169,6 +169,11 @@ class Module:
         return f"tvmgen_{self.name}"
 
     @property
+    def producer(self) -> str:
+        """What wrote the module's code, as messages name it."""
+        return "mlfbuild's importer" if self.imported_from else "TVM"
+
+    @property
     def target_cpu(self) -> str | None:
         """The -mcpu TVM generated this module's code for (None: a generic target)."""
         return next((t.attrs["mcpu"] for t in self.targets if t.attrs.get("mcpu")), None)

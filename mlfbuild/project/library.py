@@ -208,7 +208,8 @@ def _scratch_in_pools(lib: ModelLibrary, lowered: list[Lowered], cmsis_nn: Cmsis
     for item in lowered:
         if not (item.pool and item.pool.kind == "usmp"):
             continue
-        trial = plan_usmp_pool(module_sources(item.module, lib.root), item.module.name, scratch.wanted(), headers)
+        trial = plan_usmp_pool(module_sources(item.module, lib.root), item.module.name, scratch.wanted(), headers,
+                               producer=item.module.producer)
         if not (trial and trial.replanned and trial.scratch):
             continue
         before = item.pool.bytes + scratch.region_bytes_without(set(pooled))

@@ -34,6 +34,7 @@ class PoolPlan:
     sources: dict[str, str] = field(default_factory=dict)  # rewritten sources: path -> text
     plan: MemoryPlan | None = None
     scratch: dict[str, str] = field(default_factory=dict)  # operator -> its CMSIS-NN scratch buffer in the pool (C)
+    producer: str = "TVM"  # what laid the pool out (Module.producer)
 
     def note(self, module: str) -> str:
         if self.kind == "allocator" and self.floor_bytes is None:
@@ -45,10 +46,10 @@ class PoolPlan:
             inside = f", {len(self.scratch)} of them CMSIS-NN scratch buffers" if self.scratch else ""
             return (f"{module}: USMP workspace pool re-planned: {self.tvm_bytes:,} B -> {self.bytes:,} B "
                     f"(floor {self.floor_bytes:,} B, {len(self.plan.buffers)} regions{inside})")
-        return f"{module}: USMP workspace pool kept as TVM laid it out ({self.tvm_bytes:,} B): {self.reason}"
+        return f"{module}: USMP workspace pool kept as {self.producer} laid it out ({self.tvm_bytes:,} B): {self.reason}"
 
     def to_json(self) -> dict:
-        return {"kind": self.kind, "tvm_bytes": self.tvm_bytes, "bytes": self.bytes,
+        return {"kind": self.kind, "producer": self.producer, "tvm_bytes": self.tvm_bytes, "bytes": self.bytes,
                 "floor_bytes": self.floor_bytes, "replanned": self.replanned, "reason": self.reason or None,
                 "regions": ([{"name": b.name, "size": b.size, "first": b.first, "last": b.last,
                               "offset": self.plan.offsets[b.name]} for b in self.plan.buffers]
@@ -56,19 +57,20 @@ class PoolPlan:
 
 
 def plan_usmp_pool(sources: dict[str, str], module_name: str, scratch: dict[str, int] | None = None,
-                   include_dirs: tuple[Path, ...] = (), tvm_bytes: int = 0) -> PoolPlan | None:
+                   include_dirs: tuple[Path, ...] = (), tvm_bytes: int = 0, producer: str = "TVM") -> PoolPlan | None:
     """The re-planned pool of one AOT module (None: the code declares no USMP pool). `scratch`: bytes of
     scratch buffer per operator (the CMSIS-NN calls mlfbuild gives one), each a region of the pool live
     during its operator's call; operators not handed the pool are left out (PoolPlan.scratch says which
     got one). `include_dirs`: where the code's headers are (the MLF's, CMSIS-NN's); `tvm_bytes`: TVM's
-    figure for the pool, reported where the code cannot be read."""
+    figure for the pool, reported where the code cannot be read; `producer`: what wrote the code
+    (Module.producer), as the reasons name it."""
     pool = read_usmp_pool(sources, module_name, include_dirs)
     if pool is None:
         return None
     kept = _reason_to_keep(pool)
     if kept:
         length = pool.tvm_bytes or tvm_bytes
-        return PoolPlan("usmp", length, length, None, False, kept)
+        return PoolPlan("usmp", length, length, None, False, kept, producer=producer)
     buffers = [Buffer(r.name, r.size or 0, r.first, r.last) for r in pool.regions]
     placed = {function: nbytes for function, nbytes in (scratch or {}).items() if function in pool.operators and nbytes}
     buffers += [Buffer(f"{function}:scratch", nbytes, *pool.operators[function][1:]) for function, nbytes in placed.items()]
@@ -76,16 +78,17 @@ def plan_usmp_pool(sources: dict[str, str], module_name: str, scratch: dict[str,
     overlap = _overlap_in_tvm_layout(pool.regions)
     if overlap:
         return PoolPlan("usmp", pool.tvm_bytes, pool.tvm_bytes, floor, False,
-                        f"TVM's layout overlaps {overlap[0]} and {overlap[1]}, which this reading finds live at "
-                        "the same call")
+                        f"{producer}'s layout overlaps {overlap[0]} and {overlap[1]}, which this reading finds live "
+                        "at the same call", producer=producer)
     plan = plan_memory(buffers, ALIGNMENT)
     if plan.arena_bytes >= pool.tvm_bytes:
         return PoolPlan("usmp", pool.tvm_bytes, pool.tvm_bytes, floor, False,
-                        f"TVM's layout is already as small as the re-plan ({plan.arena_bytes:,} B)", plan=None)
+                        f"{producer}'s layout is already as small as the re-plan ({plan.arena_bytes:,} B)", plan=None,
+                        producer=producer)
     buffer = {function: f"(void*)(&({pool.operators[function][0]}[{plan.offsets[f'{function}:scratch']}]))"
               for function in placed}
     return PoolPlan("usmp", pool.tvm_bytes, plan.arena_bytes, floor, True, "",
-                    _rewrite(sources, pool, plan), plan, buffer)
+                    _rewrite(sources, pool, plan), plan, buffer, producer=producer)
 
 
 def header_dirs(root: Path, cmsis_nn: Path | None = None, cmsis_core: Path | None = None) -> tuple[Path, ...]:

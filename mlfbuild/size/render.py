@@ -236,7 +236,7 @@ def pool_verdict(pool: dict) -> str:
         return "sized at the peak its allocations reach (a stack allocator's floor)"
     if pool.get("replanned"):
         return "re-planned at the liveness floor" if pool.get("bytes") == pool.get("floor_bytes") else "re-planned"
-    return f"kept as TVM laid it out: {pool.get('reason')}"
+    return f"kept as {pool.get('producer', 'TVM')} laid it out: {pool.get('reason')}"
 
 
 def pool_figures(pool: dict) -> str:

@@ -520,11 +520,13 @@ def _workspace_row(ws: int, device: int, f: _LinkedModule) -> MemoryRow:
         if f.usmp_pool == 0:
             text = "USMP on but no pool in the image (external pools, or nothing to plan)"
         elif f.pool.get("replanned"):
-            text = (f"USMP pool global_workspace re-planned by mlfbuild from TVM's {f.pool['tvm_bytes']:,} B to "
+            text = (f"USMP pool global_workspace re-planned by mlfbuild from {f.pool.get('producer', 'TVM')}'s "
+                    f"{f.pool['tvm_bytes']:,} B to "
                     f"{f.pool['bytes']:,} B (floor {f.pool['floor_bytes']:,} B): regions share bytes where "
                     f"their lifetimes do not meet")
         elif diff == 0 and f.pool.get("reason"):
-            text = f"USMP pool global_workspace as TVM laid it out (not re-planned: {f.pool['reason']})"
+            text = (f"USMP pool global_workspace as {f.pool.get('producer', 'TVM')} laid it out (not re-planned: "
+                    f"{f.pool['reason']})")
         elif diff == 0:
             text = "USMP pool global_workspace, exactly as planned"
         else:

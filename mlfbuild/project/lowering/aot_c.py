@@ -41,6 +41,7 @@ class AotCInterface(Lowering):
         if module.usmp:  # operators inside may still allocate: those get a pool of their own
             workspace, _ = allocator_pool(module, root, include_dirs)
             pool = plan_usmp_pool(module_sources(module, root), module.name, include_dirs=include_dirs,
+                                  producer=module.producer,
                                   tvm_bytes=module.workspace_bytes())
         else:
             workspace, pool = allocator_pool(module, root, include_dirs)
