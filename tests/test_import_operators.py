@@ -297,3 +297,28 @@ def test_the_coverage_lists_are_consistent():
 
     assert set(TFLM_OPERATORS) <= set(OPERATOR_NAMES.values())
     assert set(REFUSED) <= set(TFLM_OPERATORS) and not set(REFUSED) & set(SUPPORTED_OPERATORS)
+
+
+def test_extreme_quantization_on_any_operator_is_imported_or_refused_in_one_line(tmp_path):
+    """Every registered case with the scales of its tensors pushed to extremes (tiny, huge, zero) and
+    per-channel scale lists cut short: an MLF or one InvalidInputError, never another exception."""
+    rng = np.random.default_rng(41)
+    extremes = (1e-40, 1e-30, 3e38, 0.0, 1.0)
+    for name in _IMPORTABLE:
+        model = bundle_model(rng, [name]).to_model()
+        for tensor in model.subgraphs[0].tensors:
+            q = tensor.quantization
+            if q is None or q.scale is None or rng.random() < 0.3:
+                continue
+            q.scale = (np.full(len(q.scale), extremes[int(rng.integers(len(extremes)))], np.float32)
+                       if rng.random() < 0.7 else np.asarray(q.scale[:1], np.float32))
+            if q.zeroPoint is not None:
+                q.zeroPoint = np.asarray(q.zeroPoint[:len(q.scale)], np.int64)
+        path = tmp_path / f"{name.replace('/', '_')}.tflite"
+        path.write_bytes(pack_model(model))
+        try:
+            import_tflite(path, tmp_path / "m.tar")
+        except InvalidInputError as exc:
+            assert "\n" not in str(exc), name
+        except Exception as exc:  # noqa: BLE001 - the test is that nothing else escapes
+            pytest.fail(f"{name}: {type(exc).__name__}: {exc}")

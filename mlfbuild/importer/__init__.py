@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+import numpy as np
+
 from .. import __version__
 from ..errors import InvalidInputError, UsageError
 from ..mlf.writer import tar_bytes
@@ -123,9 +125,14 @@ def compile_graph(graph: Graph, where: str) -> list[Lowered]:
                 raise InvalidInputError(f"{where}: operator {op.index} ({op.name}) reads tensor {index} "
                                         f"'{tensor.name[:60]}' before any operator writes it")
         try:
-            step = lower(graph, op)
+            with np.errstate(over="raise", divide="raise", invalid="raise"):  # FloatingPointError, not a warning
+                step = lower(graph, op)
         except UnsupportedModelError as exc:
             raise exc.at(where) from None
+        except (ArithmeticError, ValueError, IndexError) as exc:
+            # The file's parameters are untrusted: arithmetic they break is a refusal, never a traceback
+            raise UnsupportedModelError(f"{where}: operator {op.index} ({op.name}): its parameters are outside "
+                                        f"what mlfbuild can compute with ({type(exc).__name__}: {exc})", op) from None
         constant = next((o.tensor for o in step.operands if o.tensor is not None and graph.tensors[o.tensor].is_constant),
                         None)
         if constant is not None:  # an operand the kernel reads as an activation: nothing would write it
