@@ -36,23 +36,13 @@ REFUSED = {
     "upsampling_bilinear.tflite": "RESIZE_BILINEAR",
     "lstm_unrolled.tflite": "UNPACK",
     "gru_unrolled.tflite": "UNPACK",
-    "squeeze_excite.tflite": "FULLY_CONNECTED",  # per-channel weights
+    "squeeze_excite.tflite": "MUL",  # [1,16,16,16] × [1,1,1,16], broadcast
     "squeeze_excite_dense_per_tensor.tflite": "MUL",  # [1,16,16,16] × [1,1,1,16], broadcast
     "conv2d_transpose.tflite": "TRANSPOSE_CONV",
     "conv2d_16x8.tflite": "CONV_2D",  # int16 activations
     "mobilenet_v3_block.tflite": "HARD_SWISH",
     "small_cnn_dynamic_batch.tflite": "SHAPE",  # a None batch: Flatten computes its shape
     "dense_3d_dynamic_batch.tflite": "SHAPE",
-    # TF 2.21's converter quantizes Dense weights per channel; the importer takes them per tensor.
-    "conv1d.tflite": "FULLY_CONNECTED",
-    "dense_2d.tflite": "FULLY_CONNECTED",
-    "dense_3d.tflite": "FULLY_CONNECTED",
-    "global_average_pooling.tflite": "FULLY_CONNECTED",
-    "two_inputs.tflite": "FULLY_CONNECTED",
-    "two_outputs.tflite": "FULLY_CONNECTED",
-    "small_cnn_int8.tflite": "FULLY_CONNECTED",
-    "small_cnn_float.tflite": "FULLY_CONNECTED",
-    "reshape_flatten.tflite": "FULLY_CONNECTED",
 }
 IMPORTABLE = [m["file"] for m in MODELS if m["file"] not in REFUSED]
 

@@ -191,6 +191,16 @@ def strides_of(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
+# REQUANTIZE_ONCE is the single-rounding MultiplyByQuantizedMultiplier of TFLite's common.h (its
+# TFLITE_SINGLE_ROUNDING form), which its reference fully connected layers compute: one 64-bit
+# product, one rounding shift (half up). TFLite's QuantizeMultiplier keeps the shift within -31..30.
+REQUANTIZE_ONCE_FUNCTION = "mlf_requantize_once"
+REQUANTIZE_ONCE_C = """static inline int32_t mlf_requantize_once(int32_t value, int32_t multiplier, int32_t shift) {
+  const int32_t total_shift = 31 - shift;
+  const int64_t product = (int64_t)value * multiplier + ((int64_t)1 << (total_shift - 1));
+  return (int32_t)(product >> total_shift);
+}"""
+
 # C helpers of our kernels, by function name, in an order where each follows those it calls: the
 # generated source gets each one a body names (emit.py).
-C_HELPERS: dict[str, str] = {REQUANTIZE_FUNCTION: REQUANTIZE_C}
+C_HELPERS: dict[str, str] = {REQUANTIZE_FUNCTION: REQUANTIZE_C, REQUANTIZE_ONCE_FUNCTION: REQUANTIZE_ONCE_C}

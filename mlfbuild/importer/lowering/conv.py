@@ -7,9 +7,11 @@ import numpy as np
 from .. import quantization as q
 from ..tflite import Graph, Operator
 from .base import (
+    REQUANTIZE_ONCE_FUNCTION,
     Lowered,
     Operand,
     bias_data,
+    c_clamp,
     c_dims,
     constant_data,
     fused_activation_range,
@@ -90,15 +92,17 @@ def _depthwise(graph: Graph, op: Operator) -> Lowered:
 
 
 def _fully_connected(graph: Graph, op: Operator) -> Lowered:
+    """`arm_fully_connected_s8` (per-tensor weights; per-channel weights: mlfbuild kernel, one rounding
+    as TFLite's); inputs of any rank, keep_num_dims."""
     x, w, y = tensor_at(graph, op, 0), tensor_at(graph, op, 1), tensor_at(graph, op, 0, output=True)
     require_int8(op, x, y)
     weights = constant_data(op, w, "int8")
     if op.options.get("weights_format", 0) != 0:
         raise refuse(op, "shuffled weights are not supported")
-    if w.quantization is None or w.quantization.per_channel or w.quantization.zero_point != 0:
-        raise refuse(op, "the weights must be quantized per tensor with zero point 0")
     if len(w.shape) != 2:
         raise refuse(op, f"weights {w.describe()} are not 2-D")
+    if w.quantization is None or any(z != 0 for z in w.quantization.zero_points):
+        raise refuse(op, "the weights must be quantized symmetrically (zero point 0)")
     units, depth = w.shape
     elements = int(np.prod(x.shape))
     if depth == 0 or elements % depth:
@@ -108,6 +112,8 @@ def _fully_connected(graph: Graph, op: Operator) -> Lowered:
         raise refuse(op, f"output {y.describe()} does not hold {batches}×{units} values")
     bias = bias_data(graph, op, units)
     lo, hi = fused_activation_range(op, y)
+    if w.quantization.per_channel:
+        return _per_channel_fully_connected(graph, op, weights, bias, batches, (lo, hi))
     multiplier, shift = q.fully_connected_multiplier(x.quantization.scale, w.quantization.scale, y.quantization.scale)
     call = ("arm_fully_connected_s8(&context, &fc_params, &quant_params, &input_dims, input_, &filter_dims, filter_, "
             f"&bias_dims, {'bias_' if bias is not None else 'NULL'}, &output_dims, output_)")
@@ -124,6 +130,38 @@ def _fully_connected(graph: Graph, op: Operator) -> Lowered:
     if bias is not None:
         operands.append(Operand("int32_t*", "bias_", constant=bias))
     return Lowered(op, "arm_fully_connected_s8", operands + [y_op], body)
+
+
+def _per_channel_fully_connected(graph: Graph, op: Operator, weights: np.ndarray, bias: np.ndarray | None,
+                                 batches: int, activation: tuple[int, int]) -> Lowered:
+    """TFLite's FullyConnectedPerChannel: per-unit multipliers as its convolutions compute them
+    (input × filter / output in double), applied with one rounding as its fully connected layers do
+    (REQUANTIZE_ONCE). CMSIS-NN has no per-channel fully connected kernel, and its convolutions
+    round twice: a kernel of ours. TensorFlow's converter quantizes Dense layers this way by default
+    since 2.16."""
+    x, w, y = tensor_at(graph, op, 0), tensor_at(graph, op, 1), tensor_at(graph, op, 0, output=True)
+    units, depth = weights.shape
+    if len(w.quantization.scales) != units or w.quantization.axis != 0:
+        raise refuse(op, f"the weights have {len(w.quantization.scales)} scales along dimension "
+                         f"{w.quantization.axis} for {units} output units")
+    multipliers, shifts = q.convolution_multipliers(x.quantization.scale, w.quantization.scales,
+                                                    y.quantization.scale, units)
+    lo, hi = activation
+    body = [f"  for (int32_t b = 0; b < {batches}; ++b) {{", f"    for (int32_t u = 0; u < {units}; ++u) {{",
+            f"      int32_t acc = {'bias_[u]' if bias is not None else '0'};",
+            f"      for (int32_t d = 0; d < {depth}; ++d) {{",
+            f"        acc += (int32_t)filter_[u * {depth} + d] * ((int32_t)input_[b * {depth} + d] + "
+            f"({-x.quantization.zero_point}));", "      }",
+            f"      const int32_t out = {REQUANTIZE_ONCE_FUNCTION}(acc, multiplier_[u], shift_[u]) + "
+            f"({y.quantization.zero_point});",
+            f"      output_[b * {units} + u] = (int8_t){c_clamp('out', lo, hi)};", "    }", "  }", "  return 0;"]
+    x_op, y_op = io_operands(graph, op)
+    operands = [x_op, Operand("int8_t*", "filter_", constant=np.ascontiguousarray(weights)),
+                Operand("int32_t*", "multiplier_", constant=multipliers)]
+    if bias is not None:
+        operands.append(Operand("int32_t*", "bias_", constant=bias))
+    operands += [Operand("int32_t*", "shift_", constant=shifts), y_op]
+    return Lowered(op, "", operands, body, "per-channel weights: TFLite's FullyConnectedPerChannel", kernel=True)
 
 
 RULES = {
