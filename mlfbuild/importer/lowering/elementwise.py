@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import quantization as q
+from . import unary
 from ..tflite import Graph, Operator, Tensor
 from .base import (
     REQUANTIZE_FUNCTION,
@@ -58,60 +59,56 @@ def _mul(graph: Graph, op: Operator) -> Lowered:
     return Lowered(op, "arm_elementwise_mul_s8", _binary_operand_list(op), bare_call(call), in_place=True)
 
 
-def _relu_like(graph: Graph, op: Operator, top: float | None) -> Lowered:
-    """RELU / RELU6 (TFLite's activations.cc, QuantizedReluX): rescale by input/output (float
-    division, then widened), clamp to the quantized 0 and 6."""
-    x, y = tensor_at(graph, op, 0), tensor_at(graph, op, 0, output=True)
-    require_int8(op, x, y)
-    multiplier, shift = q.quantize_multiplier(float(np.float32(x.quantization.scale) / np.float32(y.quantization.scale)))
-    zp = y.quantization.zero_point
-    lo = max(-128, zp + q.round_half_away(0.0))
-    hi = 127 if top is None else min(127, zp + q.round_half_away(float(np.float32(top) / np.float32(y.quantization.scale))))
-    expression = [f"const int32_t scaled = {zp} + {REQUANTIZE_FUNCTION}((int32_t)in - ({x.quantization.zero_point}), "
-                  f"{multiplier}, {shift});", f"const int8_t out = (int8_t){c_clamp('scaled', lo, hi)};"]
-    return elementwise(op, x, y, "int8_t", "int8_t", expression, "")
-
-
 def _relu(graph: Graph, op: Operator) -> Lowered:
-    return _relu_like(graph, op, None)
+    """mlfbuild kernel: int8/int16 rescaled to the output (TFLite's QuantizedReluX), clamped below at the quantized 0."""
+    return unary.relu_x(graph, op, 0.0, None)
 
 
 def _relu6(graph: Graph, op: Operator) -> Lowered:
-    return _relu_like(graph, op, 6.0)
+    """mlfbuild kernel: int8/int16 rescaled to the output (TFLite's QuantizedReluX), clamped to the quantized 0 and 6."""
+    return unary.relu_x(graph, op, 0.0, 6.0)
 
 
 def _quantize(graph: Graph, op: Operator) -> Lowered:
+    """mlfbuild kernel: float32 → int8/int16 (TFLite's AffineQuantize), or a requantization between int8 and int16 (TFLite's Requantize)."""
     x, y = tensor_at(graph, op, 0), tensor_at(graph, op, 0, output=True)
-    if y.dtype != "int8" or y.quantization is None or y.quantization.per_channel:
-        raise refuse(op, f"only quantization to per-tensor int8 is supported, not {y.describe()}")
-    zp = y.quantization.zero_point
+    if y.dtype not in ("int8", "int16") or y.quantization is None or y.quantization.per_channel:
+        raise refuse(op, f"only quantization to per-tensor int8 or int16 is supported, not {y.describe()}")
+    unary.quantized(op, y)
+    zp, (qmin, qmax) = y.quantization.zero_point, unary.LIMITS[y.dtype]
+    ctype = unary.CTYPES[y.dtype]
     if x.dtype == "float32":
         # AffineQuantize: round(value / scale) in double (QuantizationParams.scale is a double) + zero point
         scale = repr(float(y.quantization.scale))
         expression = [f"const int32_t scaled = (int32_t)round((double)in / {scale}) + ({zp});",
-                      f"const int8_t out = (int8_t){c_clamp('scaled', -128, 127)};"]
-        return elementwise(op, x, y, "float", "int8_t", expression, "")
-    require_int8(op, x)
+                      f"const {ctype} out = ({ctype}){c_clamp('scaled', qmin, qmax)};"]
+        return unary.loop(op, x, y, expression, in_place=False)
+    unary.quantized(op, x)
     multiplier, shift = q.quantize_multiplier(float(x.quantization.scale) / float(y.quantization.scale))
+    unary.check_requantize(op, 1 << (8 if x.dtype == "int8" else 16), shift)
     expression = [f"const int32_t scaled = {REQUANTIZE_FUNCTION}((int32_t)in - ({x.quantization.zero_point}), "
-                  f"{multiplier}, {shift}) + ({zp});", f"const int8_t out = (int8_t){c_clamp('scaled', -128, 127)};"]
-    return elementwise(op, x, y, "int8_t", "int8_t", expression, "")
+                  f"{multiplier}, {shift}) + ({zp});", f"const {ctype} out = ({ctype}){c_clamp('scaled', qmin, qmax)};"]
+    return unary.loop(op, x, y, expression)
 
 
 def _dequantize(graph: Graph, op: Operator) -> Lowered:
+    """mlfbuild kernel: int8/int16 → float32 (TFLite's Dequantize)."""
     x, y = tensor_at(graph, op, 0), tensor_at(graph, op, 0, output=True)
-    require_int8(op, x)
+    unary.quantized(op, x)
     if y.dtype != "float32":
         raise refuse(op, f"only dequantization to float32 is supported, not {y.describe()}")
     scale = repr(float(x.quantization.scale))  # Dequantize: (float)(scale as double × (value − zero point))
     expression = [f"const float out = (float)({scale} * (double)((int32_t)in - ({x.quantization.zero_point})));"]
-    return elementwise(op, x, y, "int8_t", "float", expression, "")
+    return unary.loop(op, x, y, expression, in_place=False)
 
 
 def _logistic(graph: Graph, op: Operator) -> Lowered:
     """LOGISTIC: for int8, TFLite's reference kernel looks up a 256-entry table it fills at prepare
     time in float (activations.cc, PopulateLookupTable with 1 / (1 + exp(-x))); the same table is
-    computed here, at import, into flash."""
+    computed here, at import, into flash. For int16, TFLite's interpolated sigmoid table (unary.py)."""
+    x = tensor_at(graph, op, 0)
+    if x.dtype == "int16":
+        return unary.logistic_int16(graph, op)
     x, y = tensor_at(graph, op, 0), tensor_at(graph, op, 0, output=True)
     require_int8(op, x, y)
     if y.quantization.zero_point != -128 or y.quantization.scale != float(np.float32(1.0 / 256)):

@@ -1,0 +1,342 @@
+"""Unary element-wise operators and activations: small kernels with TFLite's reference semantics
+(activations.cc, exp.cc, elementwise.cc, ... of LiteRT), everything that depends only on the model
+computed at import — tables of the 8-bit look-up kernels, multipliers, folded offsets.
+
+int8 activations take any per-tensor quantization TFLite takes; int16 ones (16x8 models) are
+symmetric (zero point 0), as TFLite's int16 kernels require."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import quantization as q
+from ..tflite import Graph, Operator, Tensor
+from .base import (
+    C_HELPERS,
+    REQUANTIZE_FUNCTION,
+    Lowered,
+    Operand,
+    c_clamp,
+    refuse,
+    tensor_at,
+)
+
+LIMITS = {"int8": (-128, 127), "int16": (-32768, 32767)}
+CTYPES = {"int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "float32": "float"}
+f32 = np.float32
+
+
+# --- operands ------------------------------------------------------------------------------------
+
+def quantized(op: Operator, t: Tensor, dtypes: tuple[str, ...] = ("int8", "int16")) -> Tensor:
+    """`t`, checked to be one of `dtypes` with a usable per-tensor quantization (int16: symmetric)."""
+    if t.dtype not in dtypes:
+        raise refuse(op, f"tensor {t.describe()} is {t.dtype}; {op.name} is supported for {' and '.join(dtypes)}")
+    if t.quantization is None or t.quantization.per_channel:
+        raise refuse(op, f"tensor {t.describe()} has no per-tensor quantization")
+    lo, hi = LIMITS[t.dtype]
+    scale, zp = t.quantization.scale, t.quantization.zero_point
+    if not (math.isfinite(scale) and scale > 0) or not lo <= zp <= hi:
+        raise refuse(op, f"tensor {t.describe()} has scale {scale} and zero point {zp}; "
+                         f"{t.dtype} needs a positive finite scale and a zero point in {lo}..{hi}")
+    if t.dtype == "int16" and zp != 0:
+        raise refuse(op, f"tensor {t.describe()} has zero point {zp}; int16 activations are symmetric (zero point 0)")
+    return t
+
+
+def unary_io(graph: Graph, op: Operator, dtypes: tuple[str, ...] = ("int8", "int16"),
+             same_type: bool = True) -> tuple[Tensor, Tensor]:
+    """The input and output of a one-input operator, quantized, of one type and one shape."""
+    x, y = tensor_at(graph, op, 0), tensor_at(graph, op, 0, output=True)
+    quantized(op, x, dtypes)
+    quantized(op, y, dtypes)
+    if same_type and x.dtype != y.dtype:
+        raise refuse(op, f"the input is {x.dtype} and the output {y.dtype}; {op.name} keeps its type")
+    if int(np.prod(x.shape)) != int(np.prod(y.shape)):
+        raise refuse(op, f"the output {y.describe()} does not have the input's {x.describe()} elements")
+    return x, y
+
+
+def count(t: Tensor) -> int:
+    return int(np.prod(t.shape))
+
+
+def loop(op: Operator, x: Tensor, y: Tensor, expression: list[str], extra: list[Operand] | None = None,
+         note: str = "", in_place: bool | None = None) -> Lowered:
+    """for each element: `in` (the input's element) → `out` (the output's), computed by `expression`;
+    `extra` constant operands go between input and output."""
+    cin, cout = CTYPES[x.dtype], CTYPES[y.dtype]
+    body = [f"  for (int32_t i = 0; i < {count(x)}; ++i) {{", f"    const {cin} in = input_[i];",
+            *[f"    {line}" for line in expression], "    output_[i] = out;", "  }", "  return 0;"]
+    operands = [Operand(f"{cin}*", "input_", x.index), *(extra or []), Operand(f"{cout}*", "output_", y.index)]
+    same = x.dtype == y.dtype if in_place is None else in_place
+    return Lowered(op, "", operands, body, note, kernel=True, in_place=same)
+
+
+def check_requantize(op: Operator, magnitude: int, shift: int) -> None:
+    """mlf_requantize (TFLite's MultiplyByQuantizedMultiplier) left-shifts the value in int32 first:
+    a value up to `magnitude` must not overflow."""
+    if shift > 0 and magnitude * (1 << shift) > (1 << 31) - 1:
+        raise refuse(op, f"a rescale by 2^{shift} overflows TFLite's 32-bit arithmetic")
+
+
+# --- 8-bit look-up tables --------------------------------------------------------------------------
+
+def lut8(x: Tensor, y: Tensor, transform) -> np.ndarray:
+    """TFLite's LUTPopulate<int8_t>: for every input byte, dequantize (float), transform (float),
+    × 1/output scale, round half away, + zero point, clamp; indexed by the byte as uint8. `transform`
+    maps a float32 to the float32 the C library's float function gives (computed in double, rounded)."""
+    inverse_scale = f32(1) / f32(y.quantization.scale)
+    table = np.zeros(256, dtype=np.int8)
+    for value in range(-128, 128):
+        dequantized = f32(x.quantization.scale) * f32(value - x.quantization.zero_point)
+        transformed = f32(transform(dequantized))
+        rescaled = f32(q.round_half_away(float(f32(transformed * inverse_scale))))
+        quantized_value = int(np.clip(np.float64(f32(rescaled + f32(y.quantization.zero_point))), -2**31, 2**31 - 1))
+        table[value & 0xFF] = max(-128, min(127, quantized_value))
+    return table
+
+
+def table_lookup(op: Operator, x: Tensor, y: Tensor, table: np.ndarray, note: str = "") -> Lowered:
+    body = [f"  for (int32_t i = 0; i < {count(x)}; ++i) output_[i] = table_[(uint8_t)input_[i]];", "  return 0;"]
+    operands = [Operand("int8_t*", "input_", x.index), Operand("int8_t*", "table_", constant=table),
+                Operand("int8_t*", "output_", y.index)]
+    return Lowered(op, "", operands, body, note, kernel=True, in_place=True)
+
+
+def _float_fn(fn):
+    """A float32 → float32 function as the C library's float version computes it: in double,
+    rounded once (the result correctly rounded; the tests hold it to LiteRT's)."""
+    def apply(value):
+        try:
+            return f32(fn(float(value)))
+        except OverflowError:
+            return f32(math.inf)
+    return apply
+
+
+# --- int16 sigmoid / tanh (TFLite's reference_integer_ops::Logistic / Tanh on int16) ---------------------
+
+_SIGMOID_TABLE = (  # sigmoid(i / 24) in 0.16 fixed point, i = 0..255, as TFLite's int16 kernels tabulate it
+    32768, 33451, 34133, 34813, 35493, 36169, 36843, 37513, 38180, 38841, 39498, 40149, 40794, 41432, 42064, 42688,
+    43304, 43912, 44511, 45102, 45683, 46255, 46817, 47369, 47911, 48443, 48964, 49475, 49975, 50464, 50942, 51409,
+    51865, 52311, 52745, 53169, 53581, 53983, 54374, 54755, 55125, 55485, 55834, 56174, 56503, 56823, 57133, 57433,
+    57724, 58007, 58280, 58544, 58800, 59048, 59288, 59519, 59743, 59959, 60168, 60370, 60565, 60753, 60935, 61110,
+    61279, 61441, 61599, 61750, 61896, 62036, 62172, 62302, 62428, 62549, 62666, 62778, 62886, 62990, 63090, 63186,
+    63279, 63368, 63454, 63536, 63615, 63691, 63765, 63835, 63903, 63968, 64030, 64090, 64148, 64204, 64257, 64308,
+    64357, 64405, 64450, 64494, 64536, 64576, 64614, 64652, 64687, 64721, 64754, 64786, 64816, 64845, 64873, 64900,
+    64926, 64950, 64974, 64997, 65019, 65039, 65060, 65079, 65097, 65115, 65132, 65149, 65164, 65179, 65194, 65208,
+    65221, 65234, 65246, 65258, 65269, 65280, 65291, 65301, 65310, 65319, 65328, 65337, 65345, 65352, 65360, 65367,
+    65374, 65381, 65387, 65393, 65399, 65404, 65410, 65415, 65420, 65425, 65429, 65433, 65438, 65442, 65445, 65449,
+    65453, 65456, 65459, 65462, 65465, 65468, 65471, 65474, 65476, 65479, 65481, 65483, 65485, 65488, 65489, 65491,
+    65493, 65495, 65497, 65498, 65500, 65501, 65503, 65504, 65505, 65507, 65508, 65509, 65510, 65511, 65512, 65513,
+    65514, 65515, 65516, 65517, 65517, 65518, 65519, 65520, 65520, 65521, 65522, 65522, 65523, 65523, 65524, 65524,
+    65525, 65525, 65526, 65526, 65526, 65527, 65527, 65528, 65528, 65528, 65529, 65529, 65529, 65529, 65530, 65530,
+    65530, 65530, 65531, 65531, 65531, 65531, 65531, 65532, 65532, 65532, 65532, 65532, 65532, 65533, 65533, 65533,
+    65533, 65533, 65533, 65533, 65533, 65534, 65534, 65534, 65534, 65534, 65534, 65534, 65534, 65534, 65534, 65535,
+)
+
+
+def sigmoid_table_uint16() -> np.ndarray:
+    """The interpolation table of TFLite's int16 logistic and tanh (its sigmoid_table_uint16: not the
+    rounded sigmoid but values fitted for linear interpolation, so held here as data), as int16 bits."""
+    return np.array(_SIGMOID_TABLE, dtype=np.uint16).view(np.int16)
+
+
+def _checked_log2(value: float) -> tuple[bool, int]:
+    """TFLite's CheckedLog2 in float: (is a power of two to within 1e-3 in log2, rounded log2)."""
+    log2 = f32(np.log(f32(value))) * (f32(1.0) / f32(np.log(f32(2.0))))
+    rounded = f32(q.round_half_away(float(log2)))
+    return bool(abs(float(f32(log2 - rounded))) < 1e-3), int(rounded)
+
+
+def int16_sigmoid_parameters(op: Operator, x: Tensor, y: Tensor, tanh: bool) -> tuple[int, int]:
+    """(input multiplier, input left shift) of TFLite's int16 TanhPrepare / SigmoidPrepare, with
+    the multiplier a power-of-two scale gets in the kernel (3 << shift) folded in."""
+    pot_out, log2_out = _checked_log2(y.quantization.scale)
+    if not pot_out or log2_out != -15:
+        raise refuse(op, f"an int16 {op.name.lower()}'s output must have scale 1/32768 (as TFLite requires), "
+                         f"not {y.quantization.scale}")
+    pot, log2_in = _checked_log2(x.quantization.scale)
+    shift = 12 + log2_in
+    pot = pot and (shift in ((0, 1) if tanh else (0,)))
+    if pot:
+        multiplier, shift = 3 << shift, 0
+    else:
+        real, shift = float(x.quantization.scale) * 4096.0 * 3.0, 0
+        while real <= 32767.0 / 2.0 and shift <= 30:
+            shift += 1
+            real *= 2.0
+        multiplier = int(real)
+    rounding = (1 << (shift - 1)) if shift > 0 else 0
+    if 32768 * multiplier + rounding > (1 << 31) - 1:
+        raise refuse(op, f"input scale {x.quantization.scale} overflows TFLite's 32-bit int16 {op.name.lower()}")
+    return multiplier, shift
+
+
+SIGMOID16_FUNCTION = "mlf_sigmoid_s16"
+SIGMOID16_C = """static inline int16_t mlf_sigmoid_s16(int32_t value, const int16_t* table, int32_t tanh) {
+  const uint32_t magnitude = (uint32_t)(value < 0 ? -value : value);
+  const uint32_t step = tanh ? 8u : 9u, fraction_mask = (1u << step) - 1u;
+  const uint32_t index = magnitude >> step;
+  uint32_t interpolated;
+  if (index >= 255u) {
+    interpolated = tanh ? (0xFFFFu << 8) : (0x7FFFu << 10);
+  } else {
+    const uint32_t low = (uint16_t)table[index], high = (uint16_t)table[index + 1u];
+    interpolated = (low << step) + (magnitude & fraction_mask) * (high - low);
+  }
+  if (tanh) {
+    int32_t result = (int32_t)interpolated;
+    result = value >= 0 ? result - (1 << 23) + (1 << 7) : -result + (1 << 23) + (1 << 7) - 1;
+    return (int16_t)(result >> 8);
+  }
+  interpolated = value >= 0 ? interpolated + (1u << 9) : (1u << 25) - interpolated + (1u << 9) - 1u;
+  return (int16_t)(interpolated >> 10);
+}"""
+C_HELPERS[SIGMOID16_FUNCTION] = SIGMOID16_C
+
+
+def sigmoid_int16(op: Operator, x: Tensor, y: Tensor, tanh: bool) -> Lowered:
+    multiplier, shift = int16_sigmoid_parameters(op, x, y, tanh)
+    rounding = (1 << (shift - 1)) if shift > 0 else 0
+    expression = [f"const int32_t scaled = ((int32_t)in * {multiplier} + {rounding}) >> {shift};",
+                  f"const int16_t out = {SIGMOID16_FUNCTION}(scaled, table_, {int(tanh)});"]
+    return loop(op, x, y, expression, [Operand("int16_t*", "table_", constant=sigmoid_table_uint16())])
+
+
+def logistic_int16(graph: Graph, op: Operator) -> Lowered:
+    """LOGISTIC on int16 (TFLite's reference_integer_ops::Logistic): the input rescaled as SigmoidPrepare
+    says, then the interpolated sigmoid table."""
+    x, y = unary_io(graph, op, ("int16",))
+    return sigmoid_int16(op, x, y, tanh=False)
+
+
+def _tanh(graph: Graph, op: Operator) -> Lowered:
+    """mlfbuild kernel: int8 through TFLite's 256-entry table (tanhf, filled at import); int16 by TFLite's interpolated sigmoid table."""
+    x, y = unary_io(graph, op)
+    if x.dtype == "int16":
+        return sigmoid_int16(op, x, y, tanh=True)
+    return table_lookup(op, x, y, lut8(x, y, _float_fn(math.tanh)))
+
+
+def _exp(graph: Graph, op: Operator) -> Lowered:
+    """mlfbuild kernel: int8 through TFLite's 256-entry table (expf), filled at import."""
+    x, y = unary_io(graph, op, ("int8",))
+    return table_lookup(op, x, y, lut8(x, y, _float_fn(math.exp)))
+
+
+# --- ReLU family and leaky ReLU ---------------------------------------------------------------------------
+
+def relu_x(graph: Graph, op: Operator, bottom: float, top: float | None,
+           dtypes: tuple[str, ...] = ("int8", "int16")) -> Lowered:
+    """TFLite's QuantizedReluX: rescale by input/output scale (float division, widened), clamp to the
+    quantized `bottom` and `top` (roundf of value / output scale, + zero point)."""
+    x, y = unary_io(graph, op, dtypes)
+    multiplier, shift = q.quantize_multiplier(float(f32(x.quantization.scale) / f32(y.quantization.scale)))
+    check_requantize(op, 1 << (8 if x.dtype == "int8" else 16), shift)
+    zp, (qmin, qmax) = y.quantization.zero_point, LIMITS[y.dtype]
+    lo = max(qmin, zp + q.round_half_away(float(f32(bottom) / f32(y.quantization.scale))))
+    hi = qmax if top is None else min(qmax, zp + q.round_half_away(float(f32(top) / f32(y.quantization.scale))))
+    ctype = CTYPES[y.dtype]
+    expression = [f"const int32_t scaled = {zp} + {REQUANTIZE_FUNCTION}((int32_t)in - ({x.quantization.zero_point}), "
+                  f"{multiplier}, {shift});", f"const {ctype} out = ({ctype}){c_clamp('scaled', lo, hi)};"]
+    return loop(op, x, y, expression)
+
+
+def _relu_n1_to_1(graph: Graph, op: Operator) -> Lowered:
+    """mlfbuild kernel: int8 rescaled to the output (TFLite's QuantizedReluX), clamped to the quantized -1 and 1."""
+    return relu_x(graph, op, -1.0, 1.0, ("int8",))
+
+
+def _leaky_relu(graph: Graph, op: Operator) -> Lowered:
+    """mlfbuild kernel: int8/int16, TFLite's QuantizeLeakyRelu (an identity and an alpha multiplier by the input's sign)."""
+    x, y = unary_io(graph, op)
+    alpha = f32(op.options.get("alpha", 0.0))
+    if not math.isfinite(float(alpha)):
+        raise refuse(op, f"alpha {float(alpha)} is not finite")
+    # LeakyReluPrepare: input scale × alpha / output scale in float (all three are floats), widened
+    alpha_multiplier, alpha_shift = q.quantize_multiplier(float(f32(x.quantization.scale) * alpha / f32(y.quantization.scale)))
+    identity_multiplier, identity_shift = q.quantize_multiplier(float(f32(x.quantization.scale) / f32(y.quantization.scale)))
+    magnitude = 1 << (8 if x.dtype == "int8" else 16)
+    check_requantize(op, magnitude, alpha_shift)
+    check_requantize(op, magnitude, identity_shift)
+    zp, (qmin, qmax) = y.quantization.zero_point, LIMITS[y.dtype]
+    ctype = CTYPES[y.dtype]
+    expression = [f"const int32_t centred = (int32_t)in - ({x.quantization.zero_point});",
+                  f"const int32_t scaled = {zp} + (centred >= 0 ? {REQUANTIZE_FUNCTION}(centred, {identity_multiplier}, "
+                  f"{identity_shift}) : {REQUANTIZE_FUNCTION}(centred, {alpha_multiplier}, {alpha_shift}));",
+                  f"const {ctype} out = ({ctype}){c_clamp('scaled', qmin, qmax)};"]
+    return loop(op, x, y, expression)
+
+
+# --- hard swish ---------------------------------------------------------------------------------------------
+
+def _int16_multiplier(real: float) -> tuple[int, int]:
+    """QuantizeMultiplier, then DownScaleInt32ToInt16Multiplier (rounded to 16 bits, saturating)."""
+    multiplier, exponent = q.quantize_multiplier(real)
+    if multiplier >= (1 << 31) - 1 - (1 << 15):
+        return 32767, exponent
+    return (multiplier + (1 << 15)) >> 16, exponent
+
+
+HARD_SWISH_FUNCTION = "mlf_hard_swish_s8"
+HARD_SWISH_C = """static inline int16_t mlf_srdhm_s16(int16_t a, int16_t b) {
+  if (a == b && a == INT16_MIN) return INT16_MAX;
+  const int32_t product = (int32_t)a * (int32_t)b;
+  const int32_t nudge = product >= 0 ? (1 << 14) : (1 - (1 << 14));
+  return (int16_t)((product + nudge) / (1 << 15));
+}
+static inline int16_t mlf_rounding_divide_s16(int16_t x, int32_t exponent) {
+  const int32_t mask = (1 << exponent) - 1;
+  const int32_t remainder = x & mask, threshold = (mask >> 1) + (x < 0 ? 1 : 0);
+  return (int16_t)((x >> exponent) + (remainder > threshold ? 1 : 0));
+}
+static inline int16_t mlf_saturating_left_shift_s16(int16_t value, int32_t amount) {
+  const int64_t result = (int64_t)value * ((int64_t)1 << amount);
+  return (int16_t)(result > INT16_MAX ? INT16_MAX : (result < INT16_MIN ? INT16_MIN : result));
+}
+static inline int8_t mlf_hard_swish_s8(int8_t input, int32_t input_zero_point, int16_t output_multiplier,
+                                       int32_t output_exponent, int16_t reluish_multiplier,
+                                       int32_t reluish_exponent, int32_t output_zero_point) {
+  const int16_t hires = (int16_t)(((int32_t)input - input_zero_point) * (1 << 7));
+  const int16_t preshift_output = mlf_srdhm_s16(hires, output_multiplier);
+  int16_t reluish = hires;
+  if (reluish_exponent > 0) reluish = mlf_saturating_left_shift_s16(reluish, reluish_exponent - 1);
+  reluish = mlf_srdhm_s16(reluish, reluish_multiplier);
+  if (reluish_exponent > 0) reluish = mlf_saturating_left_shift_s16(reluish, 1);
+  if (reluish_exponent < 0) reluish = mlf_rounding_divide_s16(reluish, -reluish_exponent);
+  reluish = (int16_t)(((int32_t)reluish + (1 << 15)) >> 1);
+  const int16_t product = (int16_t)(((int32_t)reluish * (int32_t)preshift_output) / (1 << 15));
+  int32_t out = (int32_t)mlf_rounding_divide_s16(product, -output_exponent) + output_zero_point;
+  out = out > 127 ? 127 : (out < -128 ? -128 : out);
+  return (int8_t)out;
+}"""
+C_HELPERS[HARD_SWISH_FUNCTION] = HARD_SWISH_C
+
+
+def _hard_swish(graph: Graph, op: Operator) -> Lowered:
+    """mlfbuild kernel: int8, TFLite's reference HardSwish (16-bit fixed point, its prepare-time multipliers computed at import)."""
+    x, y = unary_io(graph, op, ("int8",))
+    hires_input_scale = f32(1.0 / 128.0) * f32(x.quantization.scale)
+    output_multiplier, output_exponent = _int16_multiplier(float(hires_input_scale / f32(y.quantization.scale)))
+    reluish_multiplier, reluish_exponent = _int16_multiplier(float(hires_input_scale / f32(3.0 / 32768.0)))
+    if output_exponent > 0:
+        raise refuse(op, "the output scale is below the input scale / 128 (TFLite requires an output exponent <= 0)")
+    if output_exponent < -15 or not -15 <= reluish_exponent <= 30:
+        raise refuse(op, f"scales {x.quantization.scale} → {y.quantization.scale} are outside the range of "
+                         "TFLite's 16-bit hard swish arithmetic")
+    expression = [f"const int8_t out = {HARD_SWISH_FUNCTION}(in, {x.quantization.zero_point}, {output_multiplier}, "
+                  f"{output_exponent}, {reluish_multiplier}, {reluish_exponent}, {y.quantization.zero_point});"]
+    return loop(op, x, y, expression)
+
+
+RULES = {
+    "TANH": _tanh,
+    "EXP": _exp,
+    "RELU_N1_TO_1": _relu_n1_to_1,
+    "LEAKY_RELU": _leaky_relu,
+    "HARD_SWISH": _hard_swish,
+}

@@ -1,0 +1,124 @@
+"""Random cases of the unary element-wise operators and activations (mlfbuild/importer/lowering/unary.py,
+and the int16 kinds of elementwise.py's RELU, RELU6, LOGISTIC, QUANTIZE, DEQUANTIZE): the output
+quantization each gets is what TFLite's converter writes, or what TFLite's kernels take."""
+
+from __future__ import annotations
+
+from ai_edge_litert import schema_py_generated as schema
+
+from tflitewriter import (
+    Draw,
+    GraphBuilder,
+    _any_rank,
+    _output,
+    _requantized,
+    register_cases,
+)
+
+_SCALES, _LOGITS = (1e-3, 1e-1), (1e-2, 1e-1)
+
+
+def _symmetric16(p: Draw, graph: GraphBuilder, x: int) -> dict:
+    """An int16 output near the input's scale, zero point 0 (16x8 activations are symmetric)."""
+    return {"scale": graph.tensor(x).scale * p.log_uniform("output_scale_ratio", 0.5, 2.0), "zero_point": 0}
+
+
+def _near(p: Draw, graph: GraphBuilder, x: int) -> dict:
+    """int8: a random quantization near the input's; int16: symmetric, near the input's scale."""
+    return _symmetric16(p, graph, x) if graph.tensor(x).dtype == "int16" else _requantized(p, graph, x)
+
+
+def _same_type(graph: GraphBuilder, x: int) -> str:
+    return graph.tensor(x).dtype
+
+
+def add_tanh(graph: GraphBuilder, p: Draw, x: int, name: str = "tanh") -> int:
+    """int8: scale 1/128, zero point 0; int16: 1/32768, 0 (what the converter writes)."""
+    dtype = _same_type(graph, x)
+    quantization = {"scale": 1 / 128, "zero_point": 0} if dtype == "int8" else {"scale": 1 / 32768, "zero_point": 0}
+    y = _output(graph, name, dtype, graph.tensor(x).shape, quantization)
+    graph.add_operator("TANH", [x], [y])
+    return y
+
+
+def add_logistic16(graph: GraphBuilder, p: Draw, x: int, name: str = "logistic") -> int:
+    y = _output(graph, name, "int16", graph.tensor(x).shape, {"scale": 1 / 32768, "zero_point": 0})
+    graph.add_operator("LOGISTIC", [x], [y])
+    return y
+
+
+def _add_simple(op: str, output: str = "near"):
+    def add(graph: GraphBuilder, p: Draw, x: int, name: str = op.lower()) -> int:
+        y = _output(graph, name, _same_type(graph, x), graph.tensor(x).shape, _near(p, graph, x))
+        graph.add_operator(op, [x], [y])
+        return y
+    add.__name__ = f"add_{op.lower()}"
+    return add
+
+
+add_relu = _add_simple("RELU")
+add_relu6 = _add_simple("RELU6")
+add_relu_n1_to_1 = _add_simple("RELU_N1_TO_1")
+
+
+def add_leaky_relu(graph: GraphBuilder, p: Draw, x: int, name: str = "leaky_relu") -> int:
+    alpha = p("alpha", lambda: float(p.rng.uniform(0.01, 0.5)))
+    y = _output(graph, name, _same_type(graph, x), graph.tensor(x).shape, _near(p, graph, x))
+    graph.add_operator("LEAKY_RELU", [x], [y], schema.LeakyReluOptionsT(alpha=alpha))
+    return y
+
+
+def add_hard_swish(graph: GraphBuilder, p: Draw, x: int, name: str = "hard_swish") -> int:
+    y = _output(graph, name, "int8", graph.tensor(x).shape, _requantized(p, graph, x))
+    graph.add_operator("HARD_SWISH", [x], [y])
+    return y
+
+
+def add_exp(graph: GraphBuilder, p: Draw, x: int, name: str = "exp") -> int:
+    """The output's scale spans exp of the input's largest value."""
+    source = graph.tensor(x)
+    top = source.scale * (127 - source.zero_point)
+    scale = p("output_scale", lambda: max(2.718 ** min(top, 20.0), 1.0) / 255 * float(p.rng.uniform(0.8, 1.5)))
+    y = _output(graph, name, "int8", source.shape, {"scale": scale, "zero_point": p.integer("output_zero_point", -128, -100)})
+    graph.add_operator("EXP", [x], [y])
+    return y
+
+
+def add_quantize16(graph: GraphBuilder, p: Draw, x: int, name: str = "quantize") -> int:
+    """float32 → int16 (symmetric), int8 → int16 or int16 → int8/int16 (a requantization)."""
+    source = graph.tensor(x)
+    out = p.choice("output_dtype", ("int8", "int16")) if source.dtype == "int16" else p("output_dtype", lambda: "int16")
+    if source.dtype == "float32":
+        quantization = {"scale": p.log_uniform("output_scale", 1e-4, 1e-3), "zero_point": 0}
+    elif out == "int16":
+        quantization = {"scale": source.scale * p.log_uniform("output_scale_ratio", 1 / 300, 2.0), "zero_point": 0}
+    else:
+        quantization = {"scale": source.scale * p.log_uniform("output_scale_ratio", 100, 300),
+                        "zero_point": p.integer("output_zero_point", -20, 20)}
+    y = _output(graph, name, out, source.shape, quantization)
+    graph.add_operator("QUANTIZE", [x], [y], schema.QuantizeOptionsT())
+    return y
+
+
+def add_dequantize(graph: GraphBuilder, p: Draw, x: int, name: str = "dequantize") -> int:
+    y = _output(graph, name, "float32", graph.tensor(x).shape, None)
+    graph.add_operator("DEQUANTIZE", [x], [y], schema.DequantizeOptionsT())
+    return y
+
+
+register_cases({
+    "TANH": (_any_rank, add_tanh, _LOGITS, "int8"),
+    "TANH/int16": (_any_rank, add_tanh, _LOGITS, "int16"),
+    "LOGISTIC/int16": (_any_rank, add_logistic16, _LOGITS, "int16"),
+    "RELU/int16": (_any_rank, add_relu, _SCALES, "int16"),
+    "RELU6/int16": (_any_rank, add_relu6, _LOGITS, "int16"),
+    "RELU_N1_TO_1": (_any_rank, add_relu_n1_to_1, _SCALES, "int8"),
+    "LEAKY_RELU": (_any_rank, add_leaky_relu, _SCALES, "int8"),
+    "LEAKY_RELU/int16": (_any_rank, add_leaky_relu, _SCALES, "int16"),
+    "HARD_SWISH": (_any_rank, add_hard_swish, _LOGITS, "int8"),
+    "EXP": (_any_rank, add_exp, _LOGITS, "int8"),
+    "QUANTIZE/int16": (_any_rank, add_quantize16, _SCALES, "float32"),
+    "QUANTIZE/int8_to_int16": (_any_rank, add_quantize16, _SCALES, "int8"),
+    "QUANTIZE/int16_to_int8": (_any_rank, add_quantize16, _SCALES, "int16"),
+    "DEQUANTIZE/int16": (_any_rank, add_dequantize, _SCALES, "int16"),
+})
