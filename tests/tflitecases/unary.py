@@ -4,9 +4,11 @@ quantization each gets is what TFLite's converter writes, or what TFLite's kerne
 
 from __future__ import annotations
 
+import numpy as np
 from ai_edge_litert import schema_py_generated as schema
 
 from tflitewriter import (
+    DTYPES,
     Draw,
     GraphBuilder,
     _any_rank,
@@ -106,6 +108,76 @@ def add_dequantize(graph: GraphBuilder, p: Draw, x: int, name: str = "dequantize
     return y
 
 
+def add_abs(graph: GraphBuilder, p: Draw, x: int, name: str = "abs") -> int:
+    """int8/int16: a random output quantization near the input's (the same one when `same_scale`)."""
+    source = graph.tensor(x)
+    quantization = None
+    if source.dtype in ("int8", "int16"):
+        same = p("same_scale", lambda: bool(p.rng.random() < 0.3))
+        quantization = {"scale": source.scale, "zero_point": source.zero_point} if same else _near(p, graph, x)
+    y = _output(graph, name, source.dtype, source.shape, quantization)
+    graph.add_operator("ABS", [x], [y])
+    return y
+
+
+def add_neg(graph: GraphBuilder, p: Draw, x: int, name: str = "neg") -> int:
+    source = graph.tensor(x)
+    quantization = {"scale": source.scale, "zero_point": source.zero_point} if source.quantization else None
+    y = _output(graph, name, source.dtype, source.shape, quantization)
+    graph.add_operator("NEG", [x], [y])
+    return y
+
+
+def _add_cast(out: str):
+    def add(graph: GraphBuilder, p: Draw, x: int, name: str = "cast") -> int:
+        source = graph.tensor(x)
+        y = _output(graph, name, out, source.shape, None)
+        options = schema.CastOptionsT(inDataType=DTYPES[source.dtype], outDataType=DTYPES[out])
+        graph.add_operator("CAST", [x], [y], options)
+        return y
+    add.__name__ = f"add_cast_to_{out}"
+    return add
+
+
+def add_floor(graph: GraphBuilder, p: Draw, x: int, name: str = "floor") -> int:
+    y = _output(graph, name, "float32", graph.tensor(x).shape, None)
+    graph.add_operator("FLOOR", [x], [y])
+    return y
+
+
+def add_sqrt(graph: GraphBuilder, p: Draw, x: int, name: str = "sqrt") -> int:
+    """Of |x| (float32; TFLite's SQRT of a negative is NaN)."""
+    source = graph.tensor(x)
+    magnitude = _output(graph, f"{name}/abs", "float32", source.shape, None)
+    graph.add_operator("ABS", [x], [magnitude])
+    y = _output(graph, name, "float32", source.shape, None)
+    graph.add_operator("SQRT", [magnitude], [y])
+    return y
+
+
+def add_zeros_like(graph: GraphBuilder, p: Draw, x: int, name: str = "zeros_like") -> int:
+    source = graph.tensor(x)
+    quantization = {"scale": source.scale, "zero_point": source.zero_point} if source.quantization else None
+    y = _output(graph, name, source.dtype, source.shape, quantization)
+    graph.add_operator("ZEROS_LIKE", [x], [y])
+    return y
+
+
+def _scalar(p: Draw) -> tuple[int, ...]:
+    return ()
+
+
+def add_fill(graph: GraphBuilder, p: Draw, x: int, name: str = "fill") -> int:
+    """`x` (a scalar graph input) as the value; the dims a constant of a random shape."""
+    source = graph.tensor(x)
+    shape = p("shape", lambda: tuple(int(d) for d in p.rng.integers(1, 6, size=int(p.rng.integers(1, 5)))))
+    dims = graph.add_constant(f"{name}/dims", np.array(shape, np.int32))
+    quantization = {"scale": source.scale, "zero_point": source.zero_point} if source.quantization else None
+    y = _output(graph, name, source.dtype, shape, quantization)
+    graph.add_operator("FILL", [dims, x], [y], schema.FillOptionsT())
+    return y
+
+
 register_cases({
     "TANH": (_any_rank, add_tanh, _LOGITS, "int8"),
     "TANH/int16": (_any_rank, add_tanh, _LOGITS, "int16"),
@@ -121,4 +193,29 @@ register_cases({
     "QUANTIZE/int8_to_int16": (_any_rank, add_quantize16, _SCALES, "int8"),
     "QUANTIZE/int16_to_int8": (_any_rank, add_quantize16, _SCALES, "int16"),
     "DEQUANTIZE/int16": (_any_rank, add_dequantize, _SCALES, "int16"),
+    "ABS": (_any_rank, add_abs, _SCALES, "int8"),
+    "ABS/int16": (_any_rank, add_abs, _SCALES, "int16"),
+    "ABS/float32": (_any_rank, add_abs, _SCALES, "float32"),
+    "NEG": (_any_rank, add_neg, _SCALES, "int8"),
+    "NEG/int16": (_any_rank, add_neg, _SCALES, "int16"),
+    "NEG/float32": (_any_rank, add_neg, _SCALES, "float32"),
+    "CAST": (_any_rank, _add_cast("int32"), _SCALES, "int8"),
+    "CAST/int8_to_int16": (_any_rank, _add_cast("int16"), _SCALES, "int8"),
+    "CAST/int8_to_float32": (_any_rank, _add_cast("float32"), _SCALES, "int8"),
+    "CAST/int16_to_int8": (_any_rank, _add_cast("int8"), _SCALES, "int16"),
+    "CAST/int16_to_int32": (_any_rank, _add_cast("int32"), _SCALES, "int16"),
+    "CAST/int16_to_float32": (_any_rank, _add_cast("float32"), _SCALES, "int16"),
+    "CAST/int32_to_int8": (_any_rank, _add_cast("int8"), _SCALES, "int32"),
+    "CAST/int32_to_int16": (_any_rank, _add_cast("int16"), _SCALES, "int32"),
+    "CAST/int32_to_float32": (_any_rank, _add_cast("float32"), _SCALES, "int32"),
+    "CAST/float32_to_int8": (_any_rank, _add_cast("int8"), _SCALES, "float32"),
+    "CAST/float32_to_int16": (_any_rank, _add_cast("int16"), _SCALES, "float32"),
+    "CAST/float32_to_int32": (_any_rank, _add_cast("int32"), _SCALES, "float32"),
+    "FLOOR": (_any_rank, add_floor, _SCALES, "float32"),
+    "SQRT": (_any_rank, add_sqrt, _SCALES, "float32"),
+    "ZEROS_LIKE": (_any_rank, add_zeros_like, _SCALES, "int32"),
+    "ZEROS_LIKE/float32": (_any_rank, add_zeros_like, _SCALES, "float32"),
+    "FILL": (_scalar, add_fill, _SCALES, "int8"),
+    "FILL/int16": (_scalar, add_fill, _SCALES, "int16"),
+    "FILL/float32": (_scalar, add_fill, _SCALES, "float32"),
 })

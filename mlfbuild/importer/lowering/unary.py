@@ -333,10 +333,135 @@ def _hard_swish(graph: Graph, op: Operator) -> Lowered:
     return loop(op, x, y, expression)
 
 
+# --- ABS, NEG, CAST, FLOOR, SQRT, ZEROS_LIKE, FILL ---------------------------------------------------------
+
+def _abs(graph: Graph, op: Operator) -> Lowered:
+    """mlfbuild kernel: int8/int16 |x − zero point|, rescaled when the scales differ (TFLite's AbsEvalQuantized); float32, int32."""
+    x, y = tensor_at(graph, op, 0), tensor_at(graph, op, 0, output=True)
+    if x.dtype in ("float32", "int32") and y.dtype == x.dtype and x.quantization is None:
+        function = "fabsf" if x.dtype == "float32" else None
+        out = f"{function}(in)" if function else "in < 0 ? (int32_t)(0u - (uint32_t)in) : in"
+        return loop(op, x, y, [f"const {CTYPES[x.dtype]} out = {out};"])
+    x, y = unary_io(graph, op)
+    zp_in, zp_out, (qmin, qmax) = x.quantization.zero_point, y.quantization.zero_point, LIMITS[y.dtype]
+    ctype = CTYPES[y.dtype]
+    centred = f"((int32_t)in - ({zp_in}) < 0 ? ({zp_in}) - (int32_t)in : (int32_t)in - ({zp_in}))"
+    if f32(x.quantization.scale) == f32(y.quantization.scale):
+        scaled = f"{centred} + ({zp_out})"
+    else:
+        multiplier, shift = q.quantize_multiplier(float(f32(x.quantization.scale) / f32(y.quantization.scale)))
+        check_requantize(op, 1 << (8 if x.dtype == "int8" else 16), shift)
+        scaled = f"{REQUANTIZE_FUNCTION}({centred}, {multiplier}, {shift}) + ({zp_out})"
+    return loop(op, x, y, [f"const int32_t scaled = {scaled};", f"const {ctype} out = ({ctype}){c_clamp('scaled', qmin, qmax)};"])
+
+
+def _neg(graph: Graph, op: Operator) -> Lowered:
+    """mlfbuild kernel: −x on the stored values (TFLite's Negate ignores quantization; −(−128) wraps as TFLite's cast does); int8, int16, int32, float32."""
+    x, y = tensor_at(graph, op, 0), tensor_at(graph, op, 0, output=True)
+    if x.dtype not in ("int8", "int16", "int32", "float32") or y.dtype != x.dtype:
+        raise refuse(op, f"NEG of {x.describe()} into {y.describe()} is not supported (int8, int16, int32, float32)")
+    _same_size(op, x, y)
+    ctype = CTYPES[x.dtype]
+    out = "-in" if x.dtype == "float32" else f"({ctype})(0u - (uint32_t)(int32_t)in)"
+    return loop(op, x, y, [f"const {ctype} out = {out};"])
+
+
+def _same_size(op: Operator, x: Tensor, y: Tensor) -> None:
+    if count(x) != count(y):
+        raise refuse(op, f"the output {y.describe()} does not have the input's {x.describe()} elements")
+
+
+_INT_LIMITS = {"int8": (-128, 127), "int16": (-32768, 32767), "int32": (-2**31, 2**31 - 1)}
+
+
+def _cast(graph: Graph, op: Operator) -> Lowered:
+    """mlfbuild kernel: TFLite's CAST between int8, int16, int32 and float32 (integers wrap; floats truncate, saturating, NaN to the maximum)."""
+    x, y = tensor_at(graph, op, 0), tensor_at(graph, op, 0, output=True)
+    for t in (x, y):
+        if t.dtype not in CTYPES:
+            raise refuse(op, f"CAST of {t.describe()} is not supported (int8, int16, int32, float32)")
+    _same_size(op, x, y)
+    cout = CTYPES[y.dtype]
+    if x.dtype == "float32" and y.dtype != "float32":
+        lo, hi = _INT_LIMITS[y.dtype]
+        top = float(np.nextafter(f32(hi), f32(0))) if float(f32(hi)) > hi else float(f32(hi))
+        expression = [f"const {cout} out = in != in ? {hi} : (in < {float(f32(lo))!r}f ? ({cout})({lo}) : "
+                      f"(in > {top!r}f ? {hi} : ({cout})in));"]
+    elif y.dtype == "float32":
+        expression = ["const float out = (float)in;"]
+    else:  # integer to integer: two's complement truncation, as static_cast
+        expression = [f"const {cout} out = ({cout})(uint32_t)(int32_t)in;"]
+    return loop(op, x, y, expression, in_place=x.dtype == y.dtype)
+
+
+def _floor(graph: Graph, op: Operator) -> Lowered:
+    """mlfbuild kernel: float32 floorf (TFLite's and TFLM's FLOOR are float only)."""
+    x, y = tensor_at(graph, op, 0), tensor_at(graph, op, 0, output=True)
+    if x.dtype != "float32" or y.dtype != "float32":
+        raise refuse(op, f"FLOOR of {x.describe()} is not supported (float32 only, as in TFLite)")
+    _same_size(op, x, y)
+    return loop(op, x, y, ["const float out = floorf(in);"])
+
+
+def _sqrt(graph: Graph, op: Operator) -> Lowered:
+    """mlfbuild kernel: float32 sqrtf (TFLite's SQRT is float only)."""
+    x, y = tensor_at(graph, op, 0), tensor_at(graph, op, 0, output=True)
+    if x.dtype != "float32" or y.dtype != "float32":
+        raise refuse(op, f"SQRT of {x.describe()} is not supported (float32 only, as in TFLite)")
+    _same_size(op, x, y)
+    return loop(op, x, y, ["const float out = sqrtf(in);"])
+
+
+def _zeros_like(graph: Graph, op: Operator) -> Lowered:
+    """mlfbuild kernel: every element set to 0 (int32 and float32, the types TFLite's ZerosLike takes)."""
+    x, y = tensor_at(graph, op, 0), tensor_at(graph, op, 0, output=True)
+    if y.dtype not in ("int32", "float32") or y.dtype != x.dtype:
+        raise refuse(op, f"ZEROS_LIKE of {x.describe()} is not supported (int32 and float32, as in TFLite)")
+    _same_size(op, x, y)
+    body = ["  (void)input_;", f"  for (int32_t i = 0; i < {count(y)}; ++i) output_[i] = 0;", "  return 0;"]
+    operands = [Operand(f"{CTYPES[x.dtype]}*", "input_", x.index), Operand(f"{CTYPES[y.dtype]}*", "output_", y.index)]
+    return Lowered(op, "", operands, body, kernel=True, in_place=True)
+
+
+def _fill(graph: Graph, op: Operator) -> Lowered:
+    """mlfbuild kernel: every element set to the scalar value (TFLite's Fill copies its bits), dims constant."""
+    dims, value, y = tensor_at(graph, op, 0), tensor_at(graph, op, 1), tensor_at(graph, op, 0, output=True)
+    if not dims.is_constant or dims.dtype not in ("int32", "int64") or len(dims.shape) != 1:
+        raise refuse(op, f"the dims {dims.describe()} must be a constant 1-D int32 or int64 tensor")
+    if tuple(int(d) for d in dims.data.reshape(-1)) != tuple(y.shape):
+        raise refuse(op, f"the dims {list(dims.data.reshape(-1))} are not the output's shape {list(y.shape)}")
+    if value.dtype not in CTYPES or value.dtype != y.dtype or len(value.shape) != 0:
+        raise refuse(op, f"the value {value.describe()} must be a scalar of the output's type (int8, int16, int32, float32)")
+    if (value.quantization is None) != (y.quantization is None) or (
+            value.quantization is not None and (value.quantization.scale, value.quantization.zero_point)
+            != (y.quantization.scale, y.quantization.zero_point)):
+        raise refuse(op, "the value and the output must share one quantization (as TFLite requires)")
+    ctype = CTYPES[y.dtype]
+    operands = [Operand(f"{ctype}*", "output_", y.index)]
+    if value.is_constant:  # folded into the code
+        scalar = value.data.reshape(-1)[0]
+        if y.dtype == "float32" and not math.isfinite(float(scalar)):
+            raise refuse(op, f"the value {float(scalar)} is not finite")
+        literal = f"{float(scalar)!r}f" if y.dtype == "float32" else str(int(scalar))
+        body = [f"  const {ctype} value = ({ctype})({literal});"]
+    else:
+        operands.insert(0, Operand(f"{ctype}*", "value_", value.index))
+        body = [f"  const {ctype} value = value_[0];"]
+    body += [f"  for (int32_t i = 0; i < {count(y)}; ++i) output_[i] = value;", "  return 0;"]
+    return Lowered(op, "", operands, body, kernel=True)
+
+
 RULES = {
     "TANH": _tanh,
     "EXP": _exp,
     "RELU_N1_TO_1": _relu_n1_to_1,
     "LEAKY_RELU": _leaky_relu,
     "HARD_SWISH": _hard_swish,
+    "ABS": _abs,
+    "NEG": _neg,
+    "CAST": _cast,
+    "FLOOR": _floor,
+    "SQRT": _sqrt,
+    "ZEROS_LIKE": _zeros_like,
+    "FILL": _fill,
 }
