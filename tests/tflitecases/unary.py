@@ -178,6 +178,28 @@ def add_fill(graph: GraphBuilder, p: Draw, x: int, name: str = "fill") -> int:
     return y
 
 
+def add_rsqrt(graph: GraphBuilder, p: Draw, x: int, name: str = "rsqrt") -> int:
+    """After a requantization to zero point -128 (TFLite's int8 RSQRT fails on values below the
+    input's zero point); the output scale spans 1/sqrt of the smallest positive input."""
+    source = graph.tensor(x)
+    scale = p.log_uniform("rsqrt_input_scale", 1e-3, 1e-1)
+    positive = _output(graph, f"{name}/positive", "int8", source.shape, {"scale": scale, "zero_point": -128})
+    graph.add_operator("QUANTIZE", [x], [positive], schema.QuantizeOptionsT(), version=2)
+    top = scale ** -0.5
+    y = _output(graph, name, "int8", source.shape,
+                {"scale": p("output_scale", lambda: top / 255 * float(p.rng.uniform(0.5, 1.5))),
+                 "zero_point": p.integer("output_zero_point", -128, -100)})
+    graph.add_operator("RSQRT", [positive], [y])
+    return y
+
+
+def add_l2_normalization(graph: GraphBuilder, p: Draw, x: int, name: str = "l2_normalization") -> int:
+    """Output scale 1/128 and zero point 0, as TFLite requires."""
+    y = _output(graph, name, "int8", graph.tensor(x).shape, {"scale": 1 / 128, "zero_point": 0})
+    graph.add_operator("L2_NORMALIZATION", [x], [y], schema.L2NormOptionsT(fusedActivationFunction=0))
+    return y
+
+
 register_cases({
     "TANH": (_any_rank, add_tanh, _LOGITS, "int8"),
     "TANH/int16": (_any_rank, add_tanh, _LOGITS, "int16"),
@@ -218,4 +240,6 @@ register_cases({
     "FILL": (_scalar, add_fill, _SCALES, "int8"),
     "FILL/int16": (_scalar, add_fill, _SCALES, "int16"),
     "FILL/float32": (_scalar, add_fill, _SCALES, "float32"),
+    "RSQRT": (_any_rank, add_rsqrt, _SCALES, "int8"),
+    "L2_NORMALIZATION": (_any_rank, add_l2_normalization, _SCALES, "int8"),
 })

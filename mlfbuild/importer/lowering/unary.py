@@ -451,6 +451,168 @@ def _fill(graph: Graph, op: Operator) -> Lowered:
     return Lowered(op, "", operands, body, kernel=True)
 
 
+# --- RSQRT and L2_NORMALIZATION: TFLite's GetInvSqrtQuantizedMultiplierExp (gemmlowp fixed point) -------------
+
+INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
+
+
+def _wrap32(value: int) -> int:
+    return (value + (1 << 31)) % (1 << 32) - (1 << 31)
+
+
+def _srdhm(a: int, b: int) -> int:
+    """gemmlowp's SaturatingRoundingDoublingHighMul on int32."""
+    if a == b == INT32_MIN:
+        return INT32_MAX
+    total = a * b + ((1 << 30) if a * b >= 0 else 1 - (1 << 30))
+    quotient = abs(total) >> 31
+    return quotient if total >= 0 else -quotient
+
+
+def _rounding_divide(x: int, exponent: int) -> int:
+    """gemmlowp's RoundingDivideByPOT on int32."""
+    mask = (1 << exponent) - 1
+    remainder, threshold = x & mask, (mask >> 1) + (1 if x < 0 else 0)
+    return (x >> exponent) + (1 if remainder > threshold else 0)
+
+
+def _saturating_pot(x: int, exponent: int) -> int:
+    """gemmlowp's SaturatingRoundingMultiplyByPOT<exponent> on int32."""
+    if exponent <= 0:
+        return _rounding_divide(x, -exponent)
+    threshold = (1 << (31 - exponent)) - 1
+    return INT32_MAX if x > threshold else INT32_MIN if x < -threshold else x << exponent
+
+
+def multiply_by_quantized_multiplier(x: int, multiplier: int, shift: int) -> int:
+    """TFLite's MultiplyByQuantizedMultiplier (two roundings), as mlf_requantize computes it."""
+    left, right = max(shift, 0), max(-shift, 0)
+    return _rounding_divide(_srdhm(_wrap32(x * (1 << left)), multiplier), right)
+
+
+def inv_sqrt_multiplier(value: int) -> tuple[int, int]:
+    """TFLite's GetInvSqrtQuantizedMultiplierExp(value, kReverseShift = −1): 1/sqrt(value) as a
+    Q31 multiplier and a (left) shift, by five Newton–Raphson steps in gemmlowp's fixed point."""
+    if value <= 1:
+        return INT32_MAX, 0
+    shift = 11
+    while value >= 1 << 29:
+        value //= 4
+        shift += 1
+    pairs = (32 - value.bit_length() - 1) // 2 - 1
+    shift -= pairs
+    value <<= 2 * pairs
+    half_input = _rounding_divide(value >> 1, 1)
+    half_three = (1 << 28) + (1 << 27)
+    x = 1 << 28  # 1.0 with 3 integer bits
+    for _ in range(5):
+        cube = _saturating_pot(_srdhm(_srdhm(x, x), x), 6)
+        x = _saturating_pot(_wrap32(_srdhm(half_three, x) - _srdhm(half_input, cube)), 3)
+    x = _srdhm(x, 1518500250)  # × sqrt(2)/2
+    if shift < 0:
+        x, shift = _wrap32(x << -shift), 0
+    return x, -shift
+
+
+INV_SQRT_FUNCTION = "mlf_inv_sqrt"
+INV_SQRT_C = """static inline int32_t mlf_srdhm_s32(int32_t a, int32_t b) {
+  if (a == b && a == INT32_MIN) return INT32_MAX;
+  const int64_t product = (int64_t)a * (int64_t)b;
+  const int64_t nudge = product >= 0 ? (1ll << 30) : (1 - (1ll << 30));
+  return (int32_t)((product + nudge) / (1ll << 31));
+}
+static inline int32_t mlf_rounding_divide_s32(int32_t x, int32_t exponent) {
+  const int32_t mask = (int32_t)((1u << exponent) - 1u);
+  const int32_t remainder = x & mask, threshold = (mask >> 1) + (x < 0 ? 1 : 0);
+  return (x >> exponent) + (remainder > threshold ? 1 : 0);
+}
+static inline int32_t mlf_saturating_shift_s32(int32_t x, int32_t exponent) {
+  const int32_t threshold = (int32_t)((1u << (31 - exponent)) - 1u);
+  return x > threshold ? INT32_MAX : (x < -threshold ? INT32_MIN : (int32_t)((uint32_t)x << exponent));
+}
+static inline void mlf_inv_sqrt(int32_t value, int32_t* multiplier, int32_t* shift) {
+  if (value <= 1) {
+    *multiplier = INT32_MAX;
+    *shift = 0;
+    return;
+  }
+  int32_t exponent = 11;
+  while (value >= (1 << 29)) {
+    value /= 4;
+    ++exponent;
+  }
+  int32_t leading_zeros = 0;
+  for (uint32_t probe = (uint32_t)value; !(probe & 0x80000000u); probe <<= 1) ++leading_zeros;
+  const int32_t pairs = (leading_zeros - 1) / 2 - 1;
+  exponent -= pairs;
+  value = (int32_t)((uint32_t)value << (2 * pairs));
+  const int32_t half_input = mlf_rounding_divide_s32(value >> 1, 1);
+  const int32_t half_three = (1 << 28) + (1 << 27);
+  int32_t x = 1 << 28;
+  for (int32_t step = 0; step < 5; ++step) {
+    const int32_t cube = mlf_saturating_shift_s32(mlf_srdhm_s32(mlf_srdhm_s32(x, x), x), 6);
+    const int32_t difference = (int32_t)((uint32_t)mlf_srdhm_s32(half_three, x) - (uint32_t)mlf_srdhm_s32(half_input, cube));
+    x = mlf_saturating_shift_s32(difference, 3);
+  }
+  x = mlf_srdhm_s32(x, 1518500250);
+  if (exponent < 0) {
+    x = (int32_t)((uint32_t)x << -exponent);
+    exponent = 0;
+  }
+  *multiplier = x;
+  *shift = -exponent;
+}"""
+C_HELPERS[INV_SQRT_FUNCTION] = INV_SQRT_C
+
+
+def _rsqrt(graph: Graph, op: Operator) -> Lowered:
+    """mlfbuild kernel: int8 through a 256-entry table computed at import with TFLite's integer RSQRT (GetInvSqrtQuantizedMultiplierExp, two rescales)."""
+    x, y = unary_io(graph, op, ("int8",))
+    # SetRsqrtOutputMultiplier: 1 / (sqrtf(input scale) × output scale), the product in float
+    real = 1.0 / float(f32(np.sqrt(f32(x.quantization.scale))) * f32(y.quantization.scale))
+    multiplier, shift = q.quantize_multiplier(real)
+    if shift > 30 or shift - 20 < -31:  # the Q20 value left-shifted in int32, or a right shift past 31
+        raise refuse(op, f"scales {x.quantization.scale} → {y.quantization.scale} are outside TFLite's 32-bit rsqrt arithmetic")
+    zp_in, zp_out = x.quantization.zero_point, y.quantization.zero_point
+    table = np.zeros(256, dtype=np.int8)
+    for value in range(-128, 128):
+        centred = value - zp_in
+        if centred <= 0:  # 0: the largest output, as TFLite; below the zero point TFLite fails — the same here
+            table[value & 0xFF] = 127
+            continue
+        inv_multiplier, inv_shift = inv_sqrt_multiplier(centred)
+        data = multiply_by_quantized_multiplier(1, inv_multiplier, inv_shift + 20)
+        out = multiply_by_quantized_multiplier(data, multiplier, shift - 20) + zp_out
+        table[value & 0xFF] = max(-128, min(127, out))
+    return table_lookup(op, x, y, table, "values below the input's zero point (an error in TFLite) give 127")
+
+
+def _l2_normalization(graph: Graph, op: Operator) -> Lowered:
+    """mlfbuild kernel: int8, TFLite's reference L2Normalization (the sum of squares of each row through GetInvSqrtQuantizedMultiplierExp)."""
+    x, y = unary_io(graph, op, ("int8",))
+    if op.options.get("activation", 0) != 0:
+        raise refuse(op, "a fused activation is not supported (TFLite requires none)")
+    if y.quantization.scale != float(f32(1.0 / 128)) or y.quantization.zero_point != 0:
+        raise refuse(op, "an int8 L2 normalization's output must have scale 1/128 and zero point 0 (as TFLite requires)")
+    if not 1 <= len(x.shape) <= 4 or tuple(x.shape) != tuple(y.shape):
+        raise refuse(op, f"the input {x.describe()} must be of rank 1 to 4 and the output's shape")
+    depth = int(x.shape[-1])
+    rows = count(x) // depth if depth else 0
+    if depth * 255 * 255 > INT32_MAX:
+        raise refuse(op, f"a row of {depth} values overflows TFLite's 32-bit sum of squares")
+    zp = x.quantization.zero_point
+    body = [f"  for (int32_t row = 0; row < {rows}; ++row) {{", "    int32_t sum = 0;",
+            f"    for (int32_t i = 0; i < {depth}; ++i) {{",
+            f"      const int32_t centred = (int32_t)input_[row * {depth} + i] - ({zp});", "      sum += centred * centred;",
+            "    }", "    int32_t multiplier, shift;", f"    {INV_SQRT_FUNCTION}(sum, &multiplier, &shift);",
+            f"    for (int32_t i = 0; i < {depth}; ++i) {{",
+            f"      const int32_t centred = (int32_t)input_[row * {depth} + i] - ({zp});",
+            f"      const int32_t scaled = {REQUANTIZE_FUNCTION}(centred, multiplier, shift + 7);",
+            f"      output_[row * {depth} + i] = (int8_t){c_clamp('scaled', -128, 127)};", "    }", "  }", "  return 0;"]
+    operands = [Operand("int8_t*", "input_", x.index), Operand("int8_t*", "output_", y.index)]
+    return Lowered(op, "", operands, body, kernel=True)
+
+
 RULES = {
     "TANH": _tanh,
     "EXP": _exp,
@@ -464,4 +626,6 @@ RULES = {
     "SQRT": _sqrt,
     "ZEROS_LIKE": _zeros_like,
     "FILL": _fill,
+    "RSQRT": _rsqrt,
+    "L2_NORMALIZATION": _l2_normalization,
 }
