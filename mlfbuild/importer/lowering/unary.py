@@ -33,7 +33,8 @@ f32 = np.float32
 def quantized(op: Operator, t: Tensor, dtypes: tuple[str, ...] = ("int8", "int16")) -> Tensor:
     """`t`, checked to be one of `dtypes` with a usable per-tensor quantization (int16: symmetric)."""
     if t.dtype not in dtypes:
-        raise refuse(op, f"tensor {t.describe()} is {t.dtype}; {op.name} is supported for {' and '.join(dtypes)}")
+        also = " (and int16 for 16x8 models)" if "int16" in dtypes else ""
+        raise refuse(op, f"tensor {t.describe()} is {t.dtype}; only int8 activations{also} are supported for {op.name}")
     if t.quantization is None or t.quantization.per_channel:
         raise refuse(op, f"tensor {t.describe()} has no per-tensor quantization")
     lo, hi = LIMITS[t.dtype]
