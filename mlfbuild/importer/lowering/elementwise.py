@@ -70,7 +70,7 @@ def _relu6(graph: Graph, op: Operator) -> Lowered:
 
 
 def _quantize(graph: Graph, op: Operator) -> Lowered:
-    """mlfbuild kernel: float32 → int8/int16 (TFLite's AffineQuantize), or a requantization between int8 and int16 (TFLite's Requantize)."""
+    """mlfbuild kernel: float32 → int8/int16 (TFLite's AffineQuantize, in float), or a requantization between int8 and int16 (TFLite's Requantize)."""
     x, y = tensor_at(graph, op, 0), tensor_at(graph, op, 0, output=True)
     if y.dtype not in ("int8", "int16") or y.quantization is None or y.quantization.per_channel:
         raise refuse(op, f"only quantization to per-tensor int8 or int16 is supported, not {y.describe()}")
@@ -78,10 +78,12 @@ def _quantize(graph: Graph, op: Operator) -> Lowered:
     zp, (qmin, qmax) = y.quantization.zero_point, unary.LIMITS[y.dtype]
     ctype = unary.CTYPES[y.dtype]
     if x.dtype == "float32":
-        # AffineQuantize: round(value / scale) in double (QuantizationParams.scale is a double) + zero point
+        # AffineQuantize: roundf(value / (float)scale) + zero point, clamped (the integer part clamped
+        # before the conversion: the same result, and no out-of-range float to int conversion in C)
         scale = repr(float(y.quantization.scale))
-        expression = [f"const int32_t scaled = (int32_t)round((double)in / {scale}) + ({zp});",
-                      f"const {ctype} out = ({ctype}){c_clamp('scaled', qmin, qmax)};"]
+        expression = [f"const float rounded = roundf(in / {scale}f);",
+                      f"const {ctype} out = rounded != rounded ? ({ctype})({zp}) : (rounded < {float(qmin - zp)!r}f ? {qmin} : "
+                      f"(rounded > {float(qmax - zp)!r}f ? {qmax} : ({ctype})((int32_t)rounded + ({zp}))));"]
         return unary.loop(op, x, y, expression, in_place=False)
     unary.quantized(op, x)
     multiplier, shift = q.quantize_multiplier(float(x.quantization.scale) / float(y.quantization.scale))
