@@ -5,15 +5,14 @@ from __future__ import annotations
 import numpy as np
 
 from .. import quantization as q
-from . import unary
 from ..tflite import Graph, Operator, Tensor
+from . import unary
 from .base import (
     REQUANTIZE_FUNCTION,
     Lowered,
     Operand,
     bare_call,
     c_clamp,
-    elementwise,
     fused_activation_range,
     refuse,
     require_int8,
@@ -105,9 +104,10 @@ def _dequantize(graph: Graph, op: Operator) -> Lowered:
 
 
 def _logistic(graph: Graph, op: Operator) -> Lowered:
-    """LOGISTIC: for int8, TFLite's reference kernel looks up a 256-entry table it fills at prepare
-    time in float (activations.cc, PopulateLookupTable with 1 / (1 + exp(-x))); the same table is
-    computed here, at import, into flash. For int16, TFLite's interpolated sigmoid table (unary.py)."""
+    """mlfbuild kernel: int8 through TFLite's 256-entry table (1 / (1 + expf(−x)), filled at import); int16 by TFLite's interpolated sigmoid table.
+
+    TFLite's reference kernel fills the int8 table at prepare time in float (PopulateLookupTable);
+    the same table is computed here, at import, into flash. int16: lowering/unary.py."""
     x = tensor_at(graph, op, 0)
     if x.dtype == "int16":
         return unary.logistic_int16(graph, op)
