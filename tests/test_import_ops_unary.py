@@ -39,6 +39,8 @@ _RARE = [
     ("EXP", {"input_scale": 0.1, "input_zero_point": 127}),
     ("L2_NORMALIZATION", {"input_shape": (2, 3, 4, 1)}), ("L2_NORMALIZATION", {"input_shape": (1, 200)}),
     ("CAST/int32_to_int8", {"input_shape": (64,)}), ("CAST/float32_to_int8", {"input_shape": (64,)}),
+    ("LOG_SOFTMAX", {"input_scale": 2.0}), ("LOG_SOFTMAX", {"input_scale": 1e-4, "input_shape": (2, 100)}),
+    ("LOG_SOFTMAX", {"input_shape": (3, 1)}), ("LOG_SOFTMAX", {"input_shape": (1, 2, 3, 40), "input_scale": 0.2}),
 ]
 
 
@@ -93,7 +95,8 @@ def _one(op: str, dtype: str = "int8", scale: float = 0.05, zero_point: int = 0,
     (_one("FLOOR"), "float32 only"),
     (_one("RELU_N1_TO_1", "int16", 1e-3), "int16; only int8 activations are supported for RELU_N1_TO_1"),
     (_one("RELU", "int16", 1e-3, out_scale=1e-9), "overflows TFLite's 32-bit arithmetic"),
-    (_one("LOG_SOFTMAX", scale=0.1, out_scale=1 / 16, out_zero_point=127), "operator 0 (LOG_SOFTMAX) is not supported"),
+    (_one("LOG_SOFTMAX", scale=0.1, out_scale=1 / 16, out_zero_point=0), "scale 16/256 and zero point 127"),
+    (_one("LOG_SOFTMAX", scale=40.0, out_scale=1 / 16, out_zero_point=127), "outside TFLite's int8 log softmax"),
     (_one("ELU"), "operator 0 (ELU) is not supported"),
     (_one("TANH", "int8", out_dtype="int16", out_scale=1 / 32768), "keeps its type"),
 ])

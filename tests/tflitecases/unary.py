@@ -200,6 +200,13 @@ def add_l2_normalization(graph: GraphBuilder, p: Draw, x: int, name: str = "l2_n
     return y
 
 
+def add_log_softmax(graph: GraphBuilder, p: Draw, x: int, name: str = "log_softmax") -> int:
+    """Output scale 16/256 and zero point 127, as TFLite requires."""
+    y = _output(graph, name, "int8", graph.tensor(x).shape, {"scale": 16 / 256, "zero_point": 127})
+    graph.add_operator("LOG_SOFTMAX", [x], [y], schema.LogSoftmaxOptionsT())
+    return y
+
+
 register_cases({
     "TANH": (_any_rank, add_tanh, _LOGITS, "int8"),
     "TANH/int16": (_any_rank, add_tanh, _LOGITS, "int16"),
@@ -242,4 +249,5 @@ register_cases({
     "FILL/float32": (_scalar, add_fill, _SCALES, "float32"),
     "RSQRT": (_any_rank, add_rsqrt, _SCALES, "int8"),
     "L2_NORMALIZATION": (_any_rank, add_l2_normalization, _SCALES, "int8"),
+    "LOG_SOFTMAX": (_any_rank, add_log_softmax, _LOGITS, "int8"),
 })

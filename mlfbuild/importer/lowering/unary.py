@@ -516,20 +516,20 @@ def inv_sqrt_multiplier(value: int) -> tuple[int, int]:
 
 
 INV_SQRT_FUNCTION = "mlf_inv_sqrt"
-INV_SQRT_C = """static inline int32_t mlf_srdhm_s32(int32_t a, int32_t b) {
-  if (a == b && a == INT32_MIN) return INT32_MAX;
-  const int64_t product = (int64_t)a * (int64_t)b;
+INV_SQRT_C = """static inline int32_t mlf_srdhm_s32(int32_t srdhm_a, int32_t srdhm_b) {
+  if (srdhm_a == srdhm_b && srdhm_a == INT32_MIN) return INT32_MAX;
+  const int64_t product = (int64_t)srdhm_a * (int64_t)srdhm_b;
   const int64_t nudge = product >= 0 ? (1ll << 30) : (1 - (1ll << 30));
   return (int32_t)((product + nudge) / (1ll << 31));
 }
-static inline int32_t mlf_rounding_divide_s32(int32_t x, int32_t exponent) {
-  const int32_t mask = (int32_t)((1u << exponent) - 1u);
-  const int32_t remainder = x & mask, threshold = (mask >> 1) + (x < 0 ? 1 : 0);
-  return (x >> exponent) + (remainder > threshold ? 1 : 0);
+static inline int32_t mlf_rounding_divide_s32(int32_t divide_x, int32_t divide_exponent) {
+  const int32_t mask = (int32_t)((1u << divide_exponent) - 1u);
+  const int32_t remainder = divide_x & mask, threshold = (mask >> 1) + (divide_x < 0 ? 1 : 0);
+  return (divide_x >> divide_exponent) + (remainder > threshold ? 1 : 0);
 }
-static inline int32_t mlf_saturating_shift_s32(int32_t x, int32_t exponent) {
-  const int32_t threshold = (int32_t)((1u << (31 - exponent)) - 1u);
-  return x > threshold ? INT32_MAX : (x < -threshold ? INT32_MIN : (int32_t)((uint32_t)x << exponent));
+static inline int32_t mlf_saturating_shift_s32(int32_t shift_x, int32_t shift_exponent) {
+  const int32_t threshold = (int32_t)((1u << (31 - shift_exponent)) - 1u);
+  return shift_x > threshold ? INT32_MAX : (shift_x < -threshold ? INT32_MIN : (int32_t)((uint32_t)shift_x << shift_exponent));
 }
 static inline void mlf_inv_sqrt(int32_t value, int32_t* multiplier, int32_t* shift) {
   if (value <= 1) {
@@ -614,6 +614,159 @@ def _l2_normalization(graph: Graph, op: Operator) -> Lowered:
     return Lowered(op, "", operands, body, kernel=True)
 
 
+# --- LOG_SOFTMAX: TFLite's reference_integer_ops::LogSoftmax (gemmlowp's exp and TFLite's log in fixed point) ----
+
+LOG_SOFTMAX_FUNCTION = "mlf_log_softmax_s8"
+LOG_SOFTMAX_C = """static inline int32_t mlf_pot_s32(int32_t pot_x, int32_t pot_exponent) {
+  if (pot_exponent == 0) return pot_x;
+  if (pot_exponent < 0) return mlf_rounding_divide_s32(pot_x, -pot_exponent);
+  return mlf_saturating_shift_s32(pot_x, pot_exponent);
+}
+static inline int32_t mlf_wrap_add_s32(int32_t add_a, int32_t add_b) { return (int32_t)((uint32_t)add_a + (uint32_t)add_b); }
+static inline int32_t mlf_clamp64_s32(int64_t wide) { return (int32_t)(wide > INT32_MAX ? INT32_MAX : (wide < INT32_MIN ? INT32_MIN : wide)); }
+static inline int32_t mlf_leading_zeros_u32(uint32_t bits) {
+  int32_t count = 0;
+  for (uint32_t bit = 0x80000000u; bit != 0u && !(bits & bit); bit >>= 1) ++count;
+  return count;
+}
+/* exp(a) for a in [-1/4, 0), Q0.31 in and out (sums wrap as gemmlowp's do) */
+static inline int32_t mlf_exp_quarter_s32(int32_t quarter_in) {
+  const int32_t constant_term = 1895147668, one_third = 715827883;
+  const int32_t x = (int32_t)((uint32_t)quarter_in + (1u << 28));
+  const int32_t x2 = mlf_srdhm_s32(x, x);
+  const int32_t x3 = mlf_srdhm_s32(x2, x);
+  const int32_t x4 = mlf_srdhm_s32(x2, x2);
+  const int32_t x4_over_4 = mlf_rounding_divide_s32(x4, 2);
+  const int32_t third = mlf_srdhm_s32((int32_t)((uint32_t)x4_over_4 + (uint32_t)x3), one_third);
+  const int32_t poly = mlf_rounding_divide_s32((int32_t)((uint32_t)third + (uint32_t)x2), 1);
+  const int32_t scaled = mlf_srdhm_s32(constant_term, (int32_t)((uint32_t)x + (uint32_t)poly));
+  return (int32_t)((uint32_t)constant_term + (uint32_t)scaled);
+}
+/* exp(a) for a <= 0 given with 5 integer bits (Q5.26), result Q0.31 */
+static inline int32_t mlf_exp_negative_q5_s32(int32_t exp_in) {
+  static const int32_t multipliers[7] = {1672461947, 1302514674, 790015084, 290630308, 39332535, 720401, 242};
+  const int32_t quarter = 1 << 24;
+  const int32_t reduced = (int32_t)((uint32_t)(exp_in & (quarter - 1)) - (uint32_t)quarter);
+  const int32_t rescaled = mlf_saturating_shift_s32(reduced, 5);
+  int32_t result = mlf_exp_quarter_s32(rescaled);
+  const int32_t remainder = (int32_t)((uint32_t)reduced - (uint32_t)exp_in);
+  for (int32_t k = 0; k < 7; ++k) {
+    if (remainder & (int32_t)(1u << (24 + k))) result = mlf_srdhm_s32(result, multipliers[k]);
+  }
+  return exp_in == 0 ? INT32_MAX : result;
+}
+/* 1 / (1 + a) for a in [0, 1), Q0.31 in and out: three Newton-Raphson steps */
+static inline int32_t mlf_one_over_one_plus_x_s32(int32_t reciprocal_in) {
+  const int32_t half_denominator = (int32_t)(((int64_t)reciprocal_in + INT32_MAX + 1) / 2);
+  const int32_t start = mlf_srdhm_s32(half_denominator, -1010580540);
+  int32_t x = (int32_t)((uint32_t)start + 1515870810u);
+  for (int32_t step = 0; step < 3; ++step) {
+    const int32_t product = mlf_srdhm_s32(half_denominator, x);
+    const int32_t one_minus = (int32_t)((1u << 29) - (uint32_t)product);
+    const int32_t correction = mlf_srdhm_s32(x, one_minus);
+    const int32_t shifted = mlf_saturating_shift_s32(correction, 2);
+    x = mlf_wrap_add_s32(x, shifted);
+  }
+  return mlf_saturating_shift_s32(x, 1);
+}
+/* log(x) for x >= 1 given with 12 integer bits, result with 5 integer bits */
+static inline int32_t mlf_log_q12_to_q5_s32(int32_t log_in) {
+  const int32_t log_2 = 1488522236, sqrt_sqrt_half = 1805811301, sqrt_half = 1518500250;
+  const int32_t alpha_n = 117049297, alpha_d = 127690142, alpha_i = 1057819769, alpha_f = 638450708;
+  const int32_t shifted_quarter = 1 << 23;
+  const int32_t a_headroom_plus_1 = mlf_leading_zeros_u32((uint32_t)log_in);
+  const int32_t r_a_tmp = mlf_pot_s32(log_in, a_headroom_plus_1 - 1);
+  const int32_t r_a_half = mlf_srdhm_s32(r_a_tmp, sqrt_half);
+  const int32_t r_a = mlf_pot_s32(r_a_half, 1);
+  const int32_t a_pow_2 = mlf_pot_s32(12 - a_headroom_plus_1, 25);
+  const int32_t a_pow_2_adj = mlf_clamp64_s32((int64_t)a_pow_2 + shifted_quarter);
+  const int32_t z_b = mlf_srdhm_s32(log_in, sqrt_half);
+  const int32_t b_headroom = mlf_leading_zeros_u32((uint32_t)z_b) - 1;
+  const int32_t r_b = mlf_pot_s32(log_in, b_headroom);
+  const int32_t b_pow_2 = mlf_pot_s32(12 - b_headroom, 25);
+  const int32_t b_pow_2_adj = mlf_clamp64_s32((int64_t)b_pow_2 - shifted_quarter);
+  const int32_t r = r_a < r_b ? r_a : r_b;
+  const int32_t pow_2_adj = a_pow_2_adj > b_pow_2_adj ? a_pow_2_adj : b_pow_2_adj;
+  const int64_t half_sum = (int64_t)r + sqrt_sqrt_half;
+  const int32_t p = (int32_t)((half_sum + (half_sum >= 0 ? 1 : -1)) / 2);
+  const int32_t q_half = (int32_t)((uint32_t)r - (uint32_t)sqrt_sqrt_half);
+  const int32_t q = (int32_t)((uint32_t)q_half + (uint32_t)q_half);
+  const int32_t common_sq = mlf_srdhm_s32(q, q);
+  const int32_t q_r = mlf_srdhm_s32(q, r);
+  const int32_t q_cube = mlf_srdhm_s32(q, common_sq);
+  const int32_t q_cube_n = mlf_srdhm_s32(q_cube, alpha_n);
+  const int32_t num = (int32_t)((uint32_t)q_r + (uint32_t)q_cube_n);
+  const int32_t d_sq = mlf_srdhm_s32(alpha_d, common_sq);
+  const int32_t inner = (int32_t)((uint32_t)alpha_i + (uint32_t)q + (uint32_t)d_sq);
+  const int32_t p_inner = mlf_srdhm_s32(p, inner);
+  const int32_t f_q = mlf_srdhm_s32(alpha_f, q);
+  const int32_t denominator_minus_one = (int32_t)((uint32_t)p_inner + (uint32_t)f_q);
+  const int32_t reciprocal = mlf_one_over_one_plus_x_s32(denominator_minus_one);
+  const int32_t num_scaled = mlf_rounding_divide_s32(num, 6);
+  const int32_t whole = mlf_srdhm_s32(pow_2_adj, log_2);
+  const int32_t fraction = mlf_srdhm_s32(num_scaled, reciprocal);
+  return mlf_saturating_shift_s32((int32_t)((uint32_t)whole + (uint32_t)fraction), 1);
+}
+static inline void mlf_log_softmax_s8(const int8_t* input, int8_t* output, int32_t depth, int32_t input_multiplier,
+                                      int32_t input_shift, int32_t reverse_multiplier, int32_t reverse_shift,
+                                      int32_t diff_min) {
+  int32_t max = -128;
+  for (int32_t i = 0; i < depth; ++i) {
+    if (input[i] > max) max = input[i];
+  }
+  int32_t sum = 0;
+  for (int32_t i = 0; i < depth; ++i) {
+    const int32_t diff = (int32_t)input[i] - max;
+    if (diff >= diff_min) {
+      const int32_t diff_q5 = mlf_requantize(diff, input_multiplier, input_shift);
+      const int32_t exp_q0 = mlf_exp_negative_q5_s32(diff_q5);
+      sum = mlf_wrap_add_s32(sum, mlf_rounding_divide_s32(exp_q0, 12));
+    }
+  }
+  const int32_t log_sum = mlf_log_q12_to_q5_s32(sum);
+  const int32_t shifted_log_sum = (int32_t)((uint32_t)log_sum + 0x80000000u);
+  const int32_t reversed = mlf_requantize(shifted_log_sum, reverse_multiplier, reverse_shift);
+  const int32_t adjusted_diff_min = diff_min - 1 > reversed ? diff_min - 1 : reversed;
+  for (int32_t i = 0; i < depth; ++i) {
+    const int32_t diff = (int32_t)input[i] - max;
+    if (diff > adjusted_diff_min) {
+      const int32_t diff_q5 = mlf_requantize(diff, input_multiplier, input_shift);
+      const int32_t out = mlf_rounding_divide_s32((int32_t)((uint32_t)diff_q5 - (uint32_t)log_sum), 22) + 127;
+      output[i] = (int8_t)(out > 127 ? 127 : (out < -128 ? -128 : out));
+    } else {
+      output[i] = -128;
+    }
+  }
+}"""
+C_HELPERS[LOG_SOFTMAX_FUNCTION] = LOG_SOFTMAX_C  # after mlf_inv_sqrt, whose int32 helpers it calls
+
+
+def _log_softmax(graph: Graph, op: Operator) -> Lowered:
+    """mlfbuild kernel: int8, TFLite's reference LogSoftmax (gemmlowp's fixed-point exp and log), its prepare-time scaling computed at import."""
+    x, y = unary_io(graph, op, ("int8",))
+    if y.quantization.scale != 16.0 / 256 or y.quantization.zero_point != 127:
+        raise refuse(op, "an int8 log softmax's output must have scale 16/256 and zero point 127 (as TFLite requires)")
+    if not x.shape or tuple(x.shape) != tuple(y.shape):
+        raise refuse(op, f"the input {x.describe()} must have a last dimension and the output's shape")
+    multiplier, shift, diff_min = q.softmax_parameters(1.0, x.quantization.scale)
+    if not 1 <= shift <= 30:
+        raise refuse(op, f"input scale {x.quantization.scale} is outside TFLite's int8 log softmax arithmetic")
+    # PreprocessLogSoftmaxScalingExp: the inverse of the input scaling, a multiplier below one
+    reverse = float(1 << (31 - shift)) / float(multiplier)
+    if not 0.0 < reverse < 1.0:
+        raise refuse(op, f"input scale {x.quantization.scale} is outside TFLite's int8 log softmax arithmetic")
+    reverse_multiplier, reverse_shift = q.quantize_multiplier(reverse)
+    depth = int(x.shape[-1])
+    rows = count(x) // depth if depth else 0
+    # emit writes the C helpers a body names: this one's calls those two's
+    body = [f"  /* {LOG_SOFTMAX_FUNCTION} calls {REQUANTIZE_FUNCTION} and the int32 helpers of {INV_SQRT_FUNCTION} */",
+            f"  for (int32_t row = 0; row < {rows}; ++row) {{",
+            f"    {LOG_SOFTMAX_FUNCTION}(&input_[row * {depth}], &output_[row * {depth}], {depth}, {multiplier}, {shift}, "
+            f"{reverse_multiplier}, {reverse_shift}, {diff_min});", "  }", "  return 0;"]
+    operands = [Operand("int8_t*", "input_", x.index), Operand("int8_t*", "output_", y.index)]
+    return Lowered(op, "", operands, body, kernel=True)
+
+
 RULES = {
     "TANH": _tanh,
     "EXP": _exp,
@@ -629,4 +782,5 @@ RULES = {
     "FILL": _fill,
     "RSQRT": _rsqrt,
     "L2_NORMALIZATION": _l2_normalization,
+    "LOG_SOFTMAX": _log_softmax,
 }
