@@ -1,9 +1,11 @@
 """Unary element-wise operators and activations: small kernels with TFLite's reference semantics
-(activations.cc, exp.cc, elementwise.cc, ... of LiteRT), everything that depends only on the model
-computed at import — tables of the 8-bit look-up kernels, multipliers, folded offsets.
+(LiteRT's activations.cc, quantize.cc, exp.cc, elementwise.cc, neg.cc, cast.cc, fill.cc, l2norm.cc),
+everything that depends only on the model computed at import — the tables of the 8-bit look-up
+kernels, multipliers, folded offsets.
 
 int8 activations take any per-tensor quantization TFLite takes; int16 ones (16x8 models) are
-symmetric (zero point 0), as TFLite's int16 kernels require."""
+symmetric (zero point 0), as TFLite's int16 kernels require. Operators TFLite runs on float32 only
+(FLOOR, SQRT) are float32 here too."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from .base import (
     Operand,
     c_clamp,
     refuse,
+    require_int8,
     tensor_at,
 )
 
@@ -767,7 +770,76 @@ def _log_softmax(graph: Graph, op: Operator) -> Lowered:
     return Lowered(op, "", operands, body, kernel=True)
 
 
+# --- RELU, RELU6, QUANTIZE, DEQUANTIZE, LOGISTIC (from elementwise.py, with their int16 kinds) -------------------
+
+def _relu(graph: Graph, op: Operator) -> Lowered:
+    """mlfbuild kernel: int8/int16 rescaled to the output (TFLite's QuantizedReluX), clamped below at the quantized 0."""
+    return relu_x(graph, op, 0.0, None)
+
+
+def _relu6(graph: Graph, op: Operator) -> Lowered:
+    """mlfbuild kernel: int8/int16 rescaled to the output (TFLite's QuantizedReluX), clamped to the quantized 0 and 6."""
+    return relu_x(graph, op, 0.0, 6.0)
+
+
+def _quantize(graph: Graph, op: Operator) -> Lowered:
+    """mlfbuild kernel: float32 → int8/int16 (TFLite's AffineQuantize, in float), or a requantization between int8 and int16 (TFLite's Requantize)."""
+    x, y = tensor_at(graph, op, 0), tensor_at(graph, op, 0, output=True)
+    if y.dtype not in ("int8", "int16") or y.quantization is None or y.quantization.per_channel:
+        raise refuse(op, f"only quantization to per-tensor int8 or int16 is supported, not {y.describe()}")
+    quantized(op, y)
+    zp, (qmin, qmax) = y.quantization.zero_point, LIMITS[y.dtype]
+    ctype = CTYPES[y.dtype]
+    if x.dtype == "float32":
+        # AffineQuantize: roundf(value / (float)scale) + zero point, clamped (the integer part clamped
+        # before the conversion: the same result, and no out-of-range float to int conversion in C)
+        scale = repr(float(y.quantization.scale))
+        expression = [f"const float rounded = roundf(in / {scale}f);",
+                      f"const {ctype} out = rounded != rounded ? ({ctype})({zp}) : (rounded < {float(qmin - zp)!r}f ? {qmin} : "
+                      f"(rounded > {float(qmax - zp)!r}f ? {qmax} : ({ctype})((int32_t)rounded + ({zp}))));"]
+        return loop(op, x, y, expression, in_place=False)
+    quantized(op, x)
+    multiplier, shift = q.quantize_multiplier(float(x.quantization.scale) / float(y.quantization.scale))
+    check_requantize(op, 1 << (8 if x.dtype == "int8" else 16), shift)
+    expression = [f"const int32_t scaled = {REQUANTIZE_FUNCTION}((int32_t)in - ({x.quantization.zero_point}), "
+                  f"{multiplier}, {shift}) + ({zp});", f"const {ctype} out = ({ctype}){c_clamp('scaled', qmin, qmax)};"]
+    return loop(op, x, y, expression)
+
+
+def _dequantize(graph: Graph, op: Operator) -> Lowered:
+    """mlfbuild kernel: int8/int16 → float32 (TFLite's Dequantize)."""
+    x, y = tensor_at(graph, op, 0), tensor_at(graph, op, 0, output=True)
+    quantized(op, x)
+    if y.dtype != "float32":
+        raise refuse(op, f"only dequantization to float32 is supported, not {y.describe()}")
+    scale = repr(float(x.quantization.scale))  # Dequantize: (float)(scale as double × (value − zero point))
+    expression = [f"const float out = (float)({scale} * (double)((int32_t)in - ({x.quantization.zero_point})));"]
+    return loop(op, x, y, expression, in_place=False)
+
+
+def _logistic(graph: Graph, op: Operator) -> Lowered:
+    """mlfbuild kernel: int8 through TFLite's 256-entry table (1 / (1 + expf(−x)), filled at import); int16 by TFLite's interpolated sigmoid table.
+
+    TFLite's reference kernel fills the int8 table at prepare time in float (PopulateLookupTable);
+    the same table is computed here, at import, into flash."""
+    x = tensor_at(graph, op, 0)
+    if x.dtype == "int16":
+        return logistic_int16(graph, op)
+    x, y = tensor_at(graph, op, 0), tensor_at(graph, op, 0, output=True)
+    require_int8(op, x, y)
+    if y.quantization.zero_point != -128 or y.quantization.scale != float(np.float32(1.0 / 256)):
+        raise refuse(op, "an int8 logistic's output must have scale 1/256 and zero point -128 (as TFLite requires)")
+    table = q.logistic_table(x.quantization.scale, x.quantization.zero_point, y.quantization.scale,
+                             y.quantization.zero_point)
+    return table_lookup(op, x, y, table)
+
+
 RULES = {
+    "RELU": _relu,
+    "RELU6": _relu6,
+    "QUANTIZE": _quantize,
+    "DEQUANTIZE": _dequantize,
+    "LOGISTIC": _logistic,
     "TANH": _tanh,
     "EXP": _exp,
     "RELU_N1_TO_1": _relu_n1_to_1,
