@@ -39,6 +39,8 @@ _RARE = [
     ("EXP", {"input_scale": 0.1, "input_zero_point": 127}),
     ("L2_NORMALIZATION", {"input_shape": (2, 3, 4, 1)}), ("L2_NORMALIZATION", {"input_shape": (1, 200)}),
     ("CAST/int32_to_int8", {"input_shape": (64,)}), ("CAST/float32_to_int8", {"input_shape": (64,)}),
+    ("LOG", {"input_zero_point": 100}), ("LOG", {"input_scale": 1e-3, "input_zero_point": -128}),
+    ("RELU_0_TO_1", {"input_scale": 1e-3, "output_scale_ratio": 0.5}), ("RELU_0_TO_1", {"input_scale": 0.05}),
     ("LOG_SOFTMAX", {"input_scale": 2.0}), ("LOG_SOFTMAX", {"input_scale": 1e-4, "input_shape": (2, 100)}),
     ("LOG_SOFTMAX", {"input_shape": (3, 1)}), ("LOG_SOFTMAX", {"input_shape": (1, 2, 3, 40), "input_scale": 0.2}),
 ]

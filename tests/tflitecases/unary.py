@@ -4,6 +4,8 @@ quantization each gets is what TFLite's converter writes, or what TFLite's kerne
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from ai_edge_litert import schema_py_generated as schema
 
@@ -61,6 +63,19 @@ def _add_simple(op: str, output: str = "near"):
 add_relu = _add_simple("RELU")
 add_relu6 = _add_simple("RELU6")
 add_relu_n1_to_1 = _add_simple("RELU_N1_TO_1")
+add_relu_0_to_1 = _add_simple("RELU_0_TO_1")
+
+
+def add_log(graph: GraphBuilder, p: Draw, x: int, name: str = "log") -> int:
+    """The output's scale spans log of the input's range (values <= 0 give the output's minimum)."""
+    source = graph.tensor(x)
+    top = max(source.scale * (127 - source.zero_point), 1e-3)
+    span = abs(math.log(top)) + abs(math.log(source.scale)) + 1.0
+    y = _output(graph, name, "int8", source.shape,
+                {"scale": p("output_scale", lambda: span / 255 * float(p.rng.uniform(0.8, 1.5))),
+                 "zero_point": p.integer("output_zero_point", -20, 60)})
+    graph.add_operator("LOG", [x], [y])
+    return y
 
 
 def add_leaky_relu(graph: GraphBuilder, p: Draw, x: int, name: str = "leaky_relu") -> int:
@@ -214,6 +229,8 @@ register_cases({
     "RELU/int16": (_any_rank, add_relu, _SCALES, "int16"),
     "RELU6/int16": (_any_rank, add_relu6, _LOGITS, "int16"),
     "RELU_N1_TO_1": (_any_rank, add_relu_n1_to_1, _SCALES, "int8"),
+    "RELU_0_TO_1": (_any_rank, add_relu_0_to_1, _SCALES, "int8"),
+    "LOG": (_any_rank, add_log, _LOGITS, "int8"),
     "LEAKY_RELU": (_any_rank, add_leaky_relu, _SCALES, "int8"),
     "LEAKY_RELU/int16": (_any_rank, add_leaky_relu, _SCALES, "int16"),
     "HARD_SWISH": (_any_rank, add_hard_swish, _LOGITS, "int8"),

@@ -232,6 +232,14 @@ def _exp(graph: Graph, op: Operator) -> Lowered:
     return table_lookup(op, x, y, lut8(x, y, _float_fn(math.exp)))
 
 
+def _log(graph: Graph, op: Operator) -> Lowered:
+    """mlfbuild kernel: int8 through TFLite's 256-entry table (logf; the output's minimum for values <= 0), filled at import."""
+    x, y = unary_io(graph, op, ("int8",))
+    output_min = f32(-128 - y.quantization.zero_point) * f32(y.quantization.scale)
+    natural_log = _float_fn(math.log)
+    return table_lookup(op, x, y, lut8(x, y, lambda v: output_min if v <= 0 else natural_log(v)))
+
+
 # --- ReLU family and leaky ReLU ---------------------------------------------------------------------------
 
 def relu_x(graph: Graph, op: Operator, bottom: float, top: float | None,
@@ -253,6 +261,11 @@ def relu_x(graph: Graph, op: Operator, bottom: float, top: float | None,
 def _relu_n1_to_1(graph: Graph, op: Operator) -> Lowered:
     """mlfbuild kernel: int8 rescaled to the output (TFLite's QuantizedReluX), clamped to the quantized -1 and 1."""
     return relu_x(graph, op, -1.0, 1.0, ("int8",))
+
+
+def _relu_0_to_1(graph: Graph, op: Operator) -> Lowered:
+    """mlfbuild kernel: int8 rescaled to the output (TFLite's QuantizedReluX), clamped to the quantized 0 and 1."""
+    return relu_x(graph, op, 0.0, 1.0, ("int8",))
 
 
 def _leaky_relu(graph: Graph, op: Operator) -> Lowered:
@@ -843,6 +856,8 @@ RULES = {
     "TANH": _tanh,
     "EXP": _exp,
     "RELU_N1_TO_1": _relu_n1_to_1,
+    "RELU_0_TO_1": _relu_0_to_1,
+    "LOG": _log,
     "LEAKY_RELU": _leaky_relu,
     "HARD_SWISH": _hard_swish,
     "ABS": _abs,
