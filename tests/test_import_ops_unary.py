@@ -100,6 +100,7 @@ def _one(op: str, dtype: str = "int8", scale: float = 0.05, zero_point: int = 0,
     (_one("LOG_SOFTMAX", scale=0.1, out_scale=1 / 16, out_zero_point=0), "scale 16/256 and zero point 127"),
     (_one("LOG_SOFTMAX", scale=40.0, out_scale=1 / 16, out_zero_point=127), "outside TFLite's int8 log softmax"),
     (_one("ELU"), "operator 0 (ELU) is not supported"),
+    (_one("EXP", scale=0.5, zero_point=-128, out_scale=0.01), "past the int32 arithmetic of TFLite's table"),
     (_one("TANH", "int8", out_dtype="int16", out_scale=1 / 32768), "keeps its type"),
 ])
 def test_unsupported_unary_parameters_are_refused_in_one_line(graph, said, tmp_path):

@@ -88,17 +88,20 @@ def check_requantize(op: Operator, magnitude: int, shift: int) -> None:
 
 # --- 8-bit look-up tables --------------------------------------------------------------------------
 
-def lut8(x: Tensor, y: Tensor, transform) -> np.ndarray:
+def lut8(op: Operator, x: Tensor, y: Tensor, transform) -> np.ndarray:
     """TFLite's LUTPopulate<int8_t>: for every input byte, dequantize (float), transform (float),
     × 1/output scale, round half away, + zero point, clamp; indexed by the byte as uint8. `transform`
-    maps a float32 to the float32 the C library's float function gives (computed in double, rounded)."""
+    maps a float32 to the float32 the C library's float function gives (computed in double, rounded).
+    A value past int32 (TFLite's float to int32 conversion is then undefined) is refused."""
     inverse_scale = f32(1) / f32(y.quantization.scale)
     table = np.zeros(256, dtype=np.int8)
     for value in range(-128, 128):
         dequantized = f32(x.quantization.scale) * f32(value - x.quantization.zero_point)
-        transformed = f32(transform(dequantized))
-        rescaled = f32(q.round_half_away(float(f32(transformed * inverse_scale))))
-        quantized_value = int(np.clip(np.float64(f32(rescaled + f32(y.quantization.zero_point))), -2**31, 2**31 - 1))
+        scaled = float(f32(f32(transform(dequantized)) * inverse_scale))
+        if not math.isfinite(scaled) or not -2.0**31 <= scaled + y.quantization.zero_point < 2.0**31:
+            raise refuse(op, f"input {value} maps to {scaled:g} output steps, past the int32 arithmetic of TFLite's table")
+        rescaled = f32(q.round_half_away(scaled))
+        quantized_value = int(f32(rescaled + f32(y.quantization.zero_point)))
         table[value & 0xFF] = max(-128, min(127, quantized_value))
     return table
 
@@ -223,13 +226,13 @@ def _tanh(graph: Graph, op: Operator) -> Lowered:
     x, y = unary_io(graph, op)
     if x.dtype == "int16":
         return sigmoid_int16(op, x, y, tanh=True)
-    return table_lookup(op, x, y, lut8(x, y, _float_fn(math.tanh)))
+    return table_lookup(op, x, y, lut8(op, x, y, _float_fn(math.tanh)))
 
 
 def _exp(graph: Graph, op: Operator) -> Lowered:
     """mlfbuild kernel: int8 through TFLite's 256-entry table (expf), filled at import."""
     x, y = unary_io(graph, op, ("int8",))
-    return table_lookup(op, x, y, lut8(x, y, _float_fn(math.exp)))
+    return table_lookup(op, x, y, lut8(op, x, y, _float_fn(math.exp)))
 
 
 def _log(graph: Graph, op: Operator) -> Lowered:
@@ -237,7 +240,7 @@ def _log(graph: Graph, op: Operator) -> Lowered:
     x, y = unary_io(graph, op, ("int8",))
     output_min = f32(-128 - y.quantization.zero_point) * f32(y.quantization.scale)
     natural_log = _float_fn(math.log)
-    return table_lookup(op, x, y, lut8(x, y, lambda v: output_min if v <= 0 else natural_log(v)))
+    return table_lookup(op, x, y, lut8(op, x, y, lambda v: output_min if v <= 0 else natural_log(v)))
 
 
 # --- ReLU family and leaky ReLU ---------------------------------------------------------------------------
