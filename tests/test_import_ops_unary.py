@@ -41,6 +41,7 @@ _RARE = [
     ("CAST/int32_to_int8", {"input_shape": (64,)}), ("CAST/float32_to_int8", {"input_shape": (64,)}),
     ("LOG", {"input_zero_point": 100}), ("LOG", {"input_scale": 1e-3, "input_zero_point": -128}),
     ("RELU_0_TO_1", {"input_scale": 1e-3, "output_scale_ratio": 0.5}), ("RELU_0_TO_1", {"input_scale": 0.05}),
+    ("LOGISTIC", {"input_scale": 10.0}), ("TANH", {"input_scale": 10.0}),
     ("LOG_SOFTMAX", {"input_scale": 2.0}), ("LOG_SOFTMAX", {"input_scale": 1e-4, "input_shape": (2, 100)}),
     ("LOG_SOFTMAX", {"input_shape": (3, 1)}), ("LOG_SOFTMAX", {"input_shape": (1, 2, 3, 40), "input_scale": 0.2}),
 ]
@@ -100,6 +101,7 @@ def _one(op: str, dtype: str = "int8", scale: float = 0.05, zero_point: int = 0,
     (_one("LOG_SOFTMAX", scale=0.1, out_scale=1 / 16, out_zero_point=0), "scale 16/256 and zero point 127"),
     (_one("LOG_SOFTMAX", scale=40.0, out_scale=1 / 16, out_zero_point=127), "outside TFLite's int8 log softmax"),
     (_one("ELU"), "operator 0 (ELU) is not supported"),
+    (_one("RELU", scale=1e-30), "outside 1e-15..1e15"),
     (_one("EXP", scale=0.5, zero_point=-128, out_scale=0.01), "past the int32 arithmetic of TFLite's table"),
     (_one("TANH", "int8", out_dtype="int16", out_scale=1 / 32768), "keeps its type"),
 ])

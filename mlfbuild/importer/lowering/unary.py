@@ -22,7 +22,6 @@ from .base import (
     Operand,
     c_clamp,
     refuse,
-    require_int8,
     tensor_at,
 )
 
@@ -45,6 +44,8 @@ def quantized(op: Operator, t: Tensor, dtypes: tuple[str, ...] = ("int8", "int16
     if not (math.isfinite(scale) and scale > 0) or not lo <= zp <= hi:
         raise refuse(op, f"tensor {t.describe()} has scale {scale} and zero point {zp}; "
                          f"{t.dtype} needs a positive finite scale and a zero point in {lo}..{hi}")
+    if not 1e-15 <= scale <= 1e15:
+        raise refuse(op, f"tensor {t.describe()} has scale {scale}, outside 1e-15..1e15")
     if t.dtype == "int16" and zp != 0:
         raise refuse(op, f"tensor {t.describe()} has zero point {zp}; int16 activations are symmetric (zero point 0)")
     return t
@@ -97,7 +98,8 @@ def lut8(op: Operator, x: Tensor, y: Tensor, transform) -> np.ndarray:
     table = np.zeros(256, dtype=np.int8)
     for value in range(-128, 128):
         dequantized = f32(x.quantization.scale) * f32(value - x.quantization.zero_point)
-        scaled = float(f32(f32(transform(dequantized)) * inverse_scale))
+        with np.errstate(over="ignore", invalid="ignore"):
+            scaled = float(f32(f32(transform(dequantized)) * inverse_scale))
         if not math.isfinite(scaled) or not -2.0**31 <= scaled + y.quantization.zero_point < 2.0**31:
             raise refuse(op, f"input {value} maps to {scaled:g} output steps, past the int32 arithmetic of TFLite's table")
         rescaled = f32(q.round_half_away(scaled))
@@ -841,13 +843,12 @@ def _logistic(graph: Graph, op: Operator) -> Lowered:
     x = tensor_at(graph, op, 0)
     if x.dtype == "int16":
         return logistic_int16(graph, op)
-    x, y = tensor_at(graph, op, 0), tensor_at(graph, op, 0, output=True)
-    require_int8(op, x, y)
+    x, y = unary_io(graph, op, ("int8",))
     if y.quantization.zero_point != -128 or y.quantization.scale != float(np.float32(1.0 / 256)):
         raise refuse(op, "an int8 logistic's output must have scale 1/256 and zero point -128 (as TFLite requires)")
-    table = q.logistic_table(x.quantization.scale, x.quantization.zero_point, y.quantization.scale,
-                             y.quantization.zero_point)
-    return table_lookup(op, x, y, table)
+    exp = _float_fn(math.exp)
+    with np.errstate(over="ignore"):
+        return table_lookup(op, x, y, lut8(op, x, y, lambda v: f32(1) / (f32(1) + exp(-v))))
 
 
 RULES = {
