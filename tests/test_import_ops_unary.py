@@ -6,8 +6,11 @@ LiteRT's reference kernels; and what stays refused, in one line."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
+from ai_edge_litert import schema_py_generated as schema
 
 import tflitecases  # noqa: F401 - registers the cases
 from test_import_operators import _assert_refused, check_against_litert
@@ -87,7 +90,14 @@ def _one(op: str, dtype: str = "int8", scale: float = 0.05, zero_point: int = 0,
     return graph
 
 
+def _leaky_relu(alpha: float) -> GraphBuilder:
+    graph = _one("LEAKY_RELU")
+    graph.operators[0] = dataclasses.replace(graph.operators[0], options=schema.LeakyReluOptionsT(alpha=alpha))
+    return graph
+
+
 @pytest.mark.parametrize("graph, said", [
+    (_leaky_relu(3e38), "alpha 3.0000000054977558e+38 is not a finite value"),
     (_one("LOGISTIC", "int16", 2 ** -12, out_scale=1 / 256), "output must have scale 1/32768"),
     (_one("TANH", "int16", 2 ** -12, zero_point=3, out_scale=1 / 32768, out_zero_point=0), "symmetric (zero point 0)"),
     (_one("TANH", "int16", 8.0, out_scale=1 / 32768), "overflows TFLite's 32-bit int16 tanh"),

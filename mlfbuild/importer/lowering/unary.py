@@ -277,8 +277,8 @@ def _leaky_relu(graph: Graph, op: Operator) -> Lowered:
     """mlfbuild kernel: int8/int16, TFLite's QuantizeLeakyRelu (an identity and an alpha multiplier by the input's sign)."""
     x, y = unary_io(graph, op)
     alpha = f32(op.options.get("alpha", 0.0))
-    if not math.isfinite(float(alpha)):
-        raise refuse(op, f"alpha {float(alpha)} is not finite")
+    if not (math.isfinite(float(alpha)) and abs(float(alpha)) <= 1e15):
+        raise refuse(op, f"alpha {float(alpha)} is not a finite value within ±1e15")
     # LeakyReluPrepare: input scale × alpha / output scale in float (all three are floats), widened
     alpha_multiplier, alpha_shift = q.quantize_multiplier(float(f32(x.quantization.scale) * alpha / f32(y.quantization.scale)))
     identity_multiplier, identity_shift = q.quantize_multiplier(float(f32(x.quantization.scale) / f32(y.quantization.scale)))
