@@ -41,7 +41,10 @@ _RARE = [
     ("QUANTIZE/int16", {"output_scale": 1e-5}),
     ("EXP", {"input_scale": 0.1, "input_zero_point": 127}),
     ("L2_NORMALIZATION", {"input_shape": (2, 3, 4, 1)}), ("L2_NORMALIZATION", {"input_shape": (1, 200)}),
-    ("CAST/int32_to_int8", {"input_shape": (64,)}), ("CAST/float32_to_int8", {"input_shape": (64,)}),
+    *[(kind, {"output_dtype": out, "input_shape": (2, 32)}) for kind, source in
+      (("CAST", "int8"), ("CAST/int16", "int16"), ("CAST/int32", "int32"), ("CAST/float32", "float32"))
+      for out in ("int8", "int16", "int32", "float32") if out != source],
+    ("FILL/float32", {"shape": (2, 3, 4, 5)}), ("ZEROS_LIKE", {"input_shape": (1, 2, 3, 4)}),
     ("LOG", {"input_zero_point": 100}), ("LOG", {"input_scale": 1e-3, "input_zero_point": -128}),
     ("RELU_0_TO_1", {"input_scale": 1e-3, "output_scale_ratio": 0.5}), ("RELU_0_TO_1", {"input_scale": 0.05}),
     ("LOGISTIC", {"input_scale": 10.0}), ("TANH", {"input_scale": 10.0}),
