@@ -7,12 +7,9 @@ import numpy as np
 from .. import quantization as q
 from ..tflite import Graph, Operator, Tensor
 from .base import (
-    REQUANTIZE_FUNCTION,
     Lowered,
     Operand,
     bare_call,
-    c_clamp,
-    elementwise,
     fused_activation_range,
     refuse,
     require_int8,
