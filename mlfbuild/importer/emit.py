@@ -283,9 +283,17 @@ def _prototype(step: Lowered) -> str:
 
 
 def _helpers_called(calls: list[Lowered]) -> list[str]:
-    """The C helpers (lowering.C_HELPERS) a body names, each once, before the functions."""
+    """The C helpers (lowering.C_HELPERS) a body names, and those they name in turn, each once, in
+    C_HELPERS' order (each after those it calls), before the functions."""
     text = "\n".join(line for step in calls for line in step.body)
-    return [f"{code}\n" for name, code in C_HELPERS.items() if re.search(rf"\b{name}\b", text)]
+    named: set[str] = set()
+    while True:
+        found = {name for name in C_HELPERS if name not in named and re.search(rf"\b{name}\b", text)}
+        if not found:
+            break
+        named |= found
+        text = "\n".join(C_HELPERS[name] for name in found)
+    return [f"{code}\n" for name, code in C_HELPERS.items() if name in named]
 
 
 def _lib2(module: str, calls: list[Lowered]) -> str:

@@ -779,9 +779,7 @@ def _log_softmax(graph: Graph, op: Operator) -> Lowered:
     reverse_multiplier, reverse_shift = q.quantize_multiplier(reverse)
     depth = int(x.shape[-1])
     rows = count(x) // depth if depth else 0
-    # emit writes the C helpers a body names: this one's calls those two's
-    body = [f"  /* {LOG_SOFTMAX_FUNCTION} calls {REQUANTIZE_FUNCTION} and the int32 helpers of {INV_SQRT_FUNCTION} */",
-            f"  for (int32_t row = 0; row < {rows}; ++row) {{",
+    body = [f"  for (int32_t row = 0; row < {rows}; ++row) {{",
             f"    {LOG_SOFTMAX_FUNCTION}(&input_[row * {depth}], &output_[row * {depth}], {depth}, {multiplier}, {shift}, "
             f"{reverse_multiplier}, {reverse_shift}, {diff_min});", "  }", "  return 0;"]
     operands = [Operand("int8_t*", "input_", x.index), Operand("int8_t*", "output_", y.index)]
