@@ -158,3 +158,12 @@ def test_a_source_the_preprocessor_refuses_names_the_file_and_the_compiler_s_err
     message = str(caught.value)
     assert message.startswith("codegen/host/src/lib0.c: cannot preprocess: ")
     assert "no_such_header.h" in message and "error" in message and "\n" not in message
+
+
+def test_an_argument_set_from_a_variable_named_like_a_parameter_of_the_callee_is_followed():
+    """`x = a + 1; helper(x, a)` with helper(int32_t a, int32_t x): the caller's expression for x names
+    the caller's a, not the callee's (re-evaluated in the callee it recursed without end)."""
+    globals_ = "static inline int32_t helper(int32_t a, int32_t x) { return a + x; }"
+    body = ("  int32_t a = 3;\n  int32_t x = a + 1;\n  int32_t y = helper(x, a);\n"
+            "  for (int32_t i = 0; i < 10; ++i) { out[i] = (int8_t)(p0[i] + y); }")
+    assert not _pool(body, globals_=globals_).problem

@@ -800,6 +800,8 @@ class Interpreter:
                 if holds_pool(value):
                     raise NotProven(f"{name} is handed the address of {value.name}, which holds a pointer into the pool")
                 value = OTHER
+            if isinstance(value, IntValue):  # its definition names the caller's variables, not the callee's
+                value = IntValue(value.range)
             scope[param.name] = Var(self._convert(value, ctype, param, frame), ctype)
         counted = depth <= STEP_DEPTH and self.loop_depth == 0
         if depth == STEP_DEPTH and counted:
