@@ -1,67 +1,85 @@
-"""Reductions over axes."""
+"""Reductions over axes: MEAN by TFLite's QuantizedMeanOrSum, REDUCE_MAX and REDUCE_MIN.
+
+SUM stays refused (coverage.REFUSED): LiteRT's reference kernel for a quantized SUM reads the tensors
+as uint8 whatever their type (reduce.cc, QuantizedMeanOrSum<T, kReference>), so there is no oracle to
+hold an int8 SUM to."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from .. import quantization as q
-from ..tflite import Graph, Operator
-from .base import (
-    REQUANTIZE_FUNCTION,
-    Lowered,
-    as_4d,
-    c_clamp,
-    constant_data,
-    io_operands,
-    refuse,
-    require_int8,
-    strides_of,
-    tensor_at,
-)
+from ..tflite import Graph, Operator, Tensor
+from .base import REQUANTIZE_FUNCTION, Lowered, Operand, as_4d, c_clamp, constant_data, refuse, strides_of, tensor_at
+from .unary import CTYPES, LIMITS, quantized
 
 
-def _mean(graph: Graph, op: Operator) -> Lowered:
-    """MEAN as LiteRT's reduce.cc dispatches it for int8: keep_dims over H and W of a 4-D tensor →
-    reference_integer_ops::Mean (requantise the zero-point-corrected sum, then divide rounding half
-    away); else, with one quantization in and out → reference_ops::Mean (the raw sum divided,
-    truncating); else → QuantizedMeanOrSum (the rescale's multiplier takes 1/count in, up to 2^32)."""
+def _reduction(graph: Graph, op: Operator) -> tuple[Tensor, Tensor, tuple[int, ...], list[bool], int]:
+    """(input, output, the input as 4-D, which of those dimensions are reduced, elements per output)."""
     x, axes_tensor, y = tensor_at(graph, op, 0), tensor_at(graph, op, 1), tensor_at(graph, op, 0, output=True)
-    require_int8(op, x, y)
+    quantized(op, x)
+    quantized(op, y, (x.dtype,))
     rank = len(x.shape)
-    axes = sorted({int(a) % rank for a in constant_data(op, axes_tensor, "int32").reshape(-1)} if rank else set())
+    if axes_tensor.dtype not in ("int32", "int64"):
+        raise refuse(op, f"the axes {axes_tensor.describe()} are not int32 or int64")
+    raw = [int(a) for a in constant_data(op, axes_tensor, axes_tensor.dtype).reshape(-1)]
+    if any(not -rank <= a < rank for a in raw):
+        raise refuse(op, f"axes {raw} are outside a rank-{rank} tensor")
+    axes = sorted({int(a) % rank for a in raw}) if rank else []
     shape = as_4d(op, x.shape)
     reduced = [False] * (4 - rank) + [i in axes for i in range(rank)]
     count = int(np.prod([d for d, r in zip(shape, reduced) if r]))
     kept = tuple(1 if r else d for d, r in zip(shape, reduced))
     if int(np.prod(kept)) != int(np.prod(y.shape)) or count == 0:
-        raise refuse(op, f"the output {y.describe()} is not the mean of {x.describe()} over axes {axes}")
-    in_zp, out_zp = x.quantization.zero_point, y.quantization.zero_point
-    if op.options.get("keep_dims") and rank == 4 and axes == [1, 2]:
-        multiplier, shift = q.quantize_multiplier(float(x.quantization.scale) / float(y.quantization.scale))
-        accumulate = f"(int32_t)input_[i] - ({in_zp})"
-        finish = [f"sum = {REQUANTIZE_FUNCTION}(sum, {multiplier}, {shift});",
-                  f"sum = (sum > 0 ? sum + {count // 2} : sum - {count // 2}) / {count} + ({out_zp});",
-                  f"*out++ = (int8_t){c_clamp('sum', -128, 127)};"]
-    elif x.quantization == y.quantization:
-        accumulate = "(int32_t)input_[i]"
-        finish = [f"*out++ = (int8_t)(sum / {count});"]
-    else:  # QuantizedMeanOrSum: the input/output rescale with 1/count folded into its multiplier
-        multiplier, shift = q.quantize_multiplier(float(x.quantization.scale) / float(y.quantization.scale))
-        fold = min(count.bit_length() - 1, 32, 31 + shift)
-        multiplier, shift = int((multiplier << fold) // count), shift - fold
-        accumulate = "(int32_t)input_[i]"
-        finish = [f"sum = {REQUANTIZE_FUNCTION}(sum - ({in_zp}) * {count}, {multiplier}, {shift}) + ({out_zp});",
-                  f"*out++ = (int8_t){c_clamp('sum', -128, 127)};"]
+        raise refuse(op, f"the output {y.describe()} is not {x.describe()} reduced over axes {axes}")
+    return x, y, shape, reduced, count
+
+
+def _loops(x: Tensor, y: Tensor, shape, reduced, start: str, accumulate: str, finish: list[str]) -> list[str]:
+    """For each output element (in order), `accumulate` every input element `v` it reduces into `acc`
+    (starting at `start`), then `finish` computes `out`."""
     strides = strides_of(shape)
     outer = [f"for (int32_t o{d} = 0; o{d} < {1 if r else n}; ++o{d})" for d, (n, r) in enumerate(zip(shape, reduced))]
     inner = [f"for (int32_t r{d} = 0; r{d} < {n if r else 1}; ++r{d})" for d, (n, r) in enumerate(zip(shape, reduced))]
     index = " + ".join(f"(o{d} + r{d}) * {strides[d]}" for d in range(4))
-    body = ["  int8_t* out = output_;", "  " + " ".join(outer) + " {", "    int32_t sum = 0;",
-            "    " + " ".join(inner) + " {", f"      const int32_t i = {index};", f"      sum += {accumulate};",
+    return [f"  {CTYPES[y.dtype]}* out = output_;", "  " + " ".join(outer) + " {", f"    int32_t acc = {start};",
+            "    " + " ".join(inner) + " {", f"      const int32_t v = input_[{index}];", f"      {accumulate}",
             "    }", *[f"    {line}" for line in finish], "  }", "  return 0;"]
-    return Lowered(op, "", list(io_operands(graph, op)), body, kernel=True)
+
+
+def _operands(x: Tensor, y: Tensor) -> list[Operand]:
+    return [Operand(f"{CTYPES[x.dtype]}*", "input_", x.index), Operand(f"{CTYPES[y.dtype]}*", "output_", y.index)]
+
+
+def _mean(graph: Graph, op: Operator) -> Lowered:
+    """mlfbuild kernel: TFLite's QuantizedMeanOrSum on every path — the zero-point-corrected int32 sum
+    requantised by input/output scale with 1/count folded into the multiplier."""
+    x, y, shape, reduced, count = _reduction(graph, op)
+    multiplier, shift = q.quantize_multiplier(float(x.quantization.scale) / float(y.quantization.scale))
+    fold = min(count.bit_length() - 1, 32, 31 + shift)
+    multiplier, shift = int((multiplier << fold) // count), shift - fold
+    lo, hi = LIMITS[y.dtype]
+    finish = [f"acc = {REQUANTIZE_FUNCTION}(acc - ({x.quantization.zero_point}) * {count}, {multiplier}, {shift}) "
+              f"+ ({y.quantization.zero_point});", f"*out++ = ({CTYPES[y.dtype]}){c_clamp('acc', lo, hi)};"]
+    body = _loops(x, y, shape, reduced, "0", "acc += v;", finish)
+    return Lowered(op, "", _operands(x, y), body, kernel=True)
+
+
+def _max_or_min(graph: Graph, op: Operator) -> Lowered:
+    """mlfbuild kernel: the largest (smallest) element, input and output of one quantization (as TFLite
+    requires)."""
+    x, y, shape, reduced, _ = _reduction(graph, op)
+    if x.quantization != y.quantization:
+        raise refuse(op, "the input and the output must share one quantization (as TFLite requires)")
+    lo, hi = LIMITS[x.dtype]
+    better = ">" if op.name == "REDUCE_MAX" else "<"
+    body = _loops(x, y, shape, reduced, str(lo if op.name == "REDUCE_MAX" else hi),
+                  f"if (v {better} acc) acc = v;", [f"*out++ = ({CTYPES[y.dtype]})acc;"])
+    return Lowered(op, "", _operands(x, y), body, kernel=True)
 
 
 RULES = {
     "MEAN": _mean,
+    "REDUCE_MAX": _max_or_min,
+    "REDUCE_MIN": _max_or_min,
 }
