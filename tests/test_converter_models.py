@@ -27,17 +27,13 @@ MODELS = [m for m in MANIFEST["models"] if m["file"]]
 
 # model file → the operator its refusal names (TFLite's name), and why, today.
 REFUSED = {
-    "activation_hard_sigmoid.tflite": "MUL",  # relu6(x + 3) / 6: MUL by a constant, broadcast
     "activation_elu.tflite": "ELU",
     "upsampling_nearest.tflite": "TILE",  # UpSampling2D(nearest): RESHAPE, TILE
     "upsampling_bilinear.tflite": "RESIZE_BILINEAR",
     "lstm_unrolled.tflite": "UNPACK",
     "gru_unrolled.tflite": "UNPACK",
-    "squeeze_excite.tflite": "MUL",  # [1,16,16,16] × [1,1,1,16], broadcast
-    "squeeze_excite_dense_per_tensor.tflite": "MUL",  # [1,16,16,16] × [1,1,1,16], broadcast
     "conv2d_transpose.tflite": "TRANSPOSE_CONV",
     "conv2d_16x8.tflite": "CONV_2D",  # int16 activations
-    "mobilenet_v3_block.tflite": "MUL",  # squeeze-excite's broadcast
     "small_cnn_dynamic_batch.tflite": "SHAPE",  # a None batch: Flatten computes its shape
     "dense_3d_dynamic_batch.tflite": "SHAPE",
 }

@@ -24,9 +24,6 @@ from mlfbuild.importer.lowering import SUPPORTED_OPERATORS, UnsupportedModelErro
 from tflitewriter import CASE_SHAPES, KWS_CHAIN, GraphBuilder, add_model, bundle_model, chain_model, pack_model
 from tflite_damage import all_variants, random_damage
 
-# Operands CMSIS-NN's element-wise kernels take: same-shape graph tensors (no broadcast, no constant).
-_OVERRIDES = {"ADD": {"broadcast": False, "constant_operand": False},
-              "MUL": {"broadcast": False, "constant_operand": False}}
 # Every case kind ("OPERATOR" or "OPERATOR/kind") of a supported operator.
 _IMPORTABLE = sorted(name for name in CASE_SHAPES if name.split("/")[0] in SUPPORTED_OPERATORS)
 REGRESSION_SEEDS: list[int] = []
@@ -40,7 +37,7 @@ def test_every_supported_operator_has_random_cases():
 
 
 def operator_cases(per_operator: int) -> list:
-    return [(op, dict(_OVERRIDES.get(op, {}))) for op in _IMPORTABLE for _ in range(per_operator)]
+    return [(op, {}) for op in _IMPORTABLE for _ in range(per_operator)]
 
 
 def check_against_litert(model: Path, board: str, tree: Path, out: Path, samples: int = 4, seed: int = 5) -> dict:
