@@ -299,8 +299,10 @@ def _helpers_called(calls: list[Lowered]) -> list[str]:
 def _lib2(module: str, calls: list[Lowered]) -> str:
     lines = ["// tvm target: cmsis-nn ", "#define TVM_EXPORTS", '#include "tvm/runtime/c_runtime_api.h"',
              '#include "tvm/runtime/c_backend_api.h"', "#include <math.h>", "#include <stdbool.h>",
-             "#include <stddef.h>", "#include <string.h>", "#include <arm_nnfunctions.h>", "#include <arm_nn_types.h>",
-             "#include <arm_nn_math_types.h>", _EXTERN_C_OPEN]
+             "#include <stddef.h>", "#include <string.h>"]
+    if any(step.function for step in calls):  # a model of our kernels alone needs no CMSIS-NN tree
+        lines += ["#include <arm_nnfunctions.h>", "#include <arm_nn_types.h>", "#include <arm_nn_math_types.h>"]
+    lines += [_EXTERN_C_OPEN]
     lines += _helpers_called(calls)
     for index, step in enumerate(calls):
         op = step.operator

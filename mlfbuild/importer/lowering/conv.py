@@ -161,7 +161,7 @@ def _per_channel_fully_connected(graph: Graph, op: Operator, weights: np.ndarray
     if bias is not None:
         operands.append(Operand("int32_t*", "bias_", constant=bias))
     operands += [Operand("int32_t*", "shift_", constant=shifts), y_op]
-    return Lowered(op, "", operands, body, "per-channel weights: TFLite's FullyConnectedPerChannel", kernel=True)
+    return Lowered(op, "", operands, body, kernel=True)
 
 
 RULES = {

@@ -59,8 +59,7 @@ def _lowered(op: Operator, a: Tensor, b: Tensor, y: Tensor, element: list[str], 
     same = a.shape == b.shape
     if same and call:
         return Lowered(op, function, operands, bare_call(call), in_place=True)
-    return Lowered(op, "", operands, _broadcast_loop(a.shape, b.shape, y.shape, element),
-                   "" if same else "broadcast: mlfbuild kernel, TFLite's reference arithmetic", kernel=True,
+    return Lowered(op, "", operands, _broadcast_loop(a.shape, b.shape, y.shape, element), kernel=True,
                    in_place=same)
 
 

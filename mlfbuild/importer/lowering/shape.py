@@ -20,6 +20,7 @@ from .base import (
 
 
 def _reshape(graph: Graph, op: Operator) -> Lowered:
+    """nothing: the output is the input's bytes (a copy where the output is a graph output)."""
     x, y = tensor_at(graph, op, 0), tensor_at(graph, op, 0, output=True)
     if x.dtype != y.dtype or x.nbytes != y.nbytes:
         raise refuse(op, f"{x.describe()} cannot be viewed as {y.describe()}")
@@ -99,6 +100,7 @@ def _concatenation(graph: Graph, op: Operator) -> Lowered:
 RULES = {
     "RESHAPE": _reshape,
     "SQUEEZE": _reshape,
+    "EXPAND_DIMS": _reshape,
     "PAD": _pad,
     "PADV2": _pad,
     "TRANSPOSE": _transpose,
