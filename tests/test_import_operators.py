@@ -323,3 +323,15 @@ def test_extreme_quantization_on_any_operator_is_imported_or_refused_in_one_line
             assert "\n" not in str(exc), name
         except Exception as exc:  # noqa: BLE001 - the test is that nothing else escapes
             pytest.fail(f"{name}: {type(exc).__name__}: {exc}")
+
+
+def test_the_operator_table_of_the_docs_is_the_code_s():
+    """docs/import.md's table, between its markers, is what `python -m mlfbuild.importer.coverage`
+    prints (regenerate it with that command)."""
+    from mlfbuild.importer.coverage import markdown_table
+    from mlfbuild.importer.lowering import rules
+
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "import.md").read_text()
+    start = docs.index("<!-- operator table: generated")
+    table = docs[docs.index("\n", start) + 1:docs.index("<!-- end of operator table -->")]
+    assert table == markdown_table(rules())

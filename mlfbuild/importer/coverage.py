@@ -45,20 +45,27 @@ def refusal_reason(name: str) -> str:
 
 def operator_table(rules: dict) -> list[tuple[str, str]]:
     """(operator, how it is compiled or why it is refused) for every TFLM operator and every compiled
-    one, by name: the first line of the rule's docstring, or the refusal's reason."""
+    one, by name: the first paragraph of the rule's docstring, or the refusal's reason."""
     rows = []
     for name in sorted(set(TFLM_OPERATORS) | set(rules)):
         if name in rules:
-            doc = (rules[name].__doc__ or "").strip().splitlines()
-            rows.append((name, doc[0] if doc else ""))
+            paragraph = (rules[name].__doc__ or "").strip().split("\n\n")[0]
+            rows.append((name, " ".join(line.strip() for line in paragraph.splitlines())))
         else:
             rows.append((name, f"refused: {refusal_reason(name)}"))
     return rows
 
 
 def markdown_table(rules: dict) -> str:
+    """The operator table of docs/import.md (`python -m mlfbuild.importer.coverage` prints it)."""
     lines = ["| TFLite operator | compiled to (or why refused) |", "|---|---|"]
-    lines += [f"| {name} | {how} |" for name, how in operator_table(rules)]
+    lines += ["| " + name + " | " + how.replace("|", "\\|") + " |" for name, how in operator_table(rules)]
     return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    from .lowering import rules as compiled
+
+    print(markdown_table(compiled()), end="")
 
 

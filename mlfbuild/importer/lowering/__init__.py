@@ -42,6 +42,11 @@ _RULES = _family_rules()
 SUPPORTED_OPERATORS = tuple(sorted(_RULES))
 
 
+def rules() -> dict[str, Callable[[Graph, Operator], Lowered]]:
+    """Operator name → its lowering, for every operator mlfbuild compiles."""
+    return dict(_RULES)
+
+
 def refusal(op: Operator) -> UnsupportedModelError | None:
     """Why `op` cannot be compiled whatever its operands are (its operator is not one mlfbuild
     compiles), or None."""

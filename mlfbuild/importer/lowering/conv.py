@@ -82,6 +82,8 @@ def _conv_like(graph: Graph, op: Operator, *, depthwise: bool) -> Lowered:
 
 
 def _conv2d(graph: Graph, op: Operator) -> Lowered:
+    """`arm_convolve_wrapper_s8` (it picks the 1×1, 1×N and im2col kernels), per-channel multipliers
+    and shifts computed at import, dilations."""
     return _conv_like(graph, op, depthwise=False)
 
 

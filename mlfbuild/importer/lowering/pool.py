@@ -47,14 +47,17 @@ def _pool(graph: Graph, op: Operator, function: str) -> Lowered:
 
 
 def _average_pool(graph: Graph, op: Operator) -> Lowered:
+    """`arm_avgpool_s8`; input and output of one quantization (as TFLite requires)."""
     return _pool(graph, op, "arm_avgpool_s8")
 
 
 def _max_pool(graph: Graph, op: Operator) -> Lowered:
+    """`arm_max_pool_s8`; input and output of one quantization (as TFLite requires)."""
     return _pool(graph, op, "arm_max_pool_s8")
 
 
 def _softmax(graph: Graph, op: Operator) -> Lowered:
+    """`arm_softmax_s8`, its multiplier, shift and diff_min as TFLite's int8 softmax prepares them."""
     x, y = tensor_at(graph, op, 0), tensor_at(graph, op, 0, output=True)
     require_int8(op, x, y)
     if y.quantization.zero_point != -128 or y.quantization.scale != float(np.float32(1.0 / 256)):

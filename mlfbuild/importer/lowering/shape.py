@@ -34,6 +34,7 @@ def _reshape(graph: Graph, op: Operator) -> Lowered:
 
 
 def _pad(graph: Graph, op: Operator) -> Lowered:
+    """mlfbuild kernel: constant padding with the zero point (PAD) or the given value (PADV2), rank ≤ 4."""
     x, paddings, y = tensor_at(graph, op, 0), tensor_at(graph, op, 1), tensor_at(graph, op, 0, output=True)
     require_int8(op, x, y)
     same_quantization(op, x, y)
@@ -58,6 +59,7 @@ def _pad(graph: Graph, op: Operator) -> Lowered:
 
 
 def _transpose(graph: Graph, op: Operator) -> Lowered:
+    """mlfbuild kernel: any permutation, rank ≤ 4."""
     x, perm_tensor, y = tensor_at(graph, op, 0), tensor_at(graph, op, 1), tensor_at(graph, op, 0, output=True)
     require_int8(op, x, y)
     same_quantization(op, x, y)
@@ -77,6 +79,8 @@ def _transpose(graph: Graph, op: Operator) -> Lowered:
 
 
 def _concatenation(graph: Graph, op: Operator) -> Lowered:
+    """mlfbuild kernel: copies along any axis; every input of the output's quantization (as TFLite requires
+    for int8)."""
     inputs = [tensor_at(graph, op, i) for i in range(len(op.inputs))]
     y = tensor_at(graph, op, 0, output=True)
     require_int8(op, y, *inputs)
