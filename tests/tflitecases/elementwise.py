@@ -111,4 +111,5 @@ register_cases({
     "PRELU": (_nhwc, add_prelu, _SCALES, "int8"),
     **{f"{op}/select": (_nhwc, add_comparison_and_select(op), _SCALES, "int8")
        for op in ("EQUAL", "NOT_EQUAL", "LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL")},
+    "SELECT_V2": (_nhwc, add_comparison_and_select("GREATER"), _SCALES, "int8"),
 })
