@@ -1,0 +1,117 @@
+"""SVDF (lowering/recurrent.py) in models written here as TensorFlow's converter writes keyword
+spotting's SVDF layers (int8 input and output, int8 feature weights, int16 time weights and a
+variable int16 state, RELU), compared bit for bit with LiteRT's reference kernels over several
+samples run one after another, so that the state carried from one inference to the next is checked
+too; and what stays refused, in one line."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from ai_edge_litert import schema_py_generated as schema
+
+from test_import_operators import _assert_refused, check_against_litert
+from tflitewriter import GraphBuilder, pack_model
+
+RELU = 1
+
+
+def add_svdf(graph: GraphBuilder, rng: np.random.Generator, x: int, name: str, *, units: int, rank: int, memory: int,
+             out_zero_point: int = -128, time_dtype: str = "int16", activation: int = RELU, bias: bool = True,
+             state_zero_point: int = 0) -> int:
+    """An SVDF after `x` ([batch, depth]); returns its output. The state is the tensor `<name>/state`."""
+    batch, depth = graph.tensor(x).shape
+    filters = units * rank
+    input_scale = graph.tensor(x).scale
+    feature_scale = float(rng.uniform(3e-3, 1e-2))
+    features = graph.add_constant(f"{name}/feature", rng.integers(-127, 128, (filters, depth)).astype(np.int8),
+                                  scale=feature_scale, zero_point=0)
+    # the feature product of typical inputs spans a few thousand steps of the state
+    state_scale = input_scale * feature_scale * 100 * 73 * math.sqrt(depth) / 4000
+    limit = 127 if time_dtype == "int8" else 32767
+    time_scale = float(rng.uniform(1e-3, 4e-3))
+    times = graph.add_constant(f"{name}/time", rng.integers(-limit, limit + 1, (filters, memory)).astype(time_dtype),
+                               scale=time_scale, zero_point=0)
+    bias_index = -1
+    if bias:
+        bias_index = graph.add_constant(f"{name}/bias", rng.integers(-20000, 20000, units).astype(np.int32),
+                                        scale=state_scale * time_scale, zero_point=0)
+    state = graph.add_tensor(f"{name}/state", time_dtype, (batch, memory * filters), scale=state_scale,
+                             zero_point=state_zero_point)
+    typical = state_scale * time_scale * 4000 * limit / 2 * math.sqrt(memory * rank)
+    y = graph.add_tensor(f"{name}/out", "int8", (batch, units), scale=typical / 100, zero_point=out_zero_point)
+    graph.add_operator("SVDF", [x, features, times, bias_index, state], [y],
+                       schema.SVDFOptionsT(rank=rank, fusedActivationFunction=activation))
+    return y
+
+
+def write_with_variables(graph: GraphBuilder, path: Path) -> Path:
+    """The model, each tensor named `.../state` marked variable (as the converter marks SVDF states)."""
+    model = graph.to_model()
+    for tensor in model.subgraphs[0].tensors:
+        name = tensor.name.decode() if isinstance(tensor.name, bytes) else tensor.name
+        if name.endswith("/state"):
+            tensor.isVariable = True
+    path.write_bytes(pack_model(model))
+    return path
+
+
+def svdf_model(path: Path, seed: int, layers: list[dict], batch: int = 1, depth: int = 24) -> Path:
+    rng = np.random.default_rng(seed)
+    graph = GraphBuilder()
+    x = graph.add_input("in", "int8", (batch, depth), scale=0.06, zero_point=-128)
+    for k, layer in enumerate(layers):
+        x = add_svdf(graph, rng, x, f"svdf{k}", **layer)
+    graph.mark_output(x)
+    return write_with_variables(graph, path)
+
+
+# keyword_scrambled's shapes (rank 1, memory 8, 64 units) in small, then rank 2, batches, no bias
+_LAYERS = [{"units": 16, "rank": 1, "memory": 8}, {"units": 8, "rank": 2, "memory": 5, "out_zero_point": -100},
+           {"units": 6, "rank": 3, "memory": 1, "bias": False}]
+
+
+@pytest.mark.cross
+def test_svdf_chain_equals_litert_sample_after_sample(cmsis_nn, tmp_path):
+    """Eight samples in one run: each SVDF's state after sample k is what sample k+1 reads."""
+    model = svdf_model(tmp_path / "svdf.tflite", 1, _LAYERS)
+    check_against_litert(model, "host", cmsis_nn("v6.0.0"), tmp_path / "host", samples=8)
+
+
+@pytest.mark.cross
+def test_svdf_batches_equal_litert(cmsis_nn, tmp_path):
+    model = svdf_model(tmp_path / "svdf.tflite", 2, [{"units": 5, "rank": 2, "memory": 4},
+                                                      {"units": 7, "rank": 1, "memory": 3}], batch=3, depth=10)
+    check_against_litert(model, "host", cmsis_nn("v6.0.0"), tmp_path / "host", samples=5)
+
+
+@pytest.mark.qemu
+@pytest.mark.cross
+def test_svdf_chain_on_the_m55_equals_litert(cmsis_nn, tmp_path):
+    model = svdf_model(tmp_path / "svdf.tflite", 3, _LAYERS)
+    check_against_litert(model, "mps3-an547", cmsis_nn("v6.0.0"), tmp_path / "m55", samples=4)
+
+
+@pytest.mark.exhaustive
+@pytest.mark.cross
+@pytest.mark.parametrize("seed", range(4, 10))
+def test_svdf_seeds_equal_litert(seed, cmsis_nn, tmp_path):
+    rng = np.random.default_rng(seed)
+    layers = [{"units": int(rng.integers(1, 20)), "rank": int(rng.integers(1, 4)), "memory": int(rng.integers(1, 12)),
+               "out_zero_point": int(rng.integers(-128, 0))} for _ in range(2)]
+    model = svdf_model(tmp_path / "svdf.tflite", seed, layers, batch=int(rng.integers(1, 3)),
+                       depth=int(rng.integers(1, 40)))
+    check_against_litert(model, "host", cmsis_nn("v6.0.0"), tmp_path / "host", samples=6)
+
+
+@pytest.mark.parametrize("layer, said", [
+    ({"time_dtype": "int8"}, "only int16 ones are supported"),
+    ({"activation": 0}, "fused activation NONE"),
+    ({"state_zero_point": 3}, "has zero point 3"),
+])
+def test_svdf_outside_litert_integer_kernel_is_refused(layer, said, tmp_path):
+    model = svdf_model(tmp_path / "svdf.tflite", 0, [dict({"units": 4, "rank": 1, "memory": 3}, **layer)])
+    _assert_refused(model, said, tmp_path)
