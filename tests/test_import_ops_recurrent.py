@@ -14,7 +14,7 @@ import pytest
 from ai_edge_litert import schema_py_generated as schema
 
 from test_import_operators import _assert_refused, check_against_litert
-from tflitewriter import GraphBuilder, pack_model
+from tflitewriter import GraphBuilder, pack_model, read_model
 
 RELU = 1
 
@@ -115,3 +115,33 @@ def test_svdf_seeds_equal_litert(seed, cmsis_nn, tmp_path):
 def test_svdf_outside_litert_integer_kernel_is_refused(layer, said, tmp_path):
     model = svdf_model(tmp_path / "svdf.tflite", 0, [dict({"units": 4, "rank": 1, "memory": 3}, **layer)])
     _assert_refused(model, said, tmp_path)
+
+
+def keyword_scrambled_svdf_stack(source: Path, path: Path) -> Path:
+    """TFLM's keyword_scrambled cut after its last SVDF (before the int16 softmax): its int16 input,
+    QUANTIZE, the SVDF layers with int16 states and the fully connected layers between them."""
+    model = read_model(source.read_bytes())
+    subgraph = model.subgraphs[0]
+    svdf = {i for i, code in enumerate(model.operatorCodes)
+            if max(code.builtinCode, code.deprecatedBuiltinCode) == schema.BuiltinOperator.SVDF}
+    keep = max(i for i, o in enumerate(subgraph.operators) if o.opcodeIndex in svdf) + 1
+    assert keep > 5
+    subgraph.outputs = np.array(subgraph.operators[keep - 1].outputs, np.int32)
+    subgraph.operators = subgraph.operators[:keep]
+    for index, tensor in enumerate(subgraph.tensors):  # the file's tensors are nameless; LiteRT's oracle needs names
+        tensor.name = tensor.name or f"tensor{index}"
+    path.write_bytes(pack_model(model))
+    return path
+
+
+@pytest.mark.exhaustive
+@pytest.mark.cross
+def test_keyword_scrambled_svdf_stack_equals_litert(tflm_models_dir, cmsis_nn, tmp_path):
+    model = keyword_scrambled_svdf_stack(tflm_models_dir / "keyword_scrambled.tflite", tmp_path / "ks.tflite")
+    check_against_litert(model, "host", cmsis_nn("v6.0.0"), tmp_path / "host", samples=12)
+
+
+@pytest.mark.exhaustive
+def test_keyword_scrambled_8bit_svdf_is_refused(tflm_models_dir, tmp_path):
+    """TFLM's 8-bit SVDF (int8 time weights and state) is not LiteRT's: its reference reads them as int16."""
+    _assert_refused(tflm_models_dir / "keyword_scrambled_8bit.tflite", "only int16 ones are supported", tmp_path)
