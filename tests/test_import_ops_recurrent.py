@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from ai_edge_litert import schema_py_generated as schema
 
+from conftest import cli
 from test_import_operators import _assert_refused, check_against_litert
 from tflitewriter import GraphBuilder, pack_model, read_model
 
@@ -145,3 +146,17 @@ def test_keyword_scrambled_svdf_stack_equals_litert(tflm_models_dir, cmsis_nn, t
 def test_keyword_scrambled_8bit_svdf_is_refused(tflm_models_dir, tmp_path):
     """TFLM's 8-bit SVDF (int8 time weights and state) is not LiteRT's: its reference reads them as int16."""
     _assert_refused(tflm_models_dir / "keyword_scrambled_8bit.tflite", "only int16 ones are supported", tmp_path)
+
+
+@pytest.mark.parametrize("scale", [1e-40, 1e-30, 3e38, 0.0, 1.0, 1e12])
+@pytest.mark.parametrize("tensor", ["svdf0/feature", "svdf0/time", "svdf0/state", "svdf0/out"])
+def test_svdf_extreme_scales_are_imported_or_refused_in_one_line(tensor, scale, tmp_path):
+    model = read_model(svdf_model(tmp_path / "svdf.tflite", 0, [{"units": 4, "rank": 1, "memory": 3}]).read_bytes())
+    for t in model.subgraphs[0].tensors:
+        if (t.name.decode() if isinstance(t.name, bytes) else t.name) == tensor:
+            t.quantization.scale = np.array([scale], np.float32)
+    path = tmp_path / "extreme.tflite"
+    path.write_bytes(pack_model(model))
+    run = cli("import", str(path), "-o", str(tmp_path / "m.tar"))
+    assert run.returncode in (0, 3), run.stderr
+    assert run.returncode == 0 or run.stderr.count("\n") == 1, run.stderr

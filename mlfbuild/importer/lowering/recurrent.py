@@ -30,7 +30,10 @@ def _effective_scale(op: Operator, a: float, b: float, c: float) -> tuple[int, i
     real = float(np.float32(np.float32(a) * np.float32(b)) / np.float32(c))
     if not np.isfinite(real) or real <= 0:
         raise refuse(op, f"its effective scale {real} is not a positive number")
-    return q.quantize_multiplier(real)
+    multiplier, shift = q.quantize_multiplier(real)
+    if shift > 30:
+        raise refuse(op, f"its effective scale {real:.3g} is 2^31 or more; the 32-bit requantisation cannot shift by it")
+    return multiplier, shift
 
 
 def _state_tensor(graph: Graph, op: Operator, position: int) -> Tensor:
