@@ -160,3 +160,26 @@ def test_svdf_extreme_scales_are_imported_or_refused_in_one_line(tensor, scale, 
     run = cli("import", str(path), "-o", str(tmp_path / "m.tar"))
     assert run.returncode in (0, 3), run.stderr
     assert run.returncode == 0 or run.stderr.count("\n") == 1, run.stderr
+
+
+@pytest.mark.exhaustive
+@pytest.mark.qemu
+@pytest.mark.cross
+@pytest.mark.parametrize("board", ["mps2-an386", "mps3-an547"])
+@pytest.mark.parametrize("version", ["v4.1.0", "v6.0.0"])
+def test_svdf_chain_with_each_cmsis_nn_equals_litert(board, version, cmsis_nn, tmp_path):
+    """arm_svdf_state_s16_s8 of both trees, on DSP and MVE cores."""
+    model = svdf_model(tmp_path / "svdf.tflite", 11, _LAYERS + [{"units": 4, "rank": 1, "memory": 2}], batch=2)
+    check_against_litert(model, board, cmsis_nn(version), tmp_path / board, samples=4)
+
+
+@pytest.mark.cross
+def test_svdf_too_wide_for_stack_scratch_is_our_kernel_and_equals_litert(cmsis_nn, tmp_path):
+    """Over 256 filters CMSIS-NN's scratch rows would not fit a small stack: mlfbuild's kernel, same integers."""
+    model = svdf_model(tmp_path / "svdf.tflite", 12, [{"units": 130, "rank": 2, "memory": 2},
+                                                       {"units": 20, "rank": 1, "memory": 3}], depth=6)
+    result = check_against_litert(model, "host", cmsis_nn("v6.0.0"), tmp_path / "host", samples=4)
+    assert result["status"] == "pass"
+    from mlfbuild.importer import import_tflite
+    steps = import_tflite(model, tmp_path / "m.tar").steps
+    assert [s.kernel for s in steps] == [True, False]

@@ -17,9 +17,11 @@ from .base import (
     Lowered,
     Operand,
     c_clamp,
+    c_dims,
     constant_data,
     refuse,
     require_int8,
+    status_check,
     tensor_at,
 )
 
@@ -94,7 +96,36 @@ def svdf(graph: Graph, op: Operator) -> Lowered:
     m2, s2 = _effective_scale(op, state.quantization.scale, times.quantization.scale, y.quantization.scale)
     in_zp, out_zp = x.quantization.zero_point, y.quantization.zero_point
     cells = batch * filters * memory
-    body = [f"  static int16_t state[{cells}];  /* the variable tensor: zeroed at start, kept across inferences */",
+    state_line = f"  static int16_t state[{cells}];  /* the variable tensor: zeroed at start, kept across inferences */"
+    operands = [Operand("int8_t*", "input_", op.inputs[0]),
+                Operand("int8_t*", "feature_", constant=np.ascontiguousarray(feature_data)),
+                Operand("int16_t*", "time_", constant=np.ascontiguousarray(time_data))]
+    if bias is not None:
+        operands.append(Operand("int32_t*", "bias_", constant=np.ascontiguousarray(bias)))
+    operands.append(Operand("int8_t*", "output_", op.outputs[0]))
+    if batch * filters <= _CMSIS_SCRATCH_LIMIT:
+        # CMSIS-NN's arm_svdf_state_s16_s8 computes the same integers (state shifted, the feature
+        # product requantised and clamped to int16, time products and the rank's sum with the bias
+        # in int32, requantised, clamped to int8); its two int32 scratch rows live on the stack. Its
+        # input_offset is the zero point itself (the kernel negates it), its output_offset likewise.
+        body = [state_line, f"  int32_t scratch_filters[{batch * filters}];", f"  int32_t scratch_units[{batch * units}];",
+                f"  const cmsis_nn_context filters_ctx = {{scratch_filters, {4 * batch * filters}}};",
+                f"  const cmsis_nn_context units_ctx = {{scratch_units, {4 * batch * units}}};",
+                f"  const cmsis_nn_svdf_params svdf_params = {{{rank}, {in_zp}, {out_zp}, {{-32768, 32767}}, {{-128, 127}}}};",
+                f"  const cmsis_nn_per_tensor_quant_params in_quant = {{{m1}, {s1}}};",
+                f"  const cmsis_nn_per_tensor_quant_params out_quant = {{{m2}, {s2}}};",
+                f"  const cmsis_nn_dims input_dims = {c_dims((batch, depth, 1, 1))};",
+                f"  const cmsis_nn_dims state_dims = {c_dims((batch, filters * memory, 1, 1))};",
+                f"  const cmsis_nn_dims feature_dims = {c_dims((filters, depth, 1, 1))};",
+                f"  const cmsis_nn_dims time_dims = {c_dims((filters, memory, 1, 1))};",
+                f"  const cmsis_nn_dims bias_dims = {c_dims((units, 1, 1, 1))};",
+                f"  const cmsis_nn_dims output_dims = {c_dims((batch, units, 1, 1))};"]
+        body += status_check("arm_svdf_state_s16_s8(&filters_ctx, &units_ctx, &svdf_params, &in_quant, &out_quant, "
+                             "&input_dims, input_, &state_dims, state, &feature_dims, feature_, &time_dims, time_, "
+                             f"&bias_dims, {'bias_' if bias is not None else 'NULL'}, &output_dims, output_)")
+        return Lowered(op, "arm_svdf_state_s16_s8", operands, body,
+                       "its state a static array kept across inferences, its scratch rows on the stack")
+    body = [state_line,
             f"  for (int32_t i = 0; i < {cells - 1}; ++i) state[i] = state[i + 1];",
             f"  for (int32_t b = 0; b < {batch}; ++b) {{",
             f"    for (int32_t f = 0; f < {filters}; ++f) {{",
@@ -115,14 +146,13 @@ def svdf(graph: Graph, op: Operator) -> Lowered:
             "    }",
             "  }",
             "  return 0;"]
-    operands = [Operand("int8_t*", "input_", op.inputs[0]),
-                Operand("int8_t*", "feature_", constant=np.ascontiguousarray(feature_data)),
-                Operand("int16_t*", "time_", constant=np.ascontiguousarray(time_data))]
-    if bias is not None:
-        operands.append(Operand("int32_t*", "bias_", constant=np.ascontiguousarray(bias)))
-    operands.append(Operand("int8_t*", "output_", op.outputs[0]))
     return Lowered(op, "", operands, body, "mlfbuild kernel: TFLite's integer SVDF, its state kept in a static array",
                    kernel=True)
+
+
+# CMSIS-NN's call needs two int32 scratch rows (filters and units per batch): on the stack up to this
+# many filters; above it, our kernel, which needs none.
+_CMSIS_SCRATCH_LIMIT = 256
 
 
 RULES = {"SVDF": svdf}
