@@ -6,58 +6,16 @@ too; and what stays refused, in one line."""
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import numpy as np
 import pytest
+import tflitecases  # noqa: F401 - registers the cases
 from ai_edge_litert import schema_py_generated as schema
-
 from conftest import cli
 from test_import_operators import _assert_refused, check_against_litert
+from tflitecases.recurrent import svdf_layer
 from tflitewriter import GraphBuilder, pack_model, read_model
-
-RELU = 1
-
-
-def add_svdf(graph: GraphBuilder, rng: np.random.Generator, x: int, name: str, *, units: int, rank: int, memory: int,
-             out_zero_point: int = -128, time_dtype: str = "int16", activation: int = RELU, bias: bool = True,
-             state_zero_point: int = 0) -> int:
-    """An SVDF after `x` ([batch, depth]); returns its output. The state is the tensor `<name>/state`."""
-    batch, depth = graph.tensor(x).shape
-    filters = units * rank
-    input_scale = graph.tensor(x).scale
-    feature_scale = float(rng.uniform(3e-3, 1e-2))
-    features = graph.add_constant(f"{name}/feature", rng.integers(-127, 128, (filters, depth)).astype(np.int8),
-                                  scale=feature_scale, zero_point=0)
-    # the feature product of typical inputs spans a few thousand steps of the state
-    state_scale = input_scale * feature_scale * 100 * 73 * math.sqrt(depth) / 4000
-    limit = 127 if time_dtype == "int8" else 32767
-    time_scale = float(rng.uniform(1e-3, 4e-3))
-    times = graph.add_constant(f"{name}/time", rng.integers(-limit, limit + 1, (filters, memory)).astype(time_dtype),
-                               scale=time_scale, zero_point=0)
-    bias_index = -1
-    if bias:
-        bias_index = graph.add_constant(f"{name}/bias", rng.integers(-20000, 20000, units).astype(np.int32),
-                                        scale=state_scale * time_scale, zero_point=0)
-    state = graph.add_tensor(f"{name}/state", time_dtype, (batch, memory * filters), scale=state_scale,
-                             zero_point=state_zero_point)
-    typical = state_scale * time_scale * 4000 * limit / 2 * math.sqrt(memory * rank)
-    y = graph.add_tensor(f"{name}/out", "int8", (batch, units), scale=typical / 100, zero_point=out_zero_point)
-    graph.add_operator("SVDF", [x, features, times, bias_index, state], [y],
-                       schema.SVDFOptionsT(rank=rank, fusedActivationFunction=activation))
-    return y
-
-
-def write_with_variables(graph: GraphBuilder, path: Path) -> Path:
-    """The model, each tensor named `.../state` marked variable (as the converter marks SVDF states)."""
-    model = graph.to_model()
-    for tensor in model.subgraphs[0].tensors:
-        name = tensor.name.decode() if isinstance(tensor.name, bytes) else tensor.name
-        if name.endswith("/state"):
-            tensor.isVariable = True
-    path.write_bytes(pack_model(model))
-    return path
 
 
 def svdf_model(path: Path, seed: int, layers: list[dict], batch: int = 1, depth: int = 24) -> Path:
@@ -65,9 +23,9 @@ def svdf_model(path: Path, seed: int, layers: list[dict], batch: int = 1, depth:
     graph = GraphBuilder()
     x = graph.add_input("in", "int8", (batch, depth), scale=0.06, zero_point=-128)
     for k, layer in enumerate(layers):
-        x = add_svdf(graph, rng, x, f"svdf{k}", **layer)
+        x = svdf_layer(graph, rng, x, f"svdf{k}", **layer)
     graph.mark_output(x)
-    return write_with_variables(graph, path)
+    return graph.write(path)
 
 
 # keyword_scrambled's shapes (rank 1, memory 8, 64 units) in small, then rank 2, batches, no bias
@@ -168,18 +126,6 @@ def test_svdf_extreme_scales_are_imported_or_refused_in_one_line(tensor, scale, 
 @pytest.mark.parametrize("board", ["mps2-an386", "mps3-an547"])
 @pytest.mark.parametrize("version", ["v4.1.0", "v6.0.0"])
 def test_svdf_chain_with_each_cmsis_nn_equals_litert(board, version, cmsis_nn, tmp_path):
-    """arm_svdf_state_s16_s8 of both trees, on DSP and MVE cores."""
+    """Built with either tree, on DSP and MVE cores."""
     model = svdf_model(tmp_path / "svdf.tflite", 11, _LAYERS + [{"units": 4, "rank": 1, "memory": 2}], batch=2)
     check_against_litert(model, board, cmsis_nn(version), tmp_path / board, samples=4)
-
-
-@pytest.mark.cross
-def test_svdf_too_wide_for_stack_scratch_is_our_kernel_and_equals_litert(cmsis_nn, tmp_path):
-    """Over 256 filters CMSIS-NN's scratch rows would not fit a small stack: mlfbuild's kernel, same integers."""
-    model = svdf_model(tmp_path / "svdf.tflite", 12, [{"units": 130, "rank": 2, "memory": 2},
-                                                       {"units": 20, "rank": 1, "memory": 3}], depth=6)
-    result = check_against_litert(model, "host", cmsis_nn("v6.0.0"), tmp_path / "host", samples=4)
-    assert result["status"] == "pass"
-    from mlfbuild.importer import import_tflite
-    steps = import_tflite(model, tmp_path / "m.tar").steps
-    assert [s.kernel for s in steps] == [True, False]

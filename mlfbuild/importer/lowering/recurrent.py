@@ -1,4 +1,4 @@
-"""Recurrent layers: SVDF, whose state is a variable tensor kept from one inference to the next.
+"""Recurrent layers: SVDF (UNIDIRECTIONAL_SEQUENCE_LSTM is not compiled yet), whose state is a variable tensor kept from one inference to the next.
 
 A variable tensor (the activation state) starts zeroed and keeps its values across invocations, as
 in TFLite (one interpreter, invoked sample after sample) and TFLM: here it is a static array of the
@@ -17,11 +17,9 @@ from .base import (
     Lowered,
     Operand,
     c_clamp,
-    c_dims,
     constant_data,
     refuse,
     require_int8,
-    status_check,
     tensor_at,
 )
 
@@ -55,7 +53,13 @@ def _state_tensor(graph: Graph, op: Operator, position: int) -> Tensor:
 
 
 def svdf(graph: Graph, op: Operator) -> Lowered:
-    """mlfbuild kernel: TFLite's integer SVDF (int8 input/output, int16 time weights and state), the state a static array kept across inferences."""
+    """mlfbuild kernel: TFLite's integer SVDF, int8 input/output, int16 time weights and state, the state a static zeroed array kept across inferences.
+
+    Only LiteRT's integer SVDF is compiled: int8 time weights and state (TFLM's 8-bit SVDF, which
+    LiteRT's reference reads as int16) and other fused activations are refused. CMSIS-NN's
+    arm_svdf_state_s16_s8 gives the same integers (v4.1.0 and v6.0.0, DSP and MVE, checked), but its
+    call is not one the build's call-site analysis knows: a model holding it would lose the scratch
+    buffers of its other CMSIS-NN calls, so our kernel it is."""
     x, features, times = (tensor_at(graph, op, i) for i in range(3))
     y = tensor_at(graph, op, 0, output=True)
     state = _state_tensor(graph, op, 4)
@@ -103,43 +107,21 @@ def svdf(graph: Graph, op: Operator) -> Lowered:
     if bias is not None:
         operands.append(Operand("int32_t*", "bias_", constant=np.ascontiguousarray(bias)))
     operands.append(Operand("int8_t*", "output_", op.outputs[0]))
-    if batch * filters <= _CMSIS_SCRATCH_LIMIT:
-        # CMSIS-NN's arm_svdf_state_s16_s8 computes the same integers (state shifted, the feature
-        # product requantised and clamped to int16, time products and the rank's sum with the bias
-        # in int32, requantised, clamped to int8); its two int32 scratch rows live on the stack. Its
-        # input_offset is the zero point itself (the kernel negates it), its output_offset likewise.
-        body = [state_line, f"  int32_t scratch_filters[{batch * filters}];", f"  int32_t scratch_units[{batch * units}];",
-                f"  const cmsis_nn_context filters_ctx = {{scratch_filters, {4 * batch * filters}}};",
-                f"  const cmsis_nn_context units_ctx = {{scratch_units, {4 * batch * units}}};",
-                f"  const cmsis_nn_svdf_params svdf_params = {{{rank}, {in_zp}, {out_zp}, {{-32768, 32767}}, {{-128, 127}}}};",
-                f"  const cmsis_nn_per_tensor_quant_params in_quant = {{{m1}, {s1}}};",
-                f"  const cmsis_nn_per_tensor_quant_params out_quant = {{{m2}, {s2}}};",
-                f"  const cmsis_nn_dims input_dims = {c_dims((batch, depth, 1, 1))};",
-                f"  const cmsis_nn_dims state_dims = {c_dims((batch, filters * memory, 1, 1))};",
-                f"  const cmsis_nn_dims feature_dims = {c_dims((filters, depth, 1, 1))};",
-                f"  const cmsis_nn_dims time_dims = {c_dims((filters, memory, 1, 1))};",
-                f"  const cmsis_nn_dims bias_dims = {c_dims((units, 1, 1, 1))};",
-                f"  const cmsis_nn_dims output_dims = {c_dims((batch, units, 1, 1))};"]
-        body += status_check("arm_svdf_state_s16_s8(&filters_ctx, &units_ctx, &svdf_params, &in_quant, &out_quant, "
-                             "&input_dims, input_, &state_dims, state, &feature_dims, feature_, &time_dims, time_, "
-                             f"&bias_dims, {'bias_' if bias is not None else 'NULL'}, &output_dims, output_)")
-        return Lowered(op, "arm_svdf_state_s16_s8", operands, body,
-                       "its state a static array kept across inferences, its scratch rows on the stack")
     body = [state_line,
             f"  for (int32_t i = 0; i < {cells - 1}; ++i) state[i] = state[i + 1];",
             f"  for (int32_t b = 0; b < {batch}; ++b) {{",
             f"    for (int32_t f = 0; f < {filters}; ++f) {{",
             "      int32_t acc = 0;",
-            f"      for (int32_t c = 0; c < {depth}; ++c) "
-            f"acc += (int32_t)feature_[f * {depth} + c] * ((int32_t)input_[b * {depth} + c] - ({in_zp}));",
+            (f"      for (int32_t c = 0; c < {depth}; ++c) "
+             f"acc += (int32_t)feature_[f * {depth} + c] * ((int32_t)input_[b * {depth} + c] - ({in_zp}));"),
             f"      acc = {REQUANTIZE_FUNCTION}(acc, {m1}, {s1});",
             f"      state[(b * {filters} + f) * {memory} + {memory - 1}] = (int16_t){c_clamp('acc', -32768, 32767)};",
             "    }",
             f"    for (int32_t u = 0; u < {units}; ++u) {{",
             f"      int64_t sum = {'bias_[u]' if bias is not None else '0'};",
             f"      for (int32_t f = u * {rank}; f < (u + 1) * {rank}; ++f) {{",
-            f"        for (int32_t m = 0; m < {memory}; ++m) "
-            f"sum += (int32_t)time_[f * {memory} + m] * (int32_t)state[(b * {filters} + f) * {memory} + m];",
+            (f"        for (int32_t m = 0; m < {memory}; ++m) "
+             f"sum += (int32_t)time_[f * {memory} + m] * (int32_t)state[(b * {filters} + f) * {memory} + m];"),
             "      }",
             f"      const int32_t scaled = {REQUANTIZE_FUNCTION}((int32_t)sum, {m2}, {s2}) + ({out_zp});",
             f"      output_[b * {units} + u] = (int8_t){c_clamp('scaled', -128, 127)};",
@@ -148,11 +130,6 @@ def svdf(graph: Graph, op: Operator) -> Lowered:
             "  return 0;"]
     return Lowered(op, "", operands, body, "mlfbuild kernel: TFLite's integer SVDF, its state kept in a static array",
                    kernel=True)
-
-
-# CMSIS-NN's call needs two int32 scratch rows (filters and units per batch): on the stack up to this
-# many filters; above it, our kernel, which needs none.
-_CMSIS_SCRATCH_LIMIT = 256
 
 
 RULES = {"SVDF": svdf}
