@@ -125,6 +125,7 @@ class GraphBuilder:
         self.operators: list[Operator] = []
         self.input_indices: list[int] = []
         self.output_indices: list[int] = []
+        self.variable_indices: set[int] = set()  # variable tensors (a recurrent layer's state): no buffer
 
     # tensors
 
@@ -195,7 +196,8 @@ class GraphBuilder:
                 buffer = len(buffers) - 1
             tensors.append(schema.TensorT(shape=np.array(tensor.shape, np.int32), type=DTYPES[tensor.dtype],
                                           buffer=buffer, name=tensor.name,
-                                          quantization=_quantization_t(tensor.quantization)))
+                                          quantization=_quantization_t(tensor.quantization),
+                                          isVariable=tensor.index in self.variable_indices))
         codes: list[tuple[str, int]] = []
         operators = []
         for op in self.operators:
