@@ -213,7 +213,164 @@ def _split(graph: Graph, op: Operator) -> Lowered:
     return _pieces(op, x, parts, axis, widths, into_whole=False, stacked=False)
 
 
+def _nhwc_block(op: Operator, x: Tensor, y: Tensor) -> tuple[int, ...]:
+    if len(x.shape) != 4 or len(y.shape) != 4:
+        raise refuse(op, f"{x.describe()} and {y.describe()} must be 4-D (NHWC)")
+    return tuple(x.shape)
+
+
+def _depth_to_space(graph: Graph, op: Operator) -> Lowered:
+    """mlfbuild kernel: a strided copy (TFLite's DepthToSpace / SpaceToDepth, NHWC, one block size)."""
+    x, y = tensor_at(graph, op, 0), tensor_at(graph, op, 0, output=True)
+    n, h, w, c = _nhwc_block(op, x, y)
+    b = op.options.get("block_size", 0)
+    ctype = _element_type(op, x, y)
+    if b < 1:
+        raise refuse(op, f"block size {b}")
+    if op.name == "DEPTH_TO_SPACE":
+        if c % (b * b):
+            raise refuse(op, f"{c} channels are not a multiple of {b}×{b}")
+        oc = c // (b * b)
+        _check_shape(op, y, (n, h * b, w * b, oc))
+        oh, ow = h * b, w * b
+        loops = [(n, h * w * c, oh * ow * oc), (h, w * c, b * ow * oc), (b, b * oc, ow * oc), (w, c, b * oc),
+                 (b, oc, oc), (oc, 1, 1)]
+    else:
+        if h % b or w % b:
+            raise refuse(op, f"{x.describe()} is not a whole number of {b}×{b} blocks")
+        oh, ow, oc = h // b, w // b, c * b * b
+        _check_shape(op, y, (n, oh, ow, oc))
+        loops = [(n, h * w * c, oh * ow * oc), (oh, b * w * c, ow * oc), (b, w * c, b * c), (ow, b * c, oc),
+                 (b, c, c), (c, 1, 1)]
+    return _copy_step(op, [x], [y], ctype, affine_copy("input0_", "output0_", loops))
+
+
+def _batch_space(graph: Graph, op: Operator) -> Lowered:
+    """mlfbuild kernel: per block position, a strided copy of the rows and columns inside the image
+    (TFLite's SpaceToBatchND: the padding is the output's zero point; BatchToSpaceND: crops), NHWC."""
+    x, block_tensor, pads_tensor = (tensor_at(graph, op, i) for i in range(3))
+    y = tensor_at(graph, op, 0, output=True)
+    n, h, w, c = _nhwc_block(op, x, y)
+    ctype = _element_type(op, x, y)
+    block, pads = _ints(op, block_tensor), _ints(op, pads_tensor)
+    if len(block) != 2 or len(pads) != 4 or min(block) < 1 or min(pads) < 0:
+        raise refuse(op, f"block {block} and paddings/crops {pads} (2-D blocks of an NHWC tensor only)")
+    (bh, bw), (top, bottom, left, right) = block, pads
+    space_to_batch = op.name == "SPACE_TO_BATCH_ND"
+    if space_to_batch:
+        if (h + top + bottom) % bh or (w + left + right) % bw:
+            raise refuse(op, f"the padded {h}×{w} is not a whole number of {bh}×{bw} blocks")
+        batch, rows, cols, (sh, sw) = n, (h + top + bottom) // bh, (w + left + right) // bw, (h, w)
+        _check_shape(op, y, (n * bh * bw, rows, cols, c))
+        if y.quantization is None and ctype != "float":
+            raise refuse(op, f"the output {y.describe()} has no quantization to pad with")
+    else:
+        if n % (bh * bw):
+            raise refuse(op, f"batch {n} is not a multiple of the {bh}×{bw} block")
+        batch, rows, cols, (sh, sw) = n // (bh * bw), h, w, (h * bh - top - bottom, w * bw - left - right)
+        _check_shape(op, y, (batch, sh, sw, c))
+    body = []
+    if space_to_batch:
+        pad = y.quantization.zero_point if y.quantization else 0
+        body.append(f"  for (int32_t i = 0; i < {int(np.prod(y.shape))}; ++i) output0_[i] = ({ctype}){pad};")
+    for i in range(bh):
+        for j in range(bw):
+            # rows r of the batch image whose space row r*bh + i - top lies inside the space image
+            r0, r1 = max(0, -(-(top - i) // bh)), min(rows - 1, (sh - 1 + top - i) // bh)
+            c0, c1 = max(0, -(-(left - j) // bw)), min(cols - 1, (sw - 1 + left - j) // bw)
+            if r1 < r0 or c1 < c0:
+                continue
+            block_base = (i * bw + j) * batch * rows * cols * c + r0 * cols * c + c0 * c
+            space_base = (r0 * bh + i - top) * sw * c + (c0 * bw + j - left) * c
+            batch_side = [(batch, rows * cols * c), (r1 - r0 + 1, cols * c), (c1 - c0 + 1, c), (c, 1)]
+            space_side = [(batch, sh * sw * c), (r1 - r0 + 1, bh * sw * c), (c1 - c0 + 1, bw * c), (c, 1)]
+            if space_to_batch:
+                loops = [(k, si, bo) for (k, si), (_, bo) in zip(space_side, batch_side)]
+                body += affine_copy("input0_", "output0_", loops, space_base, block_base)
+            else:
+                loops = [(k, bi, so) for (k, bi), (_, so) in zip(batch_side, space_side)]
+                body += affine_copy("input0_", "output0_", loops, block_base, space_base)
+    return _copy_step(op, [x], [y], ctype, body)
+
+
+def _mirrored(i: int, size: int, offset: int) -> int:
+    """The input index output position i (relative to the first element) reads: mirrored about the
+    edge (REFLECT: offset 1, the edge element not repeated; SYMMETRIC: offset 0)."""
+    if i < 0:
+        return -i - 1 + offset
+    if i >= size:
+        return 2 * size - 1 - offset - i
+    return i
+
+
+def _mirror_pad(graph: Graph, op: Operator) -> Lowered:
+    """mlfbuild kernel: each output element read through one index table per dimension, computed at
+    import (TFLite's MirrorPad, REFLECT or SYMMETRIC)."""
+    x, pads_tensor, y = tensor_at(graph, op, 0), tensor_at(graph, op, 1), tensor_at(graph, op, 0, output=True)
+    ctype = _element_type(op, x, y)
+    pads = _ints(op, pads_tensor)
+    rank = len(x.shape)
+    mode = op.options.get("mode", 0)  # MirrorPadMode: 0 REFLECT, 1 SYMMETRIC
+    if len(pads) != 2 * rank or min(pads, default=0) < 0 or mode not in (0, 1):
+        raise refuse(op, f"paddings {pads} (mode {mode}) do not fit {x.describe()}")
+    offset = 1 if mode == 0 else 0  # REFLECT leaves the edge element out
+    tables = []
+    for d, size in enumerate(x.shape):
+        before, after = pads[2 * d], pads[2 * d + 1]
+        if max(before, after) > size - offset:
+            raise refuse(op, f"padding {before}, {after} of a dimension of {size} is more than {op.name} reflects")
+        index = [_mirrored(o - before, size, offset) for o in range(size + before + after)]
+        tables.append(np.array(index, np.int32) * strides_of(tuple(x.shape))[d])
+    _check_shape(op, y, tuple(len(t) for t in tables))
+    nest = "".join(f"for (int32_t i{d} = 0; i{d} < {len(t)}; ++i{d}) " for d, t in enumerate(tables))
+    read = " + ".join(f"table{d}_[i{d}]" for d in range(rank)) or "0"
+    body = [f"  {ctype}* out = output0_;", f"  {nest}*out++ = input0_[{read}];", "  return 0;"]
+    operands = [Operand(f"{ctype}*", "input0_", x.index)]
+    operands += [Operand("int32_t*", f"table{d}_", constant=t) for d, t in enumerate(tables)]
+    operands.append(Operand(f"{ctype}*", "output0_", y.index))
+    return Lowered(op, "", operands, body, kernel=True)
+
+
+def _gather(graph: Graph, op: Operator) -> Lowered:
+    """mlfbuild kernel: per index, a copy of the slice it names (TFLite's Gather; indices constant or
+    int32/int64 tensors, an index out of range fails the inference as TFLite's kernel fails)."""
+    x, indices, y = tensor_at(graph, op, 0), tensor_at(graph, op, 1), tensor_at(graph, op, 0, output=True)
+    ctype = _element_type(op, x, y)
+    if op.options.get("batch_dims", 0):
+        raise refuse(op, "batch_dims other than 0 are not supported")
+    if indices.dtype not in ("int32", "int64"):
+        raise refuse(op, f"indices {indices.describe()} are not int32 or int64")
+    axis = _axis(op, op.options.get("axis", 0), len(x.shape))
+    _check_shape(op, y, tuple(x.shape[:axis]) + tuple(indices.shape) + tuple(x.shape[axis + 1:]))
+    outer, size = int(np.prod(x.shape[:axis])), x.shape[axis]
+    inner, count = int(np.prod(x.shape[axis + 1:])), int(np.prod(indices.shape))
+    if indices.is_constant:
+        values = [int(v) for v in indices.data.reshape(-1)]
+        if any(not 0 <= v < size for v in values):
+            raise refuse(op, f"an index of {indices.describe()} is outside 0..{size - 1}")
+        body = []
+        for k, v in enumerate(values):
+            body += affine_copy("input0_", "output0_", [(outer, size * inner, count * inner), (inner, 1, 1)],
+                                v * inner, k * inner)
+        return _copy_step(op, [x], [y], ctype, body)
+    itype = "int32_t" if indices.dtype == "int32" else "int64_t"
+    body = [f"  for (int32_t k = 0; k < {count}; ++k) {{", f"    const {itype} v = indices_[k];",
+            f"    if (v < 0 || v >= {size}) return -1;",
+            f"    for (int32_t o = 0; o < {outer}; ++o) for (int32_t i = 0; i < {inner}; ++i)",
+            f"      output0_[(o * {count} + k) * {inner} + i] = input0_[(o * {size} + (int32_t)v) * {inner} + i];",
+            "  }", "  return 0;"]
+    operands = [Operand(f"{ctype}*", "input0_", x.index), Operand(f"{itype}*", "indices_", indices.index),
+                Operand(f"{ctype}*", "output0_", y.index)]
+    return Lowered(op, "", operands, body, kernel=True)
+
+
 RULES = {
+    "DEPTH_TO_SPACE": _depth_to_space,
+    "SPACE_TO_DEPTH": _depth_to_space,
+    "SPACE_TO_BATCH_ND": _batch_space,
+    "BATCH_TO_SPACE_ND": _batch_space,
+    "MIRROR_PAD": _mirror_pad,
+    "GATHER": _gather,
     "SLICE": _slice,
     "STRIDED_SLICE": _strided_slice,
     "TILE": _tile,
