@@ -25,6 +25,15 @@ _RARE = [
     ("REVERSE_V2/int16", {"input_shape": (4, 5), "axis": -1}),
     ("REVERSE_V2/float32", {"input_shape": (3, 2, 2, 2), "axis": 0}),
     ("SHAPE", {"input_shape": (1, 2, 3, 4)}),
+    ("EMBEDDING_LOOKUP", {"ids": 8, "kind": "hybrid", "values_scale": 0.1, "columns": [2, 3]}),
+    ("EMBEDDING_LOOKUP", {"ids": 1, "kind": "float32", "columns": [5]}),
+    ("EMBEDDING_LOOKUP", {"ids": 6, "kind": "int8", "values_zero_point": 3, "columns": [2], "values_input": True}),
+    ("EMBEDDING_LOOKUP", {"ids": 3, "kind": "hybrid", "columns": [3], "values_input": True}),
+    ("EMBEDDING_LOOKUP", {"ids": 5, "kind": "int8", "values_zero_point": -20, "columns": [1, 1]}),
+    ("DYNAMIC_UPDATE_SLICE", {"input_shape": (3, 4, 5), "update_shape": [2, 2, 3], "constant_start": True, "start": [-5, 100, 1]}),
+    ("DYNAMIC_UPDATE_SLICE", {"input_shape": (3, 4, 5), "update_shape": [1, 3, 5], "constant_start": False}),
+    ("DYNAMIC_UPDATE_SLICE/int16", {"input_shape": (2, 3), "update_shape": [2, 3], "constant_start": True, "start": [1, 1]}),
+    ("DYNAMIC_UPDATE_SLICE/int32", {"input_shape": (2, 1, 3, 2), "update_shape": [1, 1, 2, 1], "constant_start": True, "start": [1, 0, 1, 1]}),
     ("BROADCAST_ARGS", {"input_shape": (1, 3), "other": [4, 2, 1]}),
     *[("CUMSUM/float32", {"input_shape": (2, 3, 4), "axis": a, "exclusive": e, "reverse": r})
       for a in (0, 1, -1) for e in (False, True) for r in (False, True)],
@@ -56,3 +65,50 @@ def test_indexing_cases_over_many_seeds(board, seed, cmsis_nn, tmp_path):
     cases = [name for name in INDEXING for _ in range(3)] + _RARE
     model = bundle_model(np.random.default_rng(seed), cases).write(tmp_path / "indexing.tflite")
     check_against_litert(model, board, cmsis_nn("v6.0.0"), tmp_path / board, seed=seed, samples=2)
+
+
+def _one(tmp_path, build) -> str:
+    graph = GraphBuilder()
+    build(graph)
+    return graph.write(tmp_path / "refused.tflite")
+
+
+def test_gather_nd_with_indices_out_of_range_or_computed_at_run_time_is_refused(tmp_path):
+    """A constant index past the params fails in TFLite: refused at import; indices computed at run
+    time are not supported."""
+    def out_of_range(graph):
+        x = graph.add_input("x", "int8", (3, 4), scale=0.1, zero_point=0)
+        indices = graph.add_constant("indices", np.array([[1], [3]], np.int32))
+        y = graph.add_tensor("y", "int8", (2, 4), scale=0.1, zero_point=0)
+        graph.add_operator("GATHER_ND", [x, indices], [y])
+        graph.mark_output(y)
+    _assert_refused(_one(tmp_path, out_of_range), "operator 0 (GATHER_ND): index [3] is out of range", tmp_path / "a")
+
+    def run_time(graph):
+        x = graph.add_input("x", "int8", (3, 4), scale=0.1, zero_point=0)
+        indices = graph.add_input("indices", "int32", (2, 1))
+        y = graph.add_tensor("y", "int8", (2, 4), scale=0.1, zero_point=0)
+        graph.add_operator("GATHER_ND", [x, indices], [y])
+        graph.mark_output(y)
+    _assert_refused(_one(tmp_path, run_time), "operator 0 (GATHER_ND): indices computed at run time", tmp_path / "b")
+
+
+def test_int8_cumsum_is_refused(tmp_path):
+    """TFLM requantizes an int8 CUMSUM; LiteRT's CUMSUM has no int8 kernel to hold it to: refused."""
+    def build(graph):
+        x = graph.add_input("x", "int8", (2, 5), scale=0.05, zero_point=3)
+        axis = graph.add_constant("axis", np.array(1, np.int32))
+        y = graph.add_tensor("y", "int8", (2, 5), scale=0.2, zero_point=-4)
+        graph.add_operator("CUMSUM", [x, axis], [y])
+        graph.mark_output(y)
+    _assert_refused(_one(tmp_path, build), "operator 0 (CUMSUM): tensor int8[2,5] 'x' is int8", tmp_path)
+
+
+def test_embedding_lookup_of_a_constant_id_out_of_range_is_refused(tmp_path):
+    def build(graph):
+        ids = graph.add_constant("ids", np.array([0, 7], np.int32))
+        rows = graph.add_input("rows", "int8", (4, 3), scale=0.1, zero_point=0)
+        y = graph.add_tensor("y", "int8", (2, 3), scale=0.1, zero_point=0)
+        graph.add_operator("EMBEDDING_LOOKUP", [ids, rows], [y])
+        graph.mark_output(y)
+    _assert_refused(_one(tmp_path, build), "operator 0 (EMBEDDING_LOOKUP): an id of", tmp_path)

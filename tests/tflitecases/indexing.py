@@ -66,8 +66,9 @@ def add_reverse_v2(graph: GraphBuilder, p: Draw, x: int, name: str = "reverse_v2
 
 
 def add_shape(graph: GraphBuilder, p: Draw, x: int, name: str = "shape") -> int:
-    y = _output(graph, name, "int32", (len(graph.tensor(x).shape),), None)
-    graph.add_operator("SHAPE", [x], [y], schema.ShapeOptionsT(outType=DTYPES["int32"]))
+    out = p("out_type", lambda: "int32")
+    y = _output(graph, name, out, (len(graph.tensor(x).shape),), None)
+    graph.add_operator("SHAPE", [x], [y], schema.ShapeOptionsT(outType=DTYPES[out]))
     return y
 
 
@@ -93,7 +94,60 @@ def add_cumsum(graph: GraphBuilder, p: Draw, x: int, name: str = "cumsum") -> in
     return y
 
 
+def _ids(p: Draw) -> tuple[int, ...]:
+    return (p.integer("ids", 1, 8),)
+
+
+def add_embedding_lookup(graph: GraphBuilder, p: Draw, x: int, name: str = "embedding_lookup") -> int:
+    """Ids 0..127 computed in the graph (|x - zero point| as int8 of zero point 0, CAST to int32)
+    into 128 constant rows; `output` int8 (a copy), float32 (int8 rows dequantized) or float32
+    rows (`values` float32)."""
+    source = graph.tensor(x)
+    magnitude = _output(graph, f"{name}/abs", "int8", source.shape, {"scale": source.scale, "zero_point": 0})
+    graph.add_operator("ABS", [x], [magnitude])
+    ids = _output(graph, f"{name}/ids", "int32", source.shape, None)
+    graph.add_operator("CAST", [magnitude], [ids], schema.CastOptionsT(inDataType=DTYPES["int8"], outDataType=DTYPES["int32"]))
+    kind = p.choice("kind", ("int8", "hybrid", "float32"))
+    columns = tuple(p("columns", lambda: _random_factorization(p.rng, int(p.rng.integers(1, 7)), int(p.rng.integers(1, 3)))))
+    if kind == "float32":
+        rows = graph.add_constant(f"{name}/values", p.rng.normal(0, 1, (128, *columns)).astype(np.float32))
+    else:
+        zero_point = 0 if kind == "hybrid" else p.integer("values_zero_point", -20, 20)
+        quantization = {"scale": p.log_uniform("values_scale", 1e-3, 1e-1), "zero_point": zero_point}
+        if p("values_input", lambda: False):  # the rows a graph input, not a constant
+            rows = graph.add_input(f"{name}/values", "int8", (128, *columns), **quantization)
+        else:
+            rows = graph.add_constant(f"{name}/values", p.rng.integers(-128, 128, (128, *columns)).astype(np.int8),
+                                      **quantization)
+    out = "int8" if kind == "int8" else "float32"
+    quantization = {"scale": graph.tensor(rows).scale, "zero_point": graph.tensor(rows).zero_point} if out == "int8" else None
+    y = _output(graph, name, out, (source.shape[0], *columns), quantization)
+    graph.add_operator("EMBEDDING_LOOKUP", [ids, rows], [y])
+    return y
+
+
+def add_dynamic_update_slice(graph: GraphBuilder, p: Draw, x: int, name: str = "dynamic_update_slice") -> int:
+    """An update (another graph input) of a shape within x's at start indices that are constants
+    (some past the edges, which TFLite clamps) or a graph input (random int32: clamped)."""
+    source = graph.tensor(x)
+    shape = tuple(p("update_shape", lambda: [int(p.rng.integers(1, d + 1)) for d in source.shape]))
+    quantization = {"scale": source.scale, "zero_point": source.zero_point} if source.quantization else {}
+    update = graph.add_input(f"{name}/update", source.dtype, shape, **quantization)
+    if p("constant_start", lambda: bool(p.rng.random() < 0.7)):
+        start = graph.add_constant(f"{name}/start", np.array(
+            p("start", lambda: [int(p.rng.integers(-1, d - u + 2)) for d, u in zip(source.shape, shape)]), np.int32))
+    else:
+        start = graph.add_input(f"{name}/start", "int32", (len(shape),))
+    y = _output(graph, name, source.dtype, source.shape, quantization or None)
+    graph.add_operator("DYNAMIC_UPDATE_SLICE", [x, update, start], [y])
+    return y
+
+
 register_cases({
+    "EMBEDDING_LOOKUP": (_ids, add_embedding_lookup, _SCALES, "int8"),
+    "DYNAMIC_UPDATE_SLICE": (_small, add_dynamic_update_slice, _SCALES, "int8"),
+    "DYNAMIC_UPDATE_SLICE/int16": (_small, add_dynamic_update_slice, _SCALES, "int16"),
+    "DYNAMIC_UPDATE_SLICE/int32": (_small, add_dynamic_update_slice, _SCALES, "int32"),
     "GATHER_ND": (_small, add_gather_nd, _SCALES, "int8"),
     "GATHER_ND/int16": (_small, add_gather_nd, _SCALES, "int16"),
     "GATHER_ND/int32": (_small, add_gather_nd, _SCALES, "int32"),

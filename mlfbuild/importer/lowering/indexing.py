@@ -140,7 +140,7 @@ def _constant_output(op: Operator, y: Tensor, value: np.ndarray) -> Lowered:
         return Lowered(op, "", [Operand(f"{ctype}*", "output_", y.index)], ["  (void)output_;", "  return 0;"],
                        kernel=True)
     body = [f"  memcpy(output_, value_, {value.nbytes});", "  return 0;"]
-    operands = [Operand(f"{ctype}*", "value_", constant=value), Operand(f"{ctype}*", "output_", y.index)]
+    operands = [Operand(f"{ctype}*", "value_", constant=_as_stored(value)), Operand(f"{ctype}*", "output_", y.index)]
     return Lowered(op, "", operands, body, kernel=True)
 
 
@@ -194,7 +194,127 @@ def _cumsum(graph: Graph, op: Operator) -> Lowered:
     return Lowered(op, "", operands, body, kernel=True)
 
 
+def _tensor_or_constant(op: Operator, t: Tensor, ctype: str, param: str) -> Operand:
+    """A graph tensor as an operand; a constant of the graph as a constant array."""
+    if t.is_constant:
+        return Operand(f"{ctype}*", param, constant=_as_stored(t.data))
+    return Operand(f"{ctype}*", param, t.index)
+
+
+def _as_stored(array: np.ndarray) -> np.ndarray:
+    """`array` as the integer array of the same bytes (little-endian, as host and Cortex-M store
+    them): emit writes constants as integer initializers, so a float32 or int64 array goes in as its
+    32-bit words (bool and other 1-byte types as uint8)."""
+    array = np.ascontiguousarray(array)
+    if array.dtype.name in ("int8", "int16", "int32", "uint8"):
+        return array
+    raw = array.astype(array.dtype.newbyteorder("<"), copy=False).view(np.uint8).reshape(-1)
+    return raw.view("<i4").astype(np.int32) if raw.size % 4 == 0 else raw.copy()
+
+
+def c_float(value: float) -> str:
+    """A float32 as an exact C literal."""
+    return f"{float(np.float32(value)).hex()}f"
+
+
+def _embedding_lookup(graph: Graph, op: Operator) -> Lowered:
+    """mlfbuild kernel: one row copied per id (int8 → float32: dequantized by the values' scale), an id out of range fails the run."""
+    ids, value, y = tensor_at(graph, op, 0), tensor_at(graph, op, 1), tensor_at(graph, op, 0, output=True)
+    if ids.dtype != "int32" or len(ids.shape) != 1:
+        raise refuse(op, f"the ids {ids.describe()} must be a 1-D int32 tensor")
+    ctype = _typed(op, value, ("int8", "float32"))
+    if len(value.shape) < 2:
+        raise refuse(op, f"the values {value.describe()} must have rank >= 2")
+    rows, columns = value.shape[0], int(np.prod(value.shape[1:], dtype=np.int64))
+    if y.shape != (ids.shape[0], *value.shape[1:]):
+        raise refuse(op, f"the output {y.describe()} is not one row of {value.describe()} per id")
+    hybrid = value.dtype == "int8" and y.dtype == "float32"
+    if not hybrid and y.dtype != value.dtype:
+        raise refuse(op, f"a {value.dtype} lookup into {y.dtype} is not supported (TFLM: float32 → float32, int8 → int8 or float32)")
+    if ids.is_constant and ((ids.data < 0) | (ids.data >= rows)).any():
+        raise refuse(op, f"an id of {ids.describe()} is out of range of {rows} rows (TFLite's EMBEDDING_LOOKUP fails on it)")
+    if hybrid:
+        quantization = value.quantization
+        if quantization is None or quantization.per_channel or quantization.zero_point != 0:
+            raise refuse(op, "int8 → float32 lookups need values quantized per tensor with zero point 0 (as TFLM requires)")
+        scale = float(np.float32(quantization.scale))
+        if not np.isfinite(scale):
+            raise refuse(op, f"the values' scale {scale} is not finite")
+        copy = [f"    for (int32_t j = 0; j < {columns}; ++j)",
+                f"      output_[i * {columns} + j] = (float)value_[id * {columns} + j] * {c_float(scale)};"]
+    else:
+        size = np.dtype(value.dtype).itemsize
+        copy = [f"    memcpy(output_ + i * {columns}, value_ + id * {columns}, {columns * size});"]
+    head = [f"  for (int32_t i = 0; i < {ids.shape[0]}; ++i) {{", "    const int32_t id_ = ids_[i];",
+            f"    if (id_ < 0 || id_ >= {rows}) return -1;"]
+    if value.is_constant:
+        body = [*head, "    const int32_t id = id_;", *copy, "  }", "  return 0;"]
+    else:  # the row found by a loop of constant bounds: addresses in the pool affine in loop counters
+        body = [*head, f"    for (int32_t id = 0; id < {rows}; ++id) {{", "      if (id != id_) continue;",
+                *[f"  {line}" for line in copy], "    }", "  }", "  return 0;"]
+    operands = [_tensor_or_constant(op, ids, "int32_t", "ids_"), _tensor_or_constant(op, value, ctype, "value_"),
+                Operand(f"{'float' if hybrid else ctype}*", "output_", y.index)]
+    return Lowered(op, "", operands, body, kernel=True)
+
+
+def _dynamic_update_slice(graph: Graph, op: Operator) -> Lowered:
+    """mlfbuild kernel: the operand copied, then the update's rows at the start indices clamped as TFLite clamps them."""
+    x, update, start, y = (tensor_at(graph, op, 0), tensor_at(graph, op, 1), tensor_at(graph, op, 2),
+                           tensor_at(graph, op, 0, output=True))
+    ctype = _typed(op, x, _MOVED)
+    if update.dtype != x.dtype or y.dtype != x.dtype or y.shape != x.shape:
+        raise refuse(op, f"the update {update.describe()} and output {y.describe()} must be of the operand's type and shape")
+    rank = len(x.shape)
+    if len(update.shape) != rank or any(u > d for u, d in zip(update.shape, x.shape)) or rank < 1:
+        raise refuse(op, f"the update {update.describe()} does not fit in {x.describe()}")
+    if start.dtype not in ("int32", "int64") or start.shape != (rank,):
+        raise refuse(op, f"the start indices {start.describe()} must be {rank} int32/int64 values")
+    size = np.dtype(x.dtype).itemsize
+    strides, total = strides_of(tuple(x.shape)), int(np.prod(x.shape, dtype=np.int64))
+    limits = [d - u for d, u in zip(x.shape, update.shape)]
+    if int(np.prod(update.shape, dtype=np.int64)) == 0:
+        body = [f"  memcpy(output_, operand_, {total * size});", "  return 0;"]
+        operands = [_tensor_or_constant(op, x, ctype, "operand_"), Operand(f"{ctype}*", "output_", y.index)]
+        return Lowered(op, "", operands, body, kernel=True)
+    row = update.shape[-1]
+    outer = list(update.shape[:-1])
+    update_strides = strides_of(tuple(update.shape))
+    lines = [f"  memcpy(output_, operand_, {total * size});"]
+    operands = [_tensor_or_constant(op, x, ctype, "operand_"), _tensor_or_constant(op, update, ctype, "update_")]
+    loops, indent, out_terms, in_terms = [], "  ", [], ["0"]
+    if start.is_constant:
+        first = [min(max(0, int(v)), limit) for v, limit in zip(start.data.reshape(-1), limits)]
+        out_terms.append(str(sum(f * s for f, s in zip(first, strides))))
+    else:
+        # Each clamped start s_d is found by a loop t_d over 0..limit_d, so that every address is
+        # affine in loop counters of constant bounds (the pool analysis proves it in bounds).
+        stype = "int32_t" if start.dtype == "int32" else "int64_t"
+        operands.append(Operand(f"{stype}*", "start_", start.index))
+        out_terms.append("0")
+        for d, (limit, stride) in enumerate(zip(limits, strides)):
+            if limit == 0:
+                continue
+            lines.append(f"  const int32_t s{d} = start_[{d}] < 0 ? 0 : (start_[{d}] > {limit} ? {limit} : (int32_t)start_[{d}]);")
+            loops += [f"{indent}for (int32_t t{d} = 0; t{d} <= {limit}; ++t{d}) {{", f"{indent}  if (t{d} != s{d}) continue;"]
+            indent += "  "
+            out_terms.append(f"t{d} * {stride}")
+    closing = [f"{'  ' * (k + 1)}}}" for k in reversed(range(len(loops) // 2))]
+    for k, dim in enumerate(outer):
+        if dim == 1:
+            continue
+        loops.append(f"{indent}for (int32_t i{k} = 0; i{k} < {dim}; ++i{k})")
+        indent += "  "
+        out_terms.append(f"i{k} * {strides[k]}")
+        in_terms.append(f"i{k} * {update_strides[k]}")
+    lines += loops + [f"{indent}memcpy(output_ + {' + '.join(out_terms)}, update_ + {' + '.join(in_terms)}, {row * size});",
+                      *closing, "  return 0;"]
+    operands.append(Operand(f"{ctype}*", "output_", y.index))
+    return Lowered(op, "", operands, lines, kernel=True)
+
+
 RULES = {
+    "EMBEDDING_LOOKUP": _embedding_lookup,
+    "DYNAMIC_UPDATE_SLICE": _dynamic_update_slice,
     "GATHER_ND": _gather_nd,
     "BROADCAST_TO": _broadcast_to,
     "REVERSE_V2": _reverse_v2,
