@@ -39,6 +39,15 @@ _RARE = [
       for a in (0, 1, -1) for e in (False, True) for r in (False, True)],
     ("CUMSUM/int32", {"input_shape": (3, 5), "axis": 1, "exclusive": True, "reverse": True}),
     ("CUMSUM/int32", {"input_shape": (6,), "axis": 0, "exclusive": False, "reverse": False}),
+    ("SQUARE", {"input_shape": (2, 8), "squarings": 4}),
+    ("FLOOR_DIV", {"input_shape": (2, 3, 4), "operand_shape": (3, 1), "constant_operand": False, "swap": True}),
+    ("FLOOR_MOD", {"input_shape": (2, 3, 4), "operand_shape": (4,), "constant_operand": True, "swap": False}),
+    ("FLOOR_MOD", {"input_shape": (5, 4), "operand_shape": (5, 1), "constant_operand": False, "swap": True}),
+    ("FLOOR_DIV", {"input_shape": (1, 6), "operand_shape": (), "constant_operand": True, "swap": False}),
+    ("L2_POOL_2D", {"input_shape": (1, 5, 6, 2), "padding": "SAME", "filter_h": 3, "filter_w": 2, "stride_h": 2,
+                    "stride_w": 1, "activation": "RELU_N1_TO_1"}),
+    ("L2_POOL_2D", {"input_shape": (2, 4, 4, 1), "padding": "VALID", "filter_h": 4, "filter_w": 4, "stride_h": 1,
+                    "stride_w": 1, "activation": "RELU6"}),
 ]
 
 
@@ -112,3 +121,14 @@ def test_embedding_lookup_of_a_constant_id_out_of_range_is_refused(tmp_path):
         graph.add_operator("EMBEDDING_LOOKUP", [ids, rows], [y])
         graph.mark_output(y)
     _assert_refused(_one(tmp_path, build), "operator 0 (EMBEDDING_LOOKUP): an id of", tmp_path)
+
+
+@pytest.mark.parametrize("op", ["COS", "SIN"])
+def test_float_cos_and_sin_are_refused(op, tmp_path):
+    """newlib's cosf and sinf differ from LiteRT's (glibc's) in the last bit on the Cortex-M4."""
+    def build(graph):
+        x = graph.add_input("x", "float32", (4,))
+        y = graph.add_tensor("y", "float32", (4,))
+        graph.add_operator(op, [x], [y])
+        graph.mark_output(y)
+    _assert_refused(_one(tmp_path, build), f"operator 0 ({op}) is not supported", tmp_path)

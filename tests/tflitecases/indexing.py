@@ -162,3 +162,72 @@ register_cases({
     "CUMSUM/float32": (_small, add_cumsum, _SCALES, "float32"),
     "CUMSUM/int32": (_small, add_cumsum, _SCALES, "int32"),
 })
+
+
+# --- float32 operators (mlfbuild/importer/lowering/float_math.py) ---------------------------------------
+
+def _float_unary(op: str):
+    def add(graph: GraphBuilder, p: Draw, x: int, name: str = op.lower()) -> int:
+        """`squarings` SQUAREs before the operator, to reach large values (float32 MUL is not compiled)."""
+        source = graph.tensor(x)
+        for k in range(p("squarings", lambda: 0)):
+            squared = _output(graph, f"{name}/square{k}", "float32", source.shape, None)
+            graph.add_operator("SQUARE", [x], [squared])
+            x = squared
+        y = _output(graph, name, "float32", source.shape, None)
+        graph.add_operator(op, [x], [y])
+        return y
+    add.__name__ = f"add_{op.lower()}"
+    return add
+
+
+def add_floor_binary(op: str):
+    def add(graph: GraphBuilder, p: Draw, x: int, name: str = op.lower()) -> int:
+        """The denominator another graph input (`constant_operand`: a constant), of a shape that
+        broadcasts against x's (dimensions set to 1, leading ones dropped); `swap`: x divides."""
+        shape = graph.tensor(x).shape
+        other_shape = p("operand_shape", lambda: tuple(
+            1 if p.rng.random() < 0.3 else d for d in shape)[int(p.rng.integers(0, len(shape))):])
+        if p("constant_operand", lambda: bool(p.rng.random() < 0.3)):
+            values = p.rng.normal(0, 1, other_shape).astype(np.float32)
+            values[values == 0] = 1.0
+            other = graph.add_constant(f"{name}/operand", values.reshape(other_shape))
+        else:
+            other = graph.add_input(f"{name}/operand", "float32", other_shape)
+        operands = [other, x] if p("swap", lambda: bool(p.rng.random() < 0.3)) else [x, other]
+        out = tuple(np.broadcast_shapes(shape, tuple(other_shape)))
+        y = _output(graph, name, "float32", out, None)
+        options = schema.FloorDivOptionsT() if op == "FLOOR_DIV" else schema.FloorModOptionsT()
+        graph.add_operator(op, operands, [y], options)
+        return y
+    add.__name__ = f"add_{op.lower()}"
+    return add
+
+
+def _nhwc(p: Draw) -> tuple[int, ...]:
+    return (p.integer("batch", 1, 2), p.integer("height", 1, 6), p.integer("width", 1, 6), p.integer("channels", 1, 3))
+
+
+def add_l2_pool_2d(graph: GraphBuilder, p: Draw, x: int, name: str = "l2_pool_2d") -> int:
+    batch, height, width, channels = graph.tensor(x).shape
+    padding = p.choice("padding", ("SAME", "VALID"))
+    kh, kw = p.integer("filter_h", 1, height if padding == "VALID" else 3), p.integer("filter_w", 1, width if padding == "VALID" else 3)
+    sh, sw = p.integer("stride_h", 1, 2), p.integer("stride_w", 1, 2)
+    activation = p.choice("activation", ("NONE", "RELU", "RELU_N1_TO_1", "RELU6"))
+    size = (lambda n, k, s: (n + s - 1) // s) if padding == "SAME" else (lambda n, k, s: (n - k + s) // s)
+    y = _output(graph, name, "float32", (batch, size(height, kh, sh), size(width, kw, sw), channels), None)
+    codes = {"NONE": 0, "RELU": 1, "RELU_N1_TO_1": 2, "RELU6": 3}
+    options = schema.Pool2DOptionsT(padding=0 if padding == "SAME" else 1, strideW=sw, strideH=sh, filterWidth=kw,
+                                    filterHeight=kh, fusedActivationFunction=codes[activation])
+    graph.add_operator("L2_POOL_2D", [x], [y], options)
+    return y
+
+
+add_round, add_ceil = _float_unary("ROUND"), _float_unary("CEIL")  # not registered: LiteRT's reference resolver lacks them
+
+register_cases({
+    "FLOOR_DIV": (_small, add_floor_binary("FLOOR_DIV"), _SCALES, "float32"),
+    "FLOOR_MOD": (_small, add_floor_binary("FLOOR_MOD"), _SCALES, "float32"),
+    "SQUARE": (_small, _float_unary("SQUARE"), _SCALES, "float32"),
+    "L2_POOL_2D": (_nhwc, add_l2_pool_2d, _SCALES, "float32"),
+})
