@@ -5,10 +5,13 @@ with LiteRT's reference kernels; and what stays refused, in one line."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
 import tflitecases  # noqa: F401 - registers the cases
+from conftest import cli
 from test_import_operators import _assert_refused, check_against_litert
 from tflitewriter import CASE_SHAPES, GraphBuilder, bundle_model
 
@@ -132,3 +135,42 @@ def test_float_cos_and_sin_are_refused(op, tmp_path):
         graph.add_operator(op, [x], [y])
         graph.mark_output(y)
     _assert_refused(_one(tmp_path, build), f"operator 0 ({op}) is not supported", tmp_path)
+
+
+def _round_and_ceil_model(path):
+    """ROUND and CEIL of one float32 input (LiteRT's reference resolver has neither: the oracle is
+    LiteRT's builtin kernels, TFLite's RoundToNearest and std::ceil as well)."""
+    graph = GraphBuilder()
+    x = graph.add_input("x", "float32", (40,))
+    for op in ("ROUND", "CEIL"):
+        y = graph.add_tensor(op.lower(), "float32", (40,))
+        graph.add_operator(op, [x], [y])
+        graph.mark_output(y)
+    return graph.write(path)
+
+
+_HALVES = np.array([-3.5, -2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 3.5, -0.0, 0.0, 0.49999997, -0.49999997, 0.50000006,
+                    4194303.5, 4194304.5, 8388607.5, 8388609.0, -8388607.5, 1e30, -1e30, 3.4e38, -3.4e38, 1e-37, -1e-37,
+                    2.0, -2.0, 0.25, -0.75, 1.0000001, -1.0000001, 1234.5, -1234.5, 1235.5, 100.49999, 7.5, -7.5,
+                    2147483520.0, -2147483648.0, 0.99999994, -0.99999994], np.float32)
+
+
+@pytest.mark.cross
+@pytest.mark.parametrize("board", ["host", pytest.param("mps3-an547", marks=pytest.mark.qemu)])
+def test_round_half_to_even_and_ceil_equal_litert(board, cmsis_nn, tmp_path):
+    """Halves on both sides of even and odd, the edge of float32's fractions (2^22, 2^23), huge and
+    tiny values, signed zeros; then random values. (Not subnormals: LiteRT's CEIL reads them as zero,
+    CEIL(1e-40) = 0, where ceilf gives 1.)"""
+    from mlfbuild.reference import litert
+
+    model = _round_and_ceil_model(tmp_path / "round.tflite")
+    rng = np.random.default_rng(41)
+    inputs = {"x": np.stack([_HALVES, (rng.normal(0, 4, 40)).astype(np.float32)])}
+    outputs = litert.run_model(model, inputs, kernels="optimized")
+    np.savez(tmp_path / "ref.npz", **inputs, **{f"output_{i}": o for i, o in enumerate(outputs)})
+    assert outputs[0][0][:8].tolist() == [-4.0, -2.0, -2.0, -0.0, 0.0, 2.0, 2.0, 4.0]
+    run = cli("run", str(model), "-b", board, "--cmsis-nn", str(cmsis_nn("v6.0.0")), "-o", str(tmp_path / "out"),
+              "--reference", str(tmp_path / "ref.npz"), "--atol", "0", "--json")
+    assert run.returncode == 0, run.stderr
+    compared = [o for m in json.loads(run.stdout)["models"] for o in m["outputs"]]
+    assert len(compared) == 2 and all(o["max_abs_error"] == 0 for o in compared)
