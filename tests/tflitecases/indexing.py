@@ -7,8 +7,14 @@ from __future__ import annotations
 
 import numpy as np
 from ai_edge_litert import schema_py_generated as schema
-
-from tflitewriter import DTYPES, Draw, GraphBuilder, _output, _random_factorization, register_cases
+from tflitewriter import (
+    DTYPES,
+    Draw,
+    GraphBuilder,
+    _output,
+    _random_factorization,
+    register_cases,
+)
 
 _SCALES = (1e-2, 1e-1)
 

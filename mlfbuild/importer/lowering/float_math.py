@@ -15,8 +15,16 @@ from __future__ import annotations
 import numpy as np
 
 from ..tflite import ACTIVATIONS, Graph, Operator, Tensor
-from .base import C_HELPERS, Lowered, Operand, refuse, strides_of, tensor_at, window_padding
-from .indexing import _as_stored, c_float
+from .base import (
+    C_HELPERS,
+    Lowered,
+    Operand,
+    refuse,
+    strides_of,
+    tensor_at,
+    window_padding,
+)
+from .indexing import as_stored, c_float
 
 
 def _float(op: Operator, *tensors: Tensor) -> None:
@@ -27,7 +35,7 @@ def _float(op: Operator, *tensors: Tensor) -> None:
 
 def _operand(t: Tensor, param: str) -> Operand:
     if t.is_constant:
-        return Operand("float*", param, constant=_as_stored(t.data.astype(np.float32)))
+        return Operand("float*", param, constant=as_stored(t.data.astype(np.float32)))
     return Operand("float*", param, t.index)
 
 

@@ -140,7 +140,7 @@ def _constant_output(op: Operator, y: Tensor, value: np.ndarray) -> Lowered:
         return Lowered(op, "", [Operand(f"{ctype}*", "output_", y.index)], ["  (void)output_;", "  return 0;"],
                        kernel=True)
     body = [f"  memcpy(output_, value_, {value.nbytes});", "  return 0;"]
-    operands = [Operand(f"{ctype}*", "value_", constant=_as_stored(value)), Operand(f"{ctype}*", "output_", y.index)]
+    operands = [Operand(f"{ctype}*", "value_", constant=as_stored(value)), Operand(f"{ctype}*", "output_", y.index)]
     return Lowered(op, "", operands, body, kernel=True)
 
 
@@ -197,11 +197,11 @@ def _cumsum(graph: Graph, op: Operator) -> Lowered:
 def _tensor_or_constant(op: Operator, t: Tensor, ctype: str, param: str) -> Operand:
     """A graph tensor as an operand; a constant of the graph as a constant array."""
     if t.is_constant:
-        return Operand(f"{ctype}*", param, constant=_as_stored(t.data))
+        return Operand(f"{ctype}*", param, constant=as_stored(t.data))
     return Operand(f"{ctype}*", param, t.index)
 
 
-def _as_stored(array: np.ndarray) -> np.ndarray:
+def as_stored(array: np.ndarray) -> np.ndarray:
     """`array` as the integer array of the same bytes (little-endian, as host and Cortex-M store
     them): emit writes constants as integer initializers, so a float32 or int64 array goes in as its
     32-bit words (bool and other 1-byte types as uint8)."""
