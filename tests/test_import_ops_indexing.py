@@ -21,6 +21,8 @@ _RARE = [
     ("GATHER_ND", {"input_shape": (2, 3, 4), "depth": 3, "slices": 5}),
     ("GATHER_ND", {"input_shape": (5,), "depth": 1, "indices": [[4], [0], [4]]}),
     ("GATHER_ND/int32", {"input_shape": (3, 4), "depth": 1, "indices": [[2], [2], [0], [1]]}),
+    ("GATHER_ND/run_time", {"slices": 8, "params_dtype": "int16", "columns": (2, 3)}),
+    ("GATHER_ND/run_time", {"slices": 3, "params_dtype": "int8", "columns": ()}),
     ("BROADCAST_TO", {"input_shape": (1,), "leading": [2, 1, 3, 2], "grown": [3]}),
     ("BROADCAST_TO/int16", {"input_shape": (3, 1, 2), "leading": [2], "grown": [3, 4, 2]}),
     ("BROADCAST_TO", {"input_shape": (2, 3), "leading": [], "grown": [2, 3]}),
@@ -85,9 +87,9 @@ def _one(tmp_path, build) -> str:
     return graph.write(tmp_path / "refused.tflite")
 
 
-def test_gather_nd_with_indices_out_of_range_or_computed_at_run_time_is_refused(tmp_path):
+def test_gather_nd_with_indices_out_of_range_or_not_int32_at_run_time_is_refused(tmp_path):
     """A constant index past the params fails in TFLite: refused at import; indices computed at run
-    time are not supported."""
+    time are int32 only."""
     def out_of_range(graph):
         x = graph.add_input("x", "int8", (3, 4), scale=0.1, zero_point=0)
         indices = graph.add_constant("indices", np.array([[1], [3]], np.int32))
@@ -98,11 +100,12 @@ def test_gather_nd_with_indices_out_of_range_or_computed_at_run_time_is_refused(
 
     def run_time(graph):
         x = graph.add_input("x", "int8", (3, 4), scale=0.1, zero_point=0)
-        indices = graph.add_input("indices", "int32", (2, 1))
+        indices = graph.add_input("indices", "int16", (2, 1))
         y = graph.add_tensor("y", "int8", (2, 4), scale=0.1, zero_point=0)
         graph.add_operator("GATHER_ND", [x, indices], [y])
         graph.mark_output(y)
-    _assert_refused(_one(tmp_path, run_time), "operator 0 (GATHER_ND): indices computed at run time", tmp_path / "b")
+    _assert_refused(_one(tmp_path, run_time), "operator 0 (GATHER_ND): indices computed at run time must be int32",
+                    tmp_path / "b")
 
 
 def test_int8_cumsum_is_refused(tmp_path):

@@ -149,7 +149,29 @@ def add_dynamic_update_slice(graph: GraphBuilder, p: Draw, x: int, name: str = "
     return y
 
 
+def _index_rows(p: Draw) -> tuple[int, ...]:
+    return (p.integer("slices", 1, 8), 1)
+
+
+def add_gather_nd_run_time(graph: GraphBuilder, p: Draw, x: int, name: str = "gather_nd") -> int:
+    """Indices computed in the graph (|x - zero point| as int8 of zero point 0, CAST to int32: 0..127,
+    one per row of `x`) into params that are another graph input of 128 rows."""
+    source = graph.tensor(x)
+    magnitude = _output(graph, f"{name}/abs", "int8", source.shape, {"scale": source.scale, "zero_point": 0})
+    graph.add_operator("ABS", [x], [magnitude])
+    indices = _output(graph, f"{name}/indices", "int32", source.shape, None)
+    graph.add_operator("CAST", [magnitude], [indices], schema.CastOptionsT(inDataType=DTYPES["int8"], outDataType=DTYPES["int32"]))
+    dtype = p.choice("params_dtype", ("int8", "int16", "int32"))
+    columns = tuple(p("columns", lambda: _random_factorization(p.rng, int(p.rng.integers(1, 5)), int(p.rng.integers(0, 3)))))
+    quantization = {"scale": 0.05, "zero_point": 0} if dtype != "int32" else {}
+    params = graph.add_input(f"{name}/params", dtype, (128, *columns), **quantization)
+    y = _output(graph, name, dtype, (source.shape[0], *columns), quantization or None)
+    graph.add_operator("GATHER_ND", [params, indices], [y], schema.GatherNdOptionsT())
+    return y
+
+
 register_cases({
+    "GATHER_ND/run_time": (_index_rows, add_gather_nd_run_time, _SCALES, "int8"),
     "EMBEDDING_LOOKUP": (_ids, add_embedding_lookup, _SCALES, "int8"),
     "DYNAMIC_UPDATE_SLICE": (_small, add_dynamic_update_slice, _SCALES, "int8"),
     "DYNAMIC_UPDATE_SLICE/int16": (_small, add_dynamic_update_slice, _SCALES, "int16"),

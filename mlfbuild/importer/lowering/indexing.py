@@ -61,13 +61,11 @@ def _copy(op: Operator, x: Tensor, y: Tensor, ctype: str, strides: list[int], ba
 
 
 def _gather_nd(graph: Graph, op: Operator) -> Lowered:
-    """mlfbuild kernel: constant indices folded into slice offsets at import, one memcpy per slice."""
+    """mlfbuild kernel: one memcpy per slice, at offsets folded at import (constant indices) or summed at run time (an offset out of range fails the run)."""
     params, indices, y = tensor_at(graph, op, 0), tensor_at(graph, op, 1), tensor_at(graph, op, 0, output=True)
     ctype = _typed(op, _activation(op, params), _MOVED)
     if y.dtype != params.dtype:
         raise refuse(op, f"the output {y.describe()} is not of the params' type {params.dtype}")
-    if not indices.is_constant:
-        raise refuse(op, f"indices computed at run time ({indices.describe()}) are not supported; only constant indices")
     if indices.dtype not in ("int16", "int32", "int64") or len(indices.shape) < 1:
         raise refuse(op, f"the indices {indices.describe()} must be an integer tensor of rank >= 1")
     nd = indices.shape[-1]
@@ -78,6 +76,8 @@ def _gather_nd(graph: Graph, op: Operator) -> Lowered:
     if tuple(indices.shape[:-1]) + tuple(params.shape[nd:]) != y.shape:
         raise refuse(op, f"the output {y.describe()} is not indices.shape[:-1] + params.shape[{nd}:]")
     dims_to_count = strides_of(tuple(params.shape))[:nd]
+    if not indices.is_constant:
+        return _gather_nd_at_run_time(op, params, indices, y, ctype, nd, slice_size, total, dims_to_count)
     rows = indices.data.astype(np.int64).reshape(-1, nd)
     offsets = [int(sum(int(v) * int(c) for v, c in zip(row, dims_to_count))) for row in rows]
     bad = [k for k, f in enumerate(offsets) if f < 0 or f + slice_size > total]
@@ -89,6 +89,28 @@ def _gather_nd(graph: Graph, op: Operator) -> Lowered:
             for k, offset in enumerate(offsets) if slice_size]
     body.append("  return 0;")
     operands = [Operand(f"{ctype}*", "params_", params.index), Operand(f"{ctype}*", "output_", y.index)]
+    return Lowered(op, "", operands, body, kernel=True)
+
+
+def _gather_nd_at_run_time(op: Operator, params: Tensor, indices: Tensor, y: Tensor, ctype: str, nd: int,
+                           slice_size: int, total: int, dims_to_count) -> Lowered:
+    """Each slice's flat offset summed from its index row (in 64 bits); an offset out of range fails
+    the run, as TFLite's GatherNd fails. The slice is found by a loop over the possible offsets, so
+    that every address is affine in loop counters of constant bounds."""
+    if indices.dtype != "int32":
+        raise refuse(op, f"indices computed at run time must be int32, not {indices.dtype}")
+    slices = int(np.prod(indices.shape[:-1], dtype=np.int64))
+    size = np.dtype(params.dtype).itemsize
+    terms = " + ".join(f"(int64_t)indices_[s * {nd} + {j}] * {int(c)}" for j, c in enumerate(dims_to_count))
+    body = [f"  for (int32_t s = 0; s < {slices}; ++s) {{", f"    const int64_t from = {terms};",
+            f"    if (from < 0 || from + {slice_size} > {total}) return -1;",
+            f"    for (int32_t f = 0; f <= {total - slice_size}; f += {slice_size}) {{",
+            "      if (f != from) continue;",
+            f"      memcpy(output_ + s * {slice_size}, params_ + f, {slice_size * size});", "    }", "  }", "  return 0;"]
+    if slice_size == 0 or slices == 0:
+        body = ["  return 0;"]
+    operands = [Operand(f"{ctype}*", "params_", params.index), Operand("int32_t*", "indices_", indices.index),
+                Operand(f"{ctype}*", "output_", y.index)]
     return Lowered(op, "", operands, body, kernel=True)
 
 
