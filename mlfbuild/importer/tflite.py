@@ -139,6 +139,7 @@ OPTIONS = {
     "CONV_3D": (106, [("padding", 0, _BYTE, 0), ("stride_d", 1, _I32, 0), ("stride_w", 2, _I32, 0),
         ("stride_h", 3, _I32, 0), ("activation", 4, _BYTE, 0), ("dilation_dfactor", 5, _I32, 1),
         ("dilation_w", 6, _I32, 1), ("dilation_h", 7, _I32, 1)]),
+    "CUMSUM": (102, [("exclusive", 0, _BOOL, False), ("reverse", 1, _BOOL, False)]),
 }
 
 
