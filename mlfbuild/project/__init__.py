@@ -280,12 +280,19 @@ def check_library(lib: ModelLibrary, board: Board, options: ProjectOptions) -> N
         check_module(module, bounds, options.max_code_bytes)
 
 
+CONSOLE_MAX_TENSORS = 256  # the console protocol's input/output index is one byte (console/frames.py)
+
+
 def render_console_app(lowered: list[Lowered], writer: Writer, env: Environment, runtime: str) -> list[str]:
     """Our application: the console protocol (main.c) over a table of the models' buffers (models.c)."""
     templates = data_dir("templates")
     io = []
     for item in lowered:
         inputs, outputs = io_tensors(item.module, f"mlf_{item.module.name}")
+        if max(len(inputs), len(outputs)) > CONSOLE_MAX_TENSORS:
+            raise InvalidInputError(f"{item.module.name}: {len(inputs)} inputs and {len(outputs)} outputs; the console "
+                                    f"firmware addresses {CONSOLE_MAX_TENSORS} of each per model (a byte in its "
+                                    "requests, docs/protocol.md): build your own application with --app, or export")
         io.append({"inputs": inputs, "outputs": outputs})
     writer.write("src/models.c", env.get_template("project/src/models.c.j2").render(lowered=lowered, io=io,
                                                                                       runtime=runtime))
