@@ -45,3 +45,20 @@ def test_many_mean_cases_equal_litert(seed, cmsis_nn, tmp_path):
                                                           "keep_dims": True}) for _ in range(10)]
     model = bundle_model(np.random.default_rng(seed), cases).write(tmp_path / "mean.tflite")
     check_against_litert(model, "host", cmsis_nn("v6.0.0"), tmp_path / "host", samples=8, seed=seed)
+
+
+# Resampling: every mode, upsampling and downsampling, sizes where TFLite's float (nearest) and 10-bit
+# (bilinear) positions round differently, one-pixel sides, extremes of the values.
+RESIZE = [
+    (op + kind, {"input_shape": shape, "out_height": oh, "out_width": ow, "mode": mode})
+    for op in ("RESIZE_NEAREST_NEIGHBOR", "RESIZE_BILINEAR")
+    for kind in ("", "/int16")
+    for shape, oh, ow in (((1, 3, 5, 2), 7, 9), ((2, 7, 6, 1), 3, 4), ((1, 1, 4, 3), 5, 1), ((1, 5, 5, 1), 13, 2))
+    for mode in ("plain", "align_corners", "half_pixel_centers")
+]
+
+
+@pytest.mark.cross
+def test_rare_resizes_equal_litert(cmsis_nn, tmp_path):
+    model = bundle_model(np.random.default_rng(49), RESIZE).write(tmp_path / "resize.tflite")
+    check_against_litert(model, "host", cmsis_nn("v6.0.0"), tmp_path / "host", samples=8)

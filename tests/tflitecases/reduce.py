@@ -1,5 +1,6 @@
 """Reductions: REDUCE_MAX and REDUCE_MIN (int8), and MEAN on 16x8 (int16) tensors, over random axes
-(some negative) with or without keep_dims."""
+(some negative) with or without keep_dims; resampling: RESIZE_NEAREST_NEIGHBOR and RESIZE_BILINEAR
+(int8 and int16, align_corners or half_pixel_centers or neither)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,10 @@ import numpy as np
 from ai_edge_litert import schema_py_generated as schema
 
 from tflitewriter import Draw, GraphBuilder, _any_rank, _output, _requantized, _same_quantization, register_cases
+
+
+def _small_nhwc(p: Draw) -> tuple[int, ...]:
+    return (p.integer("batch", 1, 2), p.integer("height", 1, 6), p.integer("width", 1, 6), p.integer("channels", 1, 3))
 
 
 def _reducer(op: str, same_quantization: bool):
@@ -35,9 +40,29 @@ def _reducer(op: str, same_quantization: bool):
     return add
 
 
+def _resizer(op: str):
+    def add(graph: GraphBuilder, p: Draw, x: int, name: str = op.lower()) -> int:
+        tensor = graph.tensor(x)
+        batch, _, _, channels = tensor.shape
+        size = [p.integer("out_height", 1, 9), p.integer("out_width", 1, 9)]
+        mode = p.choice("mode", ("plain", "align_corners", "half_pixel_centers"))
+        size_index = graph.add_constant(f"{name}/size", np.array(size, np.int32))
+        y = _output(graph, name, tensor.dtype, (batch, *size, channels), _same_quantization(graph, x))
+        flags = {"alignCorners": mode == "align_corners", "halfPixelCenters": mode == "half_pixel_centers"}
+        options = (schema.ResizeBilinearOptionsT if op == "RESIZE_BILINEAR" else schema.ResizeNearestNeighborOptionsT)()
+        options.alignCorners, options.halfPixelCenters = flags["alignCorners"], flags["halfPixelCenters"]
+        graph.add_operator(op, [x, size_index], [y], options)
+        return y
+    return add
+
+
 _SCALES = (1e-3, 1e-1)
 register_cases({
     "REDUCE_MAX": (_any_rank, _reducer("REDUCE_MAX", True), _SCALES, "int8"),
     "REDUCE_MIN": (_any_rank, _reducer("REDUCE_MIN", True), _SCALES, "int8"),
     "MEAN/int16": (_any_rank, _reducer("MEAN", False), _SCALES, "int16"),
+    "RESIZE_NEAREST_NEIGHBOR": (_small_nhwc, _resizer("RESIZE_NEAREST_NEIGHBOR"), _SCALES, "int8"),
+    "RESIZE_NEAREST_NEIGHBOR/int16": (_small_nhwc, _resizer("RESIZE_NEAREST_NEIGHBOR"), _SCALES, "int16"),
+    "RESIZE_BILINEAR": (_small_nhwc, _resizer("RESIZE_BILINEAR"), _SCALES, "int8"),
+    "RESIZE_BILINEAR/int16": (_small_nhwc, _resizer("RESIZE_BILINEAR"), _SCALES, "int16"),
 })
