@@ -42,9 +42,11 @@ def _loops(x: Tensor, y: Tensor, shape, reduced, start: str, accumulate: str, fi
     outer = [f"for (int32_t o{d} = 0; o{d} < {1 if r else n}; ++o{d})" for d, (n, r) in enumerate(zip(shape, reduced))]
     inner = [f"for (int32_t r{d} = 0; r{d} < {n if r else 1}; ++r{d})" for d, (n, r) in enumerate(zip(shape, reduced))]
     index = " + ".join(f"(o{d} + r{d}) * {strides[d]}" for d in range(4))
-    return [f"  {CTYPES[y.dtype]}* out = output_;", "  " + " ".join(outer) + " {", f"    int32_t acc = {start};",
+    kept = strides_of(tuple(1 if r else n for n, r in zip(shape, reduced)))
+    out = " + ".join(f"o{d} * {kept[d]}" for d in range(4))  # an index, not a moving pointer: the pool analysis bounds it
+    return ["  " + " ".join(outer) + " {", f"    int32_t acc = {start};",
             "    " + " ".join(inner) + " {", f"      const int32_t v = input_[{index}];", f"      {accumulate}",
-            "    }", *[f"    {line}" for line in finish], "  }", "  return 0;"]
+            "    }", *[f"    {line}".replace("*out++", f"output_[{out}]") for line in finish], "  }", "  return 0;"]
 
 
 def _operands(x: Tensor, y: Tensor) -> list[Operand]:
