@@ -43,7 +43,7 @@ def _loops(x: Tensor, y: Tensor, shape, reduced, start: str, accumulate: str, fi
     inner = [f"for (int32_t r{d} = 0; r{d} < {n if r else 1}; ++r{d})" for d, (n, r) in enumerate(zip(shape, reduced))]
     index = " + ".join(f"(o{d} + r{d}) * {strides[d]}" for d in range(4))
     kept = strides_of(tuple(1 if r else n for n, r in zip(shape, reduced)))
-    out = " + ".join(f"o{d} * {kept[d]}" for d in range(4))  # an index, not a moving pointer: the pool analysis bounds it
+    out = " + ".join(f"o{d} * {kept[d]}" for d in range(4))  # an index the pool analysis bounds
     return ["  " + " ".join(outer) + " {", f"    int32_t acc = {start};",
             "    " + " ".join(inner) + " {", f"      const int32_t v = input_[{index}];", f"      {accumulate}",
             "    }", *[f"    {line}".replace("*out++", f"output_[{out}]") for line in finish], "  }", "  return 0;"]
