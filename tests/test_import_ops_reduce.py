@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 import tflitecases  # noqa: F401 - registers the reductions' cases
-from test_import_operators import check_against_litert
-from tflitewriter import bundle_model
+from ai_edge_litert import schema_py_generated as schema
+from test_import_operators import _assert_refused, check_against_litert
+from tflitewriter import GraphBuilder, bundle_model
 
 _NHWC = (1, 7, 7, 8)
 RARE = [
@@ -62,3 +63,62 @@ RESIZE = [
 def test_rare_resizes_equal_litert(cmsis_nn, tmp_path):
     model = bundle_model(np.random.default_rng(49), RESIZE).write(tmp_path / "resize.tflite")
     check_against_litert(model, "host", cmsis_nn("v6.0.0"), tmp_path / "host", samples=8)
+
+
+# ARG_MAX and ARG_MIN: long axes (equal extremes certain: the first index wins), every axis of a 4-D
+# tensor, negative axes, rank 1, an axis of one element.
+ARGS = [
+    (op, {"input_shape": shape, "axis": axis})
+    for op in ("ARG_MAX", "ARG_MIN")
+    for shape, axis in (((300,), 0), ((2, 260), -1), ((3, 200, 2), 1), ((2, 3, 4, 5), 0), ((2, 3, 4, 5), 1),
+                        ((2, 3, 4, 5), 2), ((2, 3, 4, 5), 3), ((2, 3, 4, 5), -3), ((4, 1, 3), 1))
+]
+
+
+@pytest.mark.cross
+def test_rare_arg_max_and_min_equal_litert(cmsis_nn, tmp_path):
+    model = bundle_model(np.random.default_rng(50), ARGS).write(tmp_path / "arg.tflite")
+    check_against_litert(model, "host", cmsis_nn("v6.0.0"), tmp_path / "host", samples=8)
+
+
+def _one(op: str, in_dtype: str = "int8", out_dtype: str = "int32", operand=None, out_shape=(2, 4)) -> GraphBuilder:
+    graph = GraphBuilder()
+    x = graph.add_input("x", in_dtype, (2, 3, 4), scale=0.05, zero_point=0)
+    second = graph.add_constant("axis", np.array([1] if operand is None else operand, np.int32))
+    if op.startswith("ARG"):
+        options = (schema.ArgMaxOptionsT if op == "ARG_MAX" else schema.ArgMinOptionsT)()
+        options.outputType = {"int32": schema.TensorType.INT32, "int64": schema.TensorType.INT64}[out_dtype]
+        y = graph.add_tensor("y", out_dtype, out_shape)
+    else:
+        options = schema.ReducerOptionsT(keepDims=False)
+        y = graph.add_tensor("y", in_dtype, out_shape, scale=0.05, zero_point=0)
+    graph.add_operator(op, [x, second], [y], options)
+    graph.mark_output(y)
+    return graph
+
+
+def _resize(op: str, size, out_shape, align: bool = False, half: bool = False, out_scale: float = 0.05) -> GraphBuilder:
+    graph = GraphBuilder()
+    x = graph.add_input("x", "int8", (1, 3, 4, 2), scale=0.05, zero_point=0)
+    second = graph.add_constant("size", np.array(size, np.int32))
+    y = graph.add_tensor("y", "int8", out_shape, scale=out_scale, zero_point=0)
+    options = (schema.ResizeBilinearOptionsT if op == "RESIZE_BILINEAR" else schema.ResizeNearestNeighborOptionsT)()
+    options.alignCorners, options.halfPixelCenters = align, half
+    graph.add_operator(op, [x, second], [y], options)
+    graph.mark_output(y)
+    return graph
+
+
+@pytest.mark.parametrize("graph, said", [
+    (_one("ARG_MAX", "int16"), "only int8 inputs are supported for ARG_MAX"),
+    (_one("ARG_MAX", operand=[1, 2]), "is not one axis of a rank-3 tensor"),
+    (_one("ARG_MIN", operand=[3]), "is not one axis of a rank-3 tensor"),
+    (_one("SUM"), "reads a quantized SUM's tensors as uint8"),
+    (_one("REDUCE_PROD"), "REDUCE_PROD"),
+    (_resize("RESIZE_BILINEAR", [6, 8], (1, 6, 8, 2), out_scale=0.1), "share one quantization"),
+    (_resize("RESIZE_NEAREST_NEIGHBOR", [6, 8], (1, 6, 8, 2), align=True, half=True), "align_corners and half_pixel"),
+    (_resize("RESIZE_NEAREST_NEIGHBOR", [6, 8], (1, 5, 8, 2)), "resized to [6, 8]"),
+    (_resize("RESIZE_BILINEAR", [0, 8], (1, 0, 8, 2)), "is not two positive integers"),
+])
+def test_unsupported_reductions_and_resizes_are_refused_in_one_line(graph, said, tmp_path):
+    _assert_refused(graph.write(tmp_path / "m.tflite"), said, tmp_path)

@@ -1,6 +1,7 @@
 """Reductions: REDUCE_MAX and REDUCE_MIN (int8), and MEAN on 16x8 (int16) tensors, over random axes
 (some negative) with or without keep_dims; resampling: RESIZE_NEAREST_NEIGHBOR and RESIZE_BILINEAR
-(int8 and int16, align_corners or half_pixel_centers or neither)."""
+(int8 and int16, align_corners or half_pixel_centers or neither); ARG_MAX and ARG_MIN (int8 in, int32
+out) along a random axis."""
 
 from __future__ import annotations
 
@@ -40,6 +41,20 @@ def _reducer(op: str, same_quantization: bool):
     return add
 
 
+def _arg(op: str, output_dtype: str):
+    def add(graph: GraphBuilder, p: Draw, x: int, name: str = op.lower()) -> int:
+        shape = graph.tensor(x).shape
+        axis = p("axis", lambda: int(p.rng.integers(-len(shape), len(shape))))
+        axis_index = graph.add_constant(f"{name}/axis", np.array([axis], np.int32))
+        out_shape = tuple(d for i, d in enumerate(shape) if i != axis % len(shape))
+        y = _output(graph, name, output_dtype, out_shape, None)
+        options = (schema.ArgMaxOptionsT if op == "ARG_MAX" else schema.ArgMinOptionsT)()
+        options.outputType = {"int32": schema.TensorType.INT32, "int64": schema.TensorType.INT64}[output_dtype]
+        graph.add_operator(op, [x, axis_index], [y], options)
+        return y
+    return add
+
+
 def _resizer(op: str):
     def add(graph: GraphBuilder, p: Draw, x: int, name: str = op.lower()) -> int:
         tensor = graph.tensor(x)
@@ -61,6 +76,8 @@ register_cases({
     "REDUCE_MAX": (_any_rank, _reducer("REDUCE_MAX", True), _SCALES, "int8"),
     "REDUCE_MIN": (_any_rank, _reducer("REDUCE_MIN", True), _SCALES, "int8"),
     "MEAN/int16": (_any_rank, _reducer("MEAN", False), _SCALES, "int16"),
+    "ARG_MAX": (_any_rank, _arg("ARG_MAX", "int32"), _SCALES, "int8"),
+    "ARG_MIN": (_any_rank, _arg("ARG_MIN", "int32"), _SCALES, "int8"),
     "RESIZE_NEAREST_NEIGHBOR": (_small_nhwc, _resizer("RESIZE_NEAREST_NEIGHBOR"), _SCALES, "int8"),
     "RESIZE_NEAREST_NEIGHBOR/int16": (_small_nhwc, _resizer("RESIZE_NEAREST_NEIGHBOR"), _SCALES, "int16"),
     "RESIZE_BILINEAR": (_small_nhwc, _resizer("RESIZE_BILINEAR"), _SCALES, "int8"),
