@@ -26,9 +26,21 @@ RARE = [
     ("MEAN", {"input_shape": (1, 33, 31, 2), "axes": [1, 2], "keep_dims": True}),  # 1,023 elements per mean
     ("MEAN", {"input_shape": (1, 64, 64, 1), "axes": [1, 2], "keep_dims": False}),  # 4,096: the fold at its limit
     ("MEAN", {"input_shape": (3, 4), "axes": [0], "keep_dims": False}),
+    ("MEAN", {"input_shape": _NHWC, "axes": [1], "keep_dims": True}),
+    ("MEAN", {"input_shape": _NHWC, "axes": [2], "keep_dims": True}),
+    ("MEAN", {"input_shape": _NHWC, "axes": [3], "keep_dims": True}),
+    ("MEAN", {"input_shape": _NHWC, "axes": [-3, -2], "keep_dims": True}),
+    ("MEAN", {"input_shape": (1, 14, 14, 4), "axes": [1, 2], "keep_dims": False, "output_scale_ratio": 1.0,
+              "output_zero_point_shift": 0}),
+    ("MEAN", {"input_shape": (1, 7, 7, 16), "axes": [1, 2], "keep_dims": True, "output_scale_ratio": 1.0,
+              "output_zero_point_shift": 5}),  # one scale, another zero point
+    ("MEAN", {"input_shape": _NHWC, "axes": [0, 1, 2, 3], "keep_dims": False}),
     ("REDUCE_MAX", {"input_shape": _NHWC, "axes": [1, 2], "keep_dims": True}),
     ("REDUCE_MIN", {"input_shape": (2, 3, 4), "axes": [0, 2], "keep_dims": False}),
     ("MEAN/int16", {"input_shape": (1, 7, 7, 4), "axes": [1, 2], "keep_dims": True}),
+    ("MEAN/int16", {"input_shape": (1, 14, 14, 2), "axes": [1, 2], "keep_dims": False}),
+    ("MEAN/int16", {"input_shape": (1, 7, 7, 4), "axes": [1, 2], "keep_dims": True, "output_scale_ratio": 1.0}),
+    ("MEAN/int16", {"input_shape": (2, 3, 5), "axes": [-1], "keep_dims": False}),
 ]
 
 
