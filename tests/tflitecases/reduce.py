@@ -1,4 +1,4 @@
-"""Reductions: REDUCE_MAX and REDUCE_MIN (int8), and MEAN on 16x8 (int16) tensors, over random axes
+"""Reductions: REDUCE_MAX and REDUCE_MIN (int8 and int16), and MEAN on 16x8 (int16) tensors, over random axes
 (some negative) with or without keep_dims; resampling: RESIZE_NEAREST_NEIGHBOR and RESIZE_BILINEAR
 (int8 and int16, align_corners or half_pixel_centers or neither); ARG_MAX and ARG_MIN (int8 in, int32
 out) along a random axis."""
@@ -75,6 +75,8 @@ _SCALES = (1e-3, 1e-1)
 register_cases({
     "REDUCE_MAX": (_any_rank, _reducer("REDUCE_MAX", True), _SCALES, "int8"),
     "REDUCE_MIN": (_any_rank, _reducer("REDUCE_MIN", True), _SCALES, "int8"),
+    "REDUCE_MAX/int16": (_any_rank, _reducer("REDUCE_MAX", True), _SCALES, "int16"),
+    "REDUCE_MIN/int16": (_any_rank, _reducer("REDUCE_MIN", True), _SCALES, "int16"),
     "MEAN/int16": (_any_rank, _reducer("MEAN", False), _SCALES, "int16"),
     "ARG_MAX": (_any_rank, _arg("ARG_MAX", "int32"), _SCALES, "int8"),
     "ARG_MIN": (_any_rank, _arg("ARG_MIN", "int32"), _SCALES, "int8"),
