@@ -134,3 +134,13 @@ def _resize(op: str, size, out_shape, align: bool = False, half: bool = False, o
 ])
 def test_unsupported_reductions_and_resizes_are_refused_in_one_line(graph, said, tmp_path):
     _assert_refused(graph.write(tmp_path / "m.tflite"), said, tmp_path)
+
+
+@pytest.mark.exhaustive
+@pytest.mark.cross
+@pytest.mark.parametrize("seed", range(6))
+def test_many_resize_and_arg_cases_equal_litert(seed, cmsis_nn, tmp_path):
+    kinds = ("RESIZE_NEAREST_NEIGHBOR", "RESIZE_NEAREST_NEIGHBOR/int16", "RESIZE_BILINEAR", "RESIZE_BILINEAR/int16",
+             "ARG_MAX", "ARG_MIN", "REDUCE_MAX/int16", "REDUCE_MIN/int16")
+    model = bundle_model(np.random.default_rng(seed), [k for k in kinds for _ in range(6)]).write(tmp_path / "r.tflite")
+    check_against_litert(model, "host", cmsis_nn("v6.0.0"), tmp_path / "host", samples=8, seed=seed)
