@@ -1,5 +1,7 @@
-"""Reductions: REDUCE_MAX and REDUCE_MIN (int8), and MEAN on 16x8 (int16) tensors, over random axes
-(some negative) with or without keep_dims."""
+"""Reductions: REDUCE_MAX and REDUCE_MIN (int8 and int16), and MEAN on 16x8 (int16) tensors, over random axes
+(some negative) with or without keep_dims; resampling: RESIZE_NEAREST_NEIGHBOR and RESIZE_BILINEAR
+(int8 and int16, align_corners or half_pixel_centers or neither); ARG_MAX and ARG_MIN (int8 in, int32
+out) along a random axis."""
 
 from __future__ import annotations
 
@@ -7,6 +9,10 @@ import numpy as np
 from ai_edge_litert import schema_py_generated as schema
 
 from tflitewriter import Draw, GraphBuilder, _any_rank, _output, _requantized, _same_quantization, register_cases
+
+
+def _small_nhwc(p: Draw) -> tuple[int, ...]:
+    return (p.integer("batch", 1, 2), p.integer("height", 1, 6), p.integer("width", 1, 6), p.integer("channels", 1, 3))
 
 
 def _reducer(op: str, same_quantization: bool):
@@ -35,9 +41,47 @@ def _reducer(op: str, same_quantization: bool):
     return add
 
 
+def _arg(op: str, output_dtype: str):
+    def add(graph: GraphBuilder, p: Draw, x: int, name: str = op.lower()) -> int:
+        shape = graph.tensor(x).shape
+        axis = p("axis", lambda: int(p.rng.integers(-len(shape), len(shape))))
+        axis_index = graph.add_constant(f"{name}/axis", np.array([axis], np.int32))
+        out_shape = tuple(d for i, d in enumerate(shape) if i != axis % len(shape))
+        y = _output(graph, name, output_dtype, out_shape, None)
+        options = (schema.ArgMaxOptionsT if op == "ARG_MAX" else schema.ArgMinOptionsT)()
+        options.outputType = {"int32": schema.TensorType.INT32, "int64": schema.TensorType.INT64}[output_dtype]
+        graph.add_operator(op, [x, axis_index], [y], options)
+        return y
+    return add
+
+
+def _resizer(op: str):
+    def add(graph: GraphBuilder, p: Draw, x: int, name: str = op.lower()) -> int:
+        tensor = graph.tensor(x)
+        batch, _, _, channels = tensor.shape
+        size = [p.integer("out_height", 1, 9), p.integer("out_width", 1, 9)]
+        mode = p.choice("mode", ("plain", "align_corners", "half_pixel_centers"))
+        size_index = graph.add_constant(f"{name}/size", np.array(size, np.int32))
+        y = _output(graph, name, tensor.dtype, (batch, *size, channels), _same_quantization(graph, x))
+        flags = {"alignCorners": mode == "align_corners", "halfPixelCenters": mode == "half_pixel_centers"}
+        options = (schema.ResizeBilinearOptionsT if op == "RESIZE_BILINEAR" else schema.ResizeNearestNeighborOptionsT)()
+        options.alignCorners, options.halfPixelCenters = flags["alignCorners"], flags["halfPixelCenters"]
+        graph.add_operator(op, [x, size_index], [y], options)
+        return y
+    return add
+
+
 _SCALES = (1e-3, 1e-1)
 register_cases({
     "REDUCE_MAX": (_any_rank, _reducer("REDUCE_MAX", True), _SCALES, "int8"),
     "REDUCE_MIN": (_any_rank, _reducer("REDUCE_MIN", True), _SCALES, "int8"),
+    "REDUCE_MAX/int16": (_any_rank, _reducer("REDUCE_MAX", True), _SCALES, "int16"),
+    "REDUCE_MIN/int16": (_any_rank, _reducer("REDUCE_MIN", True), _SCALES, "int16"),
     "MEAN/int16": (_any_rank, _reducer("MEAN", False), _SCALES, "int16"),
+    "ARG_MAX": (_any_rank, _arg("ARG_MAX", "int32"), _SCALES, "int8"),
+    "ARG_MIN": (_any_rank, _arg("ARG_MIN", "int32"), _SCALES, "int8"),
+    "RESIZE_NEAREST_NEIGHBOR": (_small_nhwc, _resizer("RESIZE_NEAREST_NEIGHBOR"), _SCALES, "int8"),
+    "RESIZE_NEAREST_NEIGHBOR/int16": (_small_nhwc, _resizer("RESIZE_NEAREST_NEIGHBOR"), _SCALES, "int16"),
+    "RESIZE_BILINEAR": (_small_nhwc, _resizer("RESIZE_BILINEAR"), _SCALES, "int8"),
+    "RESIZE_BILINEAR/int16": (_small_nhwc, _resizer("RESIZE_BILINEAR"), _SCALES, "int16"),
 })

@@ -1,4 +1,5 @@
-"""Reductions over axes: MEAN by TFLite's QuantizedMeanOrSum, REDUCE_MAX and REDUCE_MIN.
+"""Reductions over axes: MEAN by TFLite's QuantizedMeanOrSum, REDUCE_MAX and REDUCE_MIN; ARG_MAX and
+ARG_MIN along one axis.
 
 SUM stays refused (coverage.REFUSED): LiteRT's reference kernel for a quantized SUM reads the tensors
 as uint8 whatever their type (reduce.cc, QuantizedMeanOrSum<T, kReference>), so there is no oracle to
@@ -42,9 +43,11 @@ def _loops(x: Tensor, y: Tensor, shape, reduced, start: str, accumulate: str, fi
     outer = [f"for (int32_t o{d} = 0; o{d} < {1 if r else n}; ++o{d})" for d, (n, r) in enumerate(zip(shape, reduced))]
     inner = [f"for (int32_t r{d} = 0; r{d} < {n if r else 1}; ++r{d})" for d, (n, r) in enumerate(zip(shape, reduced))]
     index = " + ".join(f"(o{d} + r{d}) * {strides[d]}" for d in range(4))
-    return [f"  {CTYPES[y.dtype]}* out = output_;", "  " + " ".join(outer) + " {", f"    int32_t acc = {start};",
+    kept = strides_of(tuple(1 if r else n for n, r in zip(shape, reduced)))
+    out = " + ".join(f"o{d} * {kept[d]}" for d in range(4))  # an index the pool analysis bounds
+    return ["  " + " ".join(outer) + " {", f"    int32_t acc = {start};",
             "    " + " ".join(inner) + " {", f"      const int32_t v = input_[{index}];", f"      {accumulate}",
-            "    }", *[f"    {line}" for line in finish], "  }", "  return 0;"]
+            "    }", *[f"    {line}".replace("*out++", f"output_[{out}]") for line in finish], "  }", "  return 0;"]
 
 
 def _operands(x: Tensor, y: Tensor) -> list[Operand]:
@@ -78,7 +81,50 @@ def _max_or_min(graph: Graph, op: Operator) -> Lowered:
     return Lowered(op, "", _operands(x, y), body, kernel=True)
 
 
+def _arg_max_or_min(graph: Graph, op: Operator) -> Lowered:
+    """mlfbuild kernel: TFLite's reference ArgMinMax — along the constant axis, the index of the first
+    largest (smallest) element (a later one must be strictly greater, or less), int8 in, int32 out."""
+    x, axis_tensor, y = tensor_at(graph, op, 0), tensor_at(graph, op, 1), tensor_at(graph, op, 0, output=True)
+    if x.dtype != "int8":  # LiteRT's ARG_MAX and ARG_MIN take no int16
+        raise refuse(op, f"tensor {x.describe()} is {x.dtype}; only int8 inputs are supported for {op.name}")
+    quantized(op, x, ("int8",))
+    if y.dtype != "int32":  # int64: no graph output of that type, nor an operator mlfbuild compiles, takes it
+        raise refuse(op, f"the output {y.describe()} is {y.dtype}; only int32 indices are supported")
+    if axis_tensor.dtype not in ("int32", "int64"):
+        raise refuse(op, f"the axis {axis_tensor.describe()} is not int32 or int64")
+    values = [int(a) for a in constant_data(op, axis_tensor, axis_tensor.dtype).reshape(-1)]
+    rank = len(x.shape)
+    if len(values) != 1 or not -rank <= values[0] < rank:
+        raise refuse(op, f"the axis {values} is not one axis of a rank-{rank} tensor")
+    axis = values[0] % rank
+    outer, size, inner = (int(np.prod(x.shape[:axis])), int(x.shape[axis]), int(np.prod(x.shape[axis + 1:])))
+    if tuple(y.shape) != tuple(x.shape[:axis]) + tuple(x.shape[axis + 1:]) or size == 0:
+        raise refuse(op, f"the output {y.describe()} is not {x.describe()} without axis {axis}")
+    if outer * size * inner >= 2 ** 31:
+        raise refuse(op, f"tensor {x.describe()} is too large for 32-bit indices")
+    better = ">" if op.name == "ARG_MAX" else "<"
+    ctype = "int32_t"
+    body = [f"  for (int32_t o = 0; o < {outer}; ++o)",
+            f"    for (int32_t n = 0; n < {inner}; ++n) {{",
+            f"      int32_t best = input_[o * {size * inner} + n];",
+            "      int32_t at = 0;",
+            f"      for (int32_t i = 1; i < {size}; ++i) {{",
+            f"        const int32_t v = input_[(o * {size} + i) * {inner} + n];",
+            f"        if (v {better} best) {{",
+            "          best = v;",
+            "          at = i;",
+            "        }",
+            "      }",
+            f"      output_[o * {inner} + n] = ({ctype})at;",
+            "    }",
+            "  return 0;"]
+    operands = [Operand(f"{CTYPES[x.dtype]}*", "input_", x.index), Operand(f"{ctype}*", "output_", y.index)]
+    return Lowered(op, "", operands, body, kernel=True)
+
+
 RULES = {
+    "ARG_MAX": _arg_max_or_min,
+    "ARG_MIN": _arg_max_or_min,
     "MEAN": _mean,
     "REDUCE_MAX": _max_or_min,
     "REDUCE_MIN": _max_or_min,
