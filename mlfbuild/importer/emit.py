@@ -30,7 +30,8 @@ TFLITE_ROUNDING, CMSIS_NN_ROUNDING = "tflite", "cmsis-nn"
 ROUNDINGS = (TFLITE_ROUNDING, CMSIS_NN_ROUNDING)
 ALIGNMENT = 16  # TVM's pools and constants are 16-byte aligned
 _CTYPES = {"int8": "int8_t", "int32": "int32_t", "uint8": "uint8_t", "int16": "int16_t", "float32": "float"}
-IO_DTYPES = tuple(_CTYPES)  # the element types a graph input or output can have in TVM's C interface
+IO_DTYPES = tuple(_CTYPES)
+_CONSTANT_CTYPES = {**_CTYPES, "int64": "int64_t", "bool": "uint8_t", "uint16": "uint16_t", "uint32": "uint32_t"}  # the element types a graph input or output can have in TVM's C interface
 
 
 @dataclass(frozen=True)
@@ -196,8 +197,20 @@ def _const_pool_bytes(constants: dict[int, Constant]) -> int:
     return max((align(c.offset + c.array.nbytes, ALIGNMENT) for c in constants.values()), default=0)
 
 
+def _c_literal(value) -> str:
+    """A constant's element as C writes it: integers as they are, floats exactly (hexadecimal)."""
+    if isinstance(value, (float, np.floating)):
+        value = float(value)
+        if value != value:
+            return '__builtin_nanf("")'
+        if value in (float("inf"), float("-inf")):
+            return "__builtin_inff()" if value > 0 else "-__builtin_inff()"
+        return value.hex()
+    return str(int(value))
+
+
 def _values(array: np.ndarray) -> str:
-    flat = [str(int(v)) for v in array.reshape(-1)]
+    flat = [_c_literal(v) for v in array.reshape(-1)]
     rows = [", ".join(flat[i:i + 24]) for i in range(0, len(flat), 24)]
     return ",\n    ".join(rows)
 
@@ -234,7 +247,7 @@ def _main_parameters(inputs, outputs) -> str:
 
 
 def _lib0(module: str, constants: dict[int, Constant], workspace: int, inputs, outputs) -> str:
-    fields = [f"  {_CTYPES[str(c.array.dtype)]} {c.name}[{c.array.size}] __attribute__((aligned(16)));"
+    fields = [f"  {_CONSTANT_CTYPES[str(c.array.dtype)]} {c.name}[{c.array.size}] __attribute__((aligned(16)));"
               f" // {c.array.nbytes} bytes, aligned offset: {c.offset}" for c in constants.values()]
     values = [f"  .{c.name} = {{\n    {_values(c.array)}\n  }}," for c in constants.values()]
     arguments = [f"inputs->{name}" for name, _ in inputs] + [f"outputs->{name}" for name, _ in outputs]

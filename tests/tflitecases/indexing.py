@@ -162,7 +162,8 @@ def add_gather_nd_run_time(graph: GraphBuilder, p: Draw, x: int, name: str = "ga
     indices = _output(graph, f"{name}/indices", "int32", source.shape, None)
     graph.add_operator("CAST", [magnitude], [indices], schema.CastOptionsT(inDataType=DTYPES["int8"], outDataType=DTYPES["int32"]))
     dtype = p.choice("params_dtype", ("int8", "int16", "int32"))
-    columns = tuple(p("columns", lambda: _random_factorization(p.rng, int(p.rng.integers(1, 5)), int(p.rng.integers(0, 3)))))
+    rank = int(p.rng.integers(0, 3))  # a rank-0 row (one element) has no factors to draw
+    columns = tuple(p("columns", lambda: _random_factorization(p.rng, int(p.rng.integers(1, 5)), rank) if rank else ()))
     quantization = {"scale": 0.05, "zero_point": 0} if dtype != "int32" else {}
     params = graph.add_input(f"{name}/params", dtype, (128, *columns), **quantization)
     y = _output(graph, name, dtype, (source.shape[0], *columns), quantization or None)

@@ -47,7 +47,8 @@ def _ints(op: Operator, t: Tensor) -> list[int]:
 
 def _copy_step(op: Operator, sources: list[Tensor], targets: list[Tensor], ctype: str, body: list[str],
                note: str = "") -> Lowered:
-    operands = [Operand(f"{ctype}*", f"input{i}_", t.index) for i, t in enumerate(sources)]
+    operands = [Operand(f"{ctype}*", f"input{i}_", constant=np.ascontiguousarray(t.data)) if t.is_constant
+                else Operand(f"{ctype}*", f"input{i}_", t.index) for i, t in enumerate(sources)]
     operands += [Operand(f"{ctype}*", f"output{i}_", t.index) for i, t in enumerate(targets)]
     return Lowered(op, "", operands, body + ["  return 0;"], note, kernel=True)
 
