@@ -12,7 +12,7 @@ from test_import_operators import _assert_refused, check_against_litert
 from tflitewriter import GraphBuilder, bundle_model
 
 _MINE = ["PADV2", "PADV2/int16", "PAD/int16", "PAD/rank5", "TRANSPOSE/int16", "TRANSPOSE/rank6", "RESHAPE/int16",
-         "SQUEEZE/int16", "CONCATENATION/int16"]
+         "SQUEEZE/int16", "CONCATENATION/int16", "PADV2/float32", "TRANSPOSE/float32", "CONCATENATION/float32"]
 RARE = [
     ("PADV2", {"input_shape": (1, 3, 3, 2), "value": -128}),
     ("PADV2", {"input_shape": (1, 3, 3, 2), "value": 127}),

@@ -20,8 +20,13 @@ from tflitewriter import (
 )
 
 
+def _quantization(graph: GraphBuilder, x: int) -> dict:
+    """`x`'s quantization as keywords (none for a float tensor)."""
+    return _same_quantization(graph, x) if graph.tensor(x).quantization is not None else {}
+
+
 def _out(graph: GraphBuilder, x: int, name: str, shape) -> int:
-    return _output(graph, name, graph.tensor(x).dtype, tuple(shape), _same_quantization(graph, x))
+    return _output(graph, name, graph.tensor(x).dtype, tuple(shape), _quantization(graph, x))
 
 
 def _rank5(p: Draw) -> tuple[int, ...]:
@@ -42,9 +47,12 @@ def _pad_operator(graph: GraphBuilder, p: Draw, x: int, name: str, v2: bool) -> 
         graph.add_operator("PAD", inputs, [y], schema.PadOptionsT())
         return y
     dtype = graph.tensor(x).dtype
-    info = np.iinfo(dtype)
-    value = p("value", lambda: int(p.rng.integers(info.min, int(info.max) + 1)))
-    inputs.append(graph.add_constant(f"{name}/value", np.array([value], dtype), **_same_quantization(graph, x)))
+    if dtype == "float32":
+        value = p("value", lambda: float(np.float32(p.rng.normal(0, 10))))
+    else:
+        info = np.iinfo(dtype)
+        value = p("value", lambda: int(p.rng.integers(info.min, int(info.max) + 1)))
+    inputs.append(graph.add_constant(f"{name}/value", np.array([value], dtype), **_quantization(graph, x)))
     graph.add_operator("PADV2", inputs, [y], schema.PadV2OptionsT())
     return y
 
@@ -90,7 +98,7 @@ def add_concatenation(graph: GraphBuilder, p: Draw, x: int, name: str = "concate
     parts = [x]
     for i in range(1, p.integer("operands", 2, 3)):
         part_shape = tuple(int(p.rng.integers(1, 5)) if a == axis % len(shape) else d for a, d in enumerate(shape))
-        parts.append(graph.add_input(f"{name}/operand{i}", tensor.dtype, part_shape, **_same_quantization(graph, x)))
+        parts.append(graph.add_input(f"{name}/operand{i}", tensor.dtype, part_shape, **_quantization(graph, x)))
     out_shape = [sum(graph.tensor(t).shape[a] for t in parts) if a == axis % len(shape) else d
                  for a, d in enumerate(shape)]
     y = _out(graph, x, name, out_shape)
@@ -110,4 +118,7 @@ register_cases({
     "RESHAPE/int16": (_any_rank, add_reshape, _SCALES, "int16"),
     "SQUEEZE/int16": (_with_ones, add_squeeze, _SCALES, "int16"),
     "CONCATENATION/int16": (_any_rank, add_concatenation, _SCALES, "int16"),
+    "PADV2/float32": (_any_rank, add_padv2, _SCALES, "float32"),
+    "TRANSPOSE/float32": (_rank5_or_6, add_transpose, _SCALES, "float32"),
+    "CONCATENATION/float32": (_any_rank, add_concatenation, _SCALES, "float32"),
 })

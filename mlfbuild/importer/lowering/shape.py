@@ -37,7 +37,7 @@ def _reshape(graph: Graph, op: Operator) -> Lowered:
 
 
 def _element(op: Operator, *tensors: Tensor) -> str:
-    """The C element type shared by `tensors`; int8/int16 ones need per-tensor quantization (int16: zero
+    """The C element type shared by `tensors`; quantized ones need per-tensor quantization (int16: zero
     point 0, as TFLite's int16 kernels require), one quantization for all (TFLite's Prepare checks it)."""
     ctype = CTYPES.get(tensors[0].dtype)
     if ctype is None or any(t.dtype != tensors[0].dtype for t in tensors):
@@ -45,7 +45,7 @@ def _element(op: Operator, *tensors: Tensor) -> str:
                          f"{', '.join(CTYPES)} is needed")
     if any(len(t.shape) > MAX_RANK for t in tensors):
         raise refuse(op, f"rank over {MAX_RANK}")
-    if tensors[0].dtype in ("int8", "int16"):
+    if tensors[0].dtype in ("int8", "int16", "uint8"):  # (TFLite's uint8 concatenation would requantize)
         for t in tensors:
             q = t.quantization
             if q is None or q.per_channel or not q.scale > 0:
@@ -73,7 +73,7 @@ def _pad(graph: Graph, op: Operator) -> Lowered:
         v = graph.tensors[op.inputs[2]]
         if v.dtype != x.dtype or int(np.prod(v.shape)) != 1:
             raise refuse(op, f"the padding value {v.describe()} must be one {x.dtype} constant")
-        if x.dtype in ("int8", "int16"):
+        if x.dtype in ("int8", "int16", "uint8"):
             same_quantization(op, v, y)
         value = constant_data(op, v, v.dtype).reshape(-1)[0].item()
     if tuple(int(d + a + b) for d, (a, b) in zip(x.shape, pads)) != y.shape:
