@@ -101,7 +101,6 @@ def _transpose(graph: Graph, op: Operator) -> Lowered:
     if perm_tensor.dtype not in ("int32", "int64"):
         raise refuse(op, f"the permutation {perm_tensor.describe()} must be an int32 or int64 constant")
     perm = [int(v) for v in constant_data(op, perm_tensor, perm_tensor.dtype).reshape(-1)]
-    perm = [p + len(x.shape) if p < 0 else p for p in perm]  # TFLite's Transpose takes negative axes too
     if sorted(perm) != list(range(len(x.shape))) or tuple(x.shape[p] for p in perm) != y.shape:
         raise refuse(op, f"permutation {perm} does not turn {x.describe()} into {y.describe()}")
     in_strides, out_strides = strides_of(tuple(x.shape)), strides_of(tuple(y.shape))
