@@ -27,10 +27,9 @@ from tflite_damage import all_variants, random_damage
 # Every case kind ("OPERATOR" or "OPERATOR/kind") of a supported operator.
 _IMPORTABLE = sorted(name for name in CASE_SHAPES if name.split("/")[0] in SUPPORTED_OPERATORS)
 REGRESSION_SEEDS: list[int] = []
-# Supported operators the cases reach another way: PADV2 (the writer's PAD cases pass a value);
-# ROUND and CEIL (LiteRT's reference resolver has neither: test_import_ops_indexing holds them to
-# its builtin kernels).
-_COVERED_ELSEWHERE = {"PADV2", "ROUND", "CEIL"}
+# Supported operators the cases reach another way: ROUND and CEIL (LiteRT's reference resolver has
+# neither: test_import_ops_indexing holds them to its builtin kernels).
+_COVERED_ELSEWHERE = {"ROUND", "CEIL"}
 
 
 def test_every_supported_operator_has_random_cases():
