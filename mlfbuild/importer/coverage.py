@@ -34,6 +34,7 @@ REFUSED = {
     "UNIDIRECTIONAL_SEQUENCE_LSTM": "LiteRT's 8x8_16 integer LSTM (gemmlowp fixed-point gate activations, its "
                                     "prepare-time effective scales) is not compiled yet; unrolled Keras LSTMs "
                                     "(unroll=True) import as FULLY_CONNECTED, ADD, MUL, LOGISTIC and TANH",
+    "REDUCE_ALL": "bool reductions are not compiled yet",
     "SUM": "LiteRT's reference kernel reads a quantized SUM's tensors as uint8 whatever their type, so no "
            "oracle of TFLite's arithmetic exists to hold an int8 SUM to",
     "IF": _SUBGRAPHS, "WHILE": _SUBGRAPHS, "CALL_ONCE": _SUBGRAPHS, "VAR_HANDLE": _SUBGRAPHS,
