@@ -1,4 +1,4 @@
-"""Binary element-wise operators: ADD, SUB and MUL, with TFLite's broadcasting and constant operands.
+"""Binary element-wise operators (ADD, SUB and MUL are in binary.py), with TFLite's broadcasting and constant operands.
 
 Operands of one shape go to CMSIS-NN's element-wise kernels (constants as constant arrays); others are
 a kernel of ours over the output's elements, each operand read through strides that are 0 along its
@@ -16,9 +16,7 @@ from .base import (
     REQUANTIZE_FUNCTION,
     Lowered,
     Operand,
-    bare_call,
     c_clamp,
-    fused_activation_range,
     refuse,
     require_int8,
     strides_of,
@@ -26,41 +24,6 @@ from .base import (
 )
 
 MAX_BROADCAST_RANK = 6  # TFLite's broadcasting kernels take up to 6 dimensions
-
-
-def _operands(graph: Graph, op: Operator) -> tuple[Tensor, Tensor, Tensor]:
-    a, b, y = tensor_at(graph, op, 0), tensor_at(graph, op, 1), tensor_at(graph, op, 0, output=True)
-    require_int8(op, a, b, y)
-    try:
-        shape = tuple(np.broadcast_shapes(a.shape, b.shape))
-    except ValueError:
-        raise refuse(op, f"{a.describe()} and {b.describe()} do not broadcast together") from None
-    if shape != y.shape:
-        raise refuse(op, f"the output {y.describe()} is not the broadcast shape {list(shape)}")
-    if len(shape) > MAX_BROADCAST_RANK:
-        raise refuse(op, f"rank {len(shape)} is more than TFLite's {MAX_BROADCAST_RANK}")
-    if a.is_constant and b.is_constant:
-        raise refuse(op, "both operands are constants (the converter folds such operators)")
-    return a, b, y
-
-
-def _operand(t: Tensor, param: str) -> Operand:
-    """A graph tensor, or a constant's values as a constant array of the code."""
-    if t.is_constant:
-        return Operand("int8_t*", param, constant=np.ascontiguousarray(t.data.astype(np.int8)))
-    return Operand("int8_t*", param, t.index)
-
-
-def _lowered(op: Operator, a: Tensor, b: Tensor, y: Tensor, element: list[str], function: str = "",
-             call: str = "") -> Lowered:
-    """CMSIS-NN's `call` for operands of one shape; else (or without a call) a loop over the output
-    computing `out` from `x1`, `x2`."""
-    operands = [_operand(a, "input1_"), _operand(b, "input2_"), Operand("int8_t*", "output_", y.index)]
-    same = a.shape == b.shape
-    if same and call:
-        return Lowered(op, function, operands, bare_call(call), in_place=True)
-    return Lowered(op, "", operands, broadcast_loop([a.shape, b.shape], y.shape, element, "int8_t"), kernel=True,
-                   in_place=same)
 
 
 def broadcast_loop(shapes: list[tuple[int, ...]], out: tuple[int, ...], element: list[str], out_type: str) -> list[str]:
@@ -78,44 +41,6 @@ def broadcast_loop(shapes: list[tuple[int, ...]], out: tuple[int, ...], element:
     reads = [f"    const int32_t x{k + 1} = input{k + 1}_[{index(steps(shape))}];" for k, shape in enumerate(shapes)]
     return [f"  {out_type}* out_ = output_;", f"  {loops} {{", *reads, *[f"    {line}" for line in element],
             f"    *out_++ = ({out_type})out;", "  }", "  return 0;"]
-
-
-def _add_or_sub(graph: Graph, op: Operator) -> Lowered:
-    """ADD: `arm_elementwise_add_s8` (operands of one shape), broadcasting: mlfbuild kernel; SUB:
-    mlfbuild kernel (TFLite's reference sub: the second input's rescale rounded as a positive product,
-    which CMSIS-NN's add with a negated multiplier would round otherwise at ties)."""
-    a, b, y = _operands(graph, op)
-    p = q.add_parameters(a.quantization.scale, b.quantization.scale, y.quantization.scale)
-    lo, hi = fused_activation_range(op, y)
-    sign = "-" if op.name == "SUB" else "+"
-    shifted = f"* (1 << {p['left_shift']})"
-    element = [f"const int32_t s1 = {REQUANTIZE_FUNCTION}((x1 + ({-a.quantization.zero_point})) {shifted}, "
-               f"{p['input1_mult']}, {p['input1_shift']});",
-               f"const int32_t s2 = {REQUANTIZE_FUNCTION}((x2 + ({-b.quantization.zero_point})) {shifted}, "
-               f"{p['input2_mult']}, {p['input2_shift']});",
-               f"const int32_t raw = {REQUANTIZE_FUNCTION}(s1 {sign} s2, {p['out_mult']}, {p['out_shift']}) + "
-               f"({y.quantization.zero_point});", f"const int32_t out = {c_clamp('raw', lo, hi)};"]
-    if op.name == "SUB":
-        return _lowered(op, a, b, y, element)
-    call = (f"arm_elementwise_add_s8(input1_, input2_, {-a.quantization.zero_point}, {p['input1_mult']}, "
-            f"{p['input1_shift']}, {-b.quantization.zero_point}, {p['input2_mult']}, {p['input2_shift']}, "
-            f"{p['left_shift']}, output_, {y.quantization.zero_point}, {p['out_mult']}, {p['out_shift']}, "
-            f"{lo}, {hi}, {int(np.prod(y.shape))})")
-    return _lowered(op, a, b, y, element, "arm_elementwise_add_s8", call)
-
-
-def _mul(graph: Graph, op: Operator) -> Lowered:
-    """`arm_elementwise_mul_s8` (operands of one shape); broadcasting: mlfbuild kernel, TFLite's
-    reference mul arithmetic."""
-    a, b, y = _operands(graph, op)
-    multiplier, shift = q.mul_multiplier(a.quantization.scale, b.quantization.scale, y.quantization.scale)
-    lo, hi = fused_activation_range(op, y)
-    element = [f"const int32_t raw = {REQUANTIZE_FUNCTION}((x1 + ({-a.quantization.zero_point})) * "
-               f"(x2 + ({-b.quantization.zero_point})), {multiplier}, {shift}) + ({y.quantization.zero_point});",
-               f"const int32_t out = {c_clamp('raw', lo, hi)};"]
-    call = (f"arm_elementwise_mul_s8(input1_, input2_, {-a.quantization.zero_point}, {-b.quantization.zero_point}, "
-            f"output_, {y.quantization.zero_point}, {multiplier}, {shift}, {lo}, {hi}, {int(np.prod(y.shape))})")
-    return _lowered(op, a, b, y, element, "arm_elementwise_mul_s8", call)
 
 
 def _broadcast_shape(op: Operator, *tensors: Tensor) -> tuple[int, ...]:
@@ -232,7 +157,4 @@ RULES = {
     "PRELU": _prelu,
     **{name: _comparison for name in _COMPARISONS},
     "SELECT_V2": _select,
-    "ADD": _add_or_sub,
-    "SUB": _add_or_sub,
-    "MUL": _mul,
 }
