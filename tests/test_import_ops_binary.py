@@ -18,12 +18,23 @@ RARE = [
     ("LOGICAL_NOT", {"input_shape": (1, 4, 4, 8), "broadcast": False}),
     ("LOGICAL_NOT", {"input_shape": (1, 2, 3, 4), "broadcast": True}),
 ]
+INT16 = [(f"{op}/int16", {"input_shape": shape, "broadcast": broadcast, "constant_operand": constant})
+         for op in ("ADD", "SUB", "MUL")
+         for shape, broadcast, constant in (((1, 4, 4, 8), False, False), ((1, 4, 4, 8), False, True),
+                                            ((1, 3, 5, 4), True, False), ((2, 3, 2, 5), True, True))]
 
 
 @pytest.mark.cross
 def test_logical_operators_equal_litert(cmsis_nn, tmp_path):
     graph = bundle_model(np.random.default_rng(7), RARE)
     check_against_litert(graph.write(tmp_path / "logical.tflite"), "host", cmsis_nn("v6.0.0"), tmp_path / "host",
+                         samples=6)
+
+
+@pytest.mark.cross
+def test_int16_add_sub_mul_equal_litert(cmsis_nn, tmp_path):
+    graph = bundle_model(np.random.default_rng(8), INT16)
+    check_against_litert(graph.write(tmp_path / "int16.tflite"), "host", cmsis_nn("v6.0.0"), tmp_path / "host",
                          samples=6)
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import quantization as q
-from ..tflite import Graph, Operator, Tensor
+from ..tflite import ACTIVATIONS, Graph, Operator, Tensor
 from .base import (
     REQUANTIZE_FUNCTION,
     Lowered,
@@ -99,10 +99,67 @@ def _lowered(op: Operator, a: Tensor, b: Tensor, y: Tensor, element: list[str], 
                    in_place=same)
 
 
+INT16_LEFT_SHIFT = 15  # TFLite's general int16 ADD/SUB (pot_scale_int16 false) shifts by 2^15, not 2^20
+
+
+def _below_one(op: Operator, real: float) -> tuple[int, int]:
+    if not 0.0 < real < 1.0:
+        raise refuse(op, f"a rescale of {real} (TFLite requires 0 < multiplier < 1)")
+    return q.quantize_multiplier(real)
+
+
+def _int16(graph: Graph, op: Operator) -> Lowered:
+    """int16 ADD, SUB and MUL (16x8 models): TFLite's general int16 arithmetic, zero points 0."""
+    a, b, y = tensor_at(graph, op, 0), tensor_at(graph, op, 1), tensor_at(graph, op, 0, output=True)
+    for t in (a, b, y):
+        if t.dtype != "int16":
+            raise refuse(op, f"{t.describe()} is not int16 (int16 {op.name} takes int16 inputs and output)")
+        if t.quantization.zero_point != 0:
+            raise refuse(op, f"{t.describe()} has zero point {t.quantization.zero_point} (int16 is symmetric)")
+    if a.is_constant and b.is_constant:
+        raise refuse(op, "both operands are constants (the converter folds such operators)")
+    try:
+        shape = tuple(np.broadcast_shapes(a.shape, b.shape))
+    except ValueError:
+        raise refuse(op, f"{a.describe()} and {b.describe()} do not broadcast together") from None
+    if shape != tuple(y.shape) or len(shape) > MAX_BROADCAST_RANK:
+        raise refuse(op, f"the output {y.describe()} is not the broadcast shape {list(shape)} (rank at most "
+                         f"{MAX_BROADCAST_RANK})")
+    fused_activation_range(op, y)  # refuses an activation TFLite does not fuse
+    lo, hi = q.activation_range(ACTIVATIONS[op.options.get("activation", 0)], y.quantization.scale, 0, -32768, 32767)
+    s1, s2, so = (float(t.quantization.scale) for t in (a, b, y))
+    if op.name == "MUL":
+        m, shift = q.mul_multiplier(s1, s2, so)
+        if shift > 0:
+            raise refuse(op, f"an int16 MUL rescale of 2^{shift} or more overflows TFLite's 32-bit arithmetic")
+        element = [f"const int32_t raw = {REQUANTIZE_FUNCTION}(x1 * x2, {m}, {shift});"]
+    else:
+        if op.options.get("pot_scale_int16", True):
+            raise refuse(op, "pot_scale_int16 (TFLite's power-of-two int16 path) is not supported; "
+                             "the converter writes false")
+        twice = float(np.float32(2) * np.float32(max(s1, s2)))
+        m1, h1 = _below_one(op, s1 / twice)
+        m2, h2 = _below_one(op, s2 / twice)
+        mo, ho = _below_one(op, twice / float(np.float32(1 << INT16_LEFT_SHIFT) * np.float32(so)))
+        sign = "-" if op.name == "SUB" else "+"
+        element = [f"const int32_t s1 = {REQUANTIZE_FUNCTION}(x1 * {1 << INT16_LEFT_SHIFT}, {m1}, {h1});",
+                   f"const int32_t s2 = {REQUANTIZE_FUNCTION}(x2 * {1 << INT16_LEFT_SHIFT}, {m2}, {h2});",
+                   f"const int32_t raw = {REQUANTIZE_FUNCTION}(s1 {sign} s2, {mo}, {ho});"]
+    element.append(f"const int32_t out = {c_clamp('raw', lo, hi)};")
+    operands = [Operand("int16_t*", f"input{k}_", constant=np.ascontiguousarray(t.data.astype(np.int16)))
+                if t.is_constant else Operand("int16_t*", f"input{k}_", t.index) for k, t in enumerate((a, b), start=1)]
+    operands.append(Operand("int16_t*", "output_", y.index))
+    return Lowered(op, "", operands, broadcast_loop([a.shape, b.shape], shape, element, "int16_t"), kernel=True,
+                   in_place=tuple(a.shape) == tuple(b.shape))
+
+
 def _add_or_sub(graph: Graph, op: Operator) -> Lowered:
     """ADD: `arm_elementwise_add_s8` (operands of one shape), broadcasting: mlfbuild kernel; SUB:
     mlfbuild kernel (TFLite's reference sub: the second input's rescale rounded as a positive product,
-    which CMSIS-NN's add with a negated multiplier would round otherwise at ties)."""
+    which CMSIS-NN's add with a negated multiplier would round otherwise at ties); int16: mlfbuild kernel
+    (TFLite's general int16 path, a 2^15 shift)."""
+    if tensor_at(graph, op, 0).dtype == "int16":
+        return _int16(graph, op)
     a, b, y = _operands(graph, op)
     p = q.add_parameters(a.quantization.scale, b.quantization.scale, y.quantization.scale)
     lo, hi = fused_activation_range(op, y)
@@ -125,7 +182,9 @@ def _add_or_sub(graph: Graph, op: Operator) -> Lowered:
 
 def _mul(graph: Graph, op: Operator) -> Lowered:
     """`arm_elementwise_mul_s8` (operands of one shape); broadcasting: mlfbuild kernel, TFLite's
-    reference mul arithmetic."""
+    reference mul arithmetic; int16: mlfbuild kernel (one multiplier, zero points 0)."""
+    if tensor_at(graph, op, 0).dtype == "int16":
+        return _int16(graph, op)
     a, b, y = _operands(graph, op)
     multiplier, shift = q.mul_multiplier(a.quantization.scale, b.quantization.scale, y.quantization.scale)
     lo, hi = fused_activation_range(op, y)
