@@ -65,3 +65,27 @@ def _logical_of(b_constant: bool, shape_b=(1, 4), rank5: bool = False) -> GraphB
 ])
 def test_unsupported_logical_operands_are_refused_in_one_line(graph, said, tmp_path):
     _assert_refused(graph.write(tmp_path / "m.tflite"), said, tmp_path)
+
+
+def _int16_of(op: str, zero_point: int = 0, pot: bool = False, out_scale: float = 1e-3) -> GraphBuilder:
+    from ai_edge_litert import schema_py_generated as schema
+
+    graph = GraphBuilder()
+    x = graph.add_input("x", "int16", (1, 8), scale=1e-3, zero_point=zero_point)
+    w = graph.add_input("w", "int16", (1, 8), scale=1e-3, zero_point=0)
+    y = graph.add_tensor("y", "int16", (1, 8), scale=out_scale, zero_point=0)
+    options = schema.MulOptionsT() if op == "MUL" else (schema.AddOptionsT if op == "ADD" else schema.SubOptionsT)()
+    if op != "MUL":
+        options.potScaleInt16 = pot
+    graph.add_operator(op, [x, w], [y], options)
+    graph.mark_output(y)
+    return graph
+
+
+@pytest.mark.parametrize("graph, said", [
+    (_int16_of("ADD", pot=True), "pot_scale_int16 (TFLite's power-of-two int16 path) is not supported"),
+    (_int16_of("SUB", zero_point=3), "has zero point 3 (int16 is symmetric)"),
+    (_int16_of("MUL", out_scale=1e-9), "overflows TFLite's 32-bit arithmetic"),
+])
+def test_unsupported_int16_parameters_are_refused_in_one_line(graph, said, tmp_path):
+    _assert_refused(graph.write(tmp_path / "m.tflite"), said, tmp_path)
