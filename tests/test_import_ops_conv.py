@@ -1,0 +1,83 @@
+"""Convolutions, depthwise convolutions and fully connected layers against LiteRT's reference
+kernels, with the cases random draws rarely reach listed: dilation with SAME padding on odd sizes,
+strides larger than the kernel, 1×N and N×1 kernels, kernels larger than the input with SAME
+padding, extreme zero points; fully connected layers on 3-D inputs with keep_num_dims either way,
+per-tensor and per-channel weights, without bias."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tflitecases  # noqa: F401 - registers FULLY_CONNECTED/per_channel
+from test_import_operators import check_against_litert
+from tflitewriter import bundle_model
+
+
+def _window(op: str, shape, kernel, stride=(1, 1), dilation=(1, 1), padding="SAME", **more):
+    return (op, {"input_shape": shape, "kernel_h": kernel[0], "kernel_w": kernel[1], "stride_h": stride[0],
+                 "stride_w": stride[1], "dilation_h": dilation[0], "dilation_w": dilation[1], "padding": padding,
+                 **more})
+
+
+CONV_RARE = [
+    # dilation with SAME padding on odd sizes (the padding is odd: more after than before)
+    _window("CONV_2D", (1, 7, 5, 3), (3, 3), dilation=(2, 2)),
+    _window("CONV_2D", (1, 9, 7, 2), (3, 2), stride=(2, 1), dilation=(3, 2)),
+    _window("CONV_2D", (1, 6, 6, 2), (2, 2), dilation=(2, 3)),  # even kernel, odd effective size
+    _window("CONV_2D", (1, 9, 9, 2), (3, 3), dilation=(3, 3), padding="VALID"),
+    # strides larger than the kernel
+    _window("CONV_2D", (1, 8, 8, 3), (1, 1), stride=(3, 3), padding="VALID"),
+    _window("CONV_2D", (1, 9, 7, 2), (2, 2), stride=(3, 3)),
+    # 1×N and N×1 kernels
+    _window("CONV_2D", (1, 1, 16, 4), (1, 5)),
+    _window("CONV_2D", (1, 12, 1, 3), (5, 1), stride=(2, 1), padding="VALID"),
+    # kernels larger than the input, SAME padding
+    _window("CONV_2D", (1, 3, 3, 2), (5, 5)),
+    _window("CONV_2D", (1, 2, 4, 3), (6, 7), stride=(2, 2)),
+    # batches, extremes of the zero points, no activation
+    _window("CONV_2D", (2, 5, 5, 3), (3, 3), input_zero_point=-128, output_zero_point=127, activation="NONE"),
+    _window("CONV_2D", (1, 5, 5, 3), (3, 3), input_zero_point=127, output_zero_point=-128, activation="RELU"),
+    # depthwise: the same rare windows, multipliers > 1 (in_c > 1; one input channel is tested elsewhere)
+    _window("DEPTHWISE_CONV_2D", (1, 7, 5, 3), (3, 3), dilation=(2, 2)),
+    _window("DEPTHWISE_CONV_2D", (1, 9, 7, 2), (3, 2), stride=(2, 1), dilation=(3, 2), depth_multiplier=2),
+    _window("DEPTHWISE_CONV_2D", (1, 8, 8, 3), (1, 1), stride=(3, 3), padding="VALID"),
+    _window("DEPTHWISE_CONV_2D", (1, 1, 16, 4), (1, 5), depth_multiplier=3),
+    _window("DEPTHWISE_CONV_2D", (1, 3, 3, 2), (5, 5)),
+    _window("DEPTHWISE_CONV_2D", (2, 4, 3, 3), (6, 5), stride=(2, 3), depth_multiplier=2),
+    _window("DEPTHWISE_CONV_2D", (1, 5, 5, 4), (3, 3), input_zero_point=-128, output_zero_point=127),
+]
+
+FC_RARE = [
+    ("FULLY_CONNECTED", {"input_shape": (1, 4, 8)}),  # 3-D input, keep_num_dims false: [4, units]
+    ("FULLY_CONNECTED", {"input_shape": (2, 3, 5), "bias": False}),
+    ("FULLY_CONNECTED", {"input_shape": (1, 1, 1, 12), "input_zero_point": -128, "output_zero_point": 127}),
+    ("FULLY_CONNECTED", {"input_shape": (3, 1), "units": 1}),
+    ("FULLY_CONNECTED/per_channel", {"input_shape": (1, 4, 8), "keep_num_dims": True}),
+    ("FULLY_CONNECTED/per_channel", {"input_shape": (1, 4, 8), "keep_num_dims": False}),
+    ("FULLY_CONNECTED/per_channel", {"input_shape": (2, 3, 5), "keep_num_dims": True, "bias": False}),
+    ("FULLY_CONNECTED/per_channel", {"input_shape": (3, 16), "keep_num_dims": True, "units": 1}),
+    ("FULLY_CONNECTED/per_channel", {"input_shape": (2, 2, 2, 6), "keep_num_dims": True,
+                                     "input_zero_point": 127, "output_zero_point": -128}),
+]
+
+
+@pytest.mark.cross
+def test_rare_convolutions_equal_litert(cmsis_nn, tmp_path):
+    model = bundle_model(np.random.default_rng(37), CONV_RARE).write(tmp_path / "conv.tflite")
+    check_against_litert(model, "host", cmsis_nn("v6.0.0"), tmp_path / "host", samples=4)
+
+
+@pytest.mark.cross
+def test_rare_fully_connected_equal_litert(cmsis_nn, tmp_path):
+    model = bundle_model(np.random.default_rng(38), FC_RARE).write(tmp_path / "fc.tflite")
+    check_against_litert(model, "host", cmsis_nn("v6.0.0"), tmp_path / "host", samples=4)
+
+
+@pytest.mark.exhaustive
+@pytest.mark.qemu
+@pytest.mark.cross
+def test_rare_convolutions_equal_litert_with_cmsis_nn_v4(cmsis_nn, tmp_path):
+    """CMSIS-NN v4.1.0 (which does not build for the host) on the Cortex-M3's generic paths."""
+    model = bundle_model(np.random.default_rng(39), CONV_RARE + FC_RARE).write(tmp_path / "all.tflite")
+    check_against_litert(model, "mps2-an385", cmsis_nn("v4.1.0"), tmp_path / "m3", samples=2)
