@@ -81,3 +81,27 @@ def test_rare_convolutions_equal_litert_with_cmsis_nn_v4(cmsis_nn, tmp_path):
     """CMSIS-NN v4.1.0 (which does not build for the host) on the Cortex-M3's generic paths."""
     model = bundle_model(np.random.default_rng(39), CONV_RARE + FC_RARE).write(tmp_path / "all.tflite")
     check_against_litert(model, "mps2-an385", cmsis_nn("v4.1.0"), tmp_path / "m3", samples=2)
+
+
+TRANSPOSE_RARE = [
+    ("TRANSPOSE_CONV", {"input_shape": (1, 4, 4, 3), "kernel_h": 3, "kernel_w": 3, "stride_h": 2, "stride_w": 2,
+                        "padding": "SAME"}),
+    ("TRANSPOSE_CONV", {"input_shape": (1, 3, 5, 2), "kernel_h": 2, "kernel_w": 2, "stride_h": 2, "stride_w": 2,
+                        "padding": "VALID"}),
+    ("TRANSPOSE_CONV", {"input_shape": (2, 3, 3, 2), "kernel_h": 4, "kernel_w": 3, "stride_h": 2, "stride_w": 3,
+                        "padding": "SAME", "bias": False}),
+    ("TRANSPOSE_CONV", {"input_shape": (1, 4, 3, 2), "kernel_h": 1, "kernel_w": 1, "stride_h": 3, "stride_w": 2,
+                        "padding": "VALID"}),  # stride larger than the kernel: outputs no window reaches
+    ("TRANSPOSE_CONV", {"input_shape": (1, 5, 5, 2), "kernel_h": 3, "kernel_w": 3, "stride_h": 1, "stride_w": 1,
+                        "padding": "SAME", "activation": "RELU"}),
+    ("TRANSPOSE_CONV", {"input_shape": (1, 2, 2, 4), "kernel_h": 5, "kernel_w": 5, "stride_h": 1, "stride_w": 1,
+                        "padding": "VALID", "input_zero_point": -128, "output_zero_point": 127}),
+    ("TRANSPOSE_CONV", {"input_shape": (1, 1, 6, 3), "kernel_h": 1, "kernel_w": 4, "stride_h": 1, "stride_w": 2,
+                        "padding": "SAME", "activation": "RELU6"}),
+]
+
+
+@pytest.mark.cross
+def test_rare_transpose_convolutions_equal_litert(cmsis_nn, tmp_path):
+    model = bundle_model(np.random.default_rng(40), TRANSPOSE_RARE).write(tmp_path / "tconv.tflite")
+    check_against_litert(model, "host", cmsis_nn("v6.0.0"), tmp_path / "host", samples=4)

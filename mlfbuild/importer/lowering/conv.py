@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from .. import quantization as q
-from ..tflite import Graph, Operator
+from ..tflite import PADDING, Graph, Operator
 from .base import (
+    REQUANTIZE_FUNCTION,
     REQUANTIZE_ONCE_FUNCTION,
     Lowered,
     Operand,
@@ -166,7 +167,78 @@ def _per_channel_fully_connected(graph: Graph, op: Operator, weights: np.ndarray
     return Lowered(op, "", operands, body, kernel=True)
 
 
+def _transpose_conv(graph: Graph, op: Operator) -> Lowered:
+    """mlfbuild kernel: TFLite's reference TransposeConv (int8, per-channel or per-tensor filter),
+    each output gathered from the inputs whose window covers it."""
+    if len(op.inputs) < 3:
+        raise refuse(op, "the output shape, filter or input is missing")
+    shape_t, w, x = (tensor_at(graph, op, i) for i in range(3))
+    y = tensor_at(graph, op, 0, output=True)
+    require_int8(op, x, y)
+    if not shape_t.is_constant:
+        raise refuse(op, "the output shape must be a constant")
+    filters = constant_data(op, w, "int8")
+    if w.quantization is None or any(z != 0 for z in w.quantization.zero_points):
+        raise refuse(op, "the filter must be quantized symmetrically (zero point 0)")
+    n, in_h, in_w, in_c = nhwc(op, x)
+    _, out_h, out_w, out_c = nhwc(op, y)
+    if [int(v) for v in np.asarray(shape_t.data).reshape(-1)] != [n, out_h, out_w, out_c]:
+        raise refuse(op, f"the output shape {list(np.asarray(shape_t.data).reshape(-1))} is not that of {y.describe()}")
+    if len(w.shape) != 4 or w.shape[0] != out_c or w.shape[3] != in_c:
+        raise refuse(op, f"filter {w.describe()} does not fit {in_c} input and {out_c} output channels")
+    _, k_h, k_w, _ = w.shape
+    if w.quantization.per_channel and len(w.quantization.scales) != out_c:
+        raise refuse(op, f"the filter has {len(w.quantization.scales)} scales for {out_c} output channels")
+    o = op.options
+    sh, sw = o["stride_h"], o["stride_w"]
+    padding = PADDING.get(o.get("padding", 0))
+    if padding is None or sh < 1 or sw < 1 or k_h < 1 or k_w < 1:
+        raise refuse(op, f"invalid window (padding {o.get('padding')}, strides {sh}×{sw}, kernel {k_h}×{k_w})")
+
+    def pad(size: int, kernel: int, stride: int) -> int:
+        # TFLite's prepare: the padding of a convolution from the output's extent to the input's
+        out = (size + stride - 1) // stride if padding == "SAME" else (size - kernel + stride) // stride
+        return max((out - 1) * stride + kernel - size, 0) // 2
+    pad_h, pad_w = pad(out_h, k_h, sh), pad(out_w, k_w, sw)
+    bias = None
+    if len(op.inputs) > 3 and op.inputs[3] >= 0:
+        bias = constant_data(op, graph.tensors[op.inputs[3]], "int32").reshape(-1)
+        if bias.size != out_c:
+            raise refuse(op, f"the bias has {bias.size} values for {out_c} output channels")
+    lo, hi = fused_activation_range(op, y)
+    multipliers, shifts = q.convolution_multipliers(x.quantization.scale, w.quantization.scales,
+                                                    y.quantization.scale, out_c)
+    in_offset, out_offset = -x.quantization.zero_point, y.quantization.zero_point
+    body = [f"  for (int32_t b = 0; b < {n}; ++b) {{",
+            f"    for (int32_t oy = 0; oy < {out_h}; ++oy) {{",
+            f"      for (int32_t ox = 0; ox < {out_w}; ++ox) {{",
+            f"        for (int32_t oc = 0; oc < {out_c}; ++oc) {{",
+            f"          int32_t acc = {'bias_[oc]' if bias is not None else '0'};",
+            f"          for (int32_t fy = 0; fy < {k_h}; ++fy) {{",
+            f"            const int32_t ty = oy + {pad_h} - fy;",
+            f"            if (ty < 0 || ty % {sh} != 0 || ty / {sh} >= {in_h}) continue;",
+            f"            for (int32_t fx = 0; fx < {k_w}; ++fx) {{",
+            f"              const int32_t tx = ox + {pad_w} - fx;",
+            f"              if (tx < 0 || tx % {sw} != 0 || tx / {sw} >= {in_w}) continue;",
+            f"              for (int32_t ic = 0; ic < {in_c}; ++ic) {{",
+            f"                acc += ((int32_t)input_[((b * {in_h} + ty / {sh}) * {in_w} + tx / {sw}) * {in_c} + ic] + "
+            f"({in_offset})) * (int32_t)filter_[((oc * {k_h} + fy) * {k_w} + fx) * {in_c} + ic];",
+            "              }", "            }", "          }",
+            f"          const int32_t out = {REQUANTIZE_FUNCTION}(acc, multiplier_[oc], shift_[oc]) + ({out_offset});",
+            f"          output_[((b * {out_h} + oy) * {out_w} + ox) * {out_c} + oc] = (int8_t){c_clamp('out', lo, hi)};",
+            "        }", "      }", "    }", "  }", "  return 0;"]
+    x_op = Operand("int8_t*", "input_", op.inputs[2])
+    y_op = Operand("int8_t*", "output_", op.outputs[0])
+    operands = [x_op, Operand("int8_t*", "filter_", constant=np.ascontiguousarray(filters)),
+                Operand("int32_t*", "multiplier_", constant=multipliers)]
+    if bias is not None:
+        operands.append(Operand("int32_t*", "bias_", constant=bias))
+    operands += [Operand("int32_t*", "shift_", constant=shifts), y_op]
+    return Lowered(op, "", operands, body, kernel=True)
+
+
 RULES = {
+    "TRANSPOSE_CONV": _transpose_conv,
     "CONV_2D": _conv2d,
     "DEPTHWISE_CONV_2D": _depthwise,
     "FULLY_CONNECTED": _fully_connected,
