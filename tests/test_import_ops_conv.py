@@ -105,3 +105,23 @@ TRANSPOSE_RARE = [
 def test_rare_transpose_convolutions_equal_litert(cmsis_nn, tmp_path):
     model = bundle_model(np.random.default_rng(40), TRANSPOSE_RARE).write(tmp_path / "tconv.tflite")
     check_against_litert(model, "host", cmsis_nn("v6.0.0"), tmp_path / "host", samples=4)
+
+
+POOL16_RARE = [
+    (f"{op}/int16", {"input_shape": shape, "kernel_h": k[0], "kernel_w": k[1], "stride_h": s[0], "stride_w": s[1],
+                     "padding": padding, "activation": activation})
+    for op in ("AVERAGE_POOL_2D", "MAX_POOL_2D")
+    for shape, k, s, padding, activation in [
+        ((1, 7, 5, 3), (3, 3), (2, 2), "SAME", "NONE"),  # windows cut by the edges: fewer elements averaged
+        ((1, 8, 8, 2), (2, 2), (2, 2), "VALID", "RELU"),
+        ((2, 5, 5, 4), (5, 5), (1, 1), "VALID", "RELU6"),  # global
+        ((1, 3, 3, 2), (4, 4), (1, 1), "SAME", "RELU_N1_TO_1"),  # window larger than the input
+        ((1, 9, 7, 3), (1, 3), (3, 2), "SAME", "NONE"),
+    ]
+] + [("AVERAGE_POOL_2D/int16", {"input_shape": (1, 6, 6, 2), "input_scale": 1.0})]  # large values, ties
+
+
+@pytest.mark.cross
+def test_rare_int16_pools_equal_litert(cmsis_nn, tmp_path):
+    model = bundle_model(np.random.default_rng(41), POOL16_RARE).write(tmp_path / "pool16.tflite")
+    check_against_litert(model, "host", cmsis_nn("v6.0.0"), tmp_path / "host", samples=4)

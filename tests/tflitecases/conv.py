@@ -1,4 +1,4 @@
-"""TRANSPOSE_CONV (int8, per-channel filter [out_c, kh, kw, in_c], as the converter writes
+"""AVERAGE_POOL_2D and MAX_POOL_2D on 16x8 (int16) tensors; TRANSPOSE_CONV (int8, per-channel filter [out_c, kh, kw, in_c], as the converter writes
 Conv2DTranspose): random kernels, strides and paddings, with and without bias."""
 
 from __future__ import annotations
@@ -7,7 +7,8 @@ import numpy as np
 from ai_edge_litert import schema_py_generated as schema
 
 from tflitewriter import (ACTIVATIONS, PADDINGS, Draw, GraphBuilder, _accumulator_std, _bias, _nhwc, _output,
-                          _weights, _zero_point, activation_code, padding_code, register_cases)
+                          _output_size, _same_quantization, _spatial, _weights, _zero_point, activation_code,
+                          padding_code, register_cases)
 
 
 def _transposed_size(size: int, kernel: int, stride: int, padding: str) -> int:
@@ -44,4 +45,21 @@ def add_transpose_conv(graph: GraphBuilder, p: Draw, x: int, name: str = "transp
     return y
 
 
+def _int16_pool(op: str):
+    def add(graph: GraphBuilder, p: Draw, x: int, name: str = op.lower()) -> int:
+        batch, height, width, channels = graph.tensor(x).shape
+        kh, kw, sh, sw, _, _, padding = _spatial(p, height, width, max_dilation=1)
+        activation = p.choice("activation", ACTIVATIONS)
+        out_shape = (batch, _output_size(height, kh, sh, 1, padding), _output_size(width, kw, sw, 1, padding),
+                     channels)
+        y = _output(graph, name, "int16", out_shape, _same_quantization(graph, x))
+        graph.add_operator(op, [x], [y], schema.Pool2DOptionsT(
+            padding=padding_code(padding), strideW=sw, strideH=sh, filterWidth=kw, filterHeight=kh,
+            fusedActivationFunction=activation_code(activation)), version=3)
+        return y
+    return add
+
+
+register_cases({"AVERAGE_POOL_2D/int16": (_nhwc, _int16_pool("AVERAGE_POOL_2D"), (1e-3, 1e-1), "int16"),
+                "MAX_POOL_2D/int16": (_nhwc, _int16_pool("MAX_POOL_2D"), (1e-3, 1e-1), "int16")})
 register_cases({"TRANSPOSE_CONV": (_nhwc, add_transpose_conv, (1e-3, 1e-1), "int8")})
