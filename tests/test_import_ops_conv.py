@@ -125,3 +125,24 @@ POOL16_RARE = [
 def test_rare_int16_pools_equal_litert(cmsis_nn, tmp_path):
     model = bundle_model(np.random.default_rng(41), POOL16_RARE).write(tmp_path / "pool16.tflite")
     check_against_litert(model, "host", cmsis_nn("v6.0.0"), tmp_path / "host", samples=4)
+
+
+FC16_RARE = [
+    ("FULLY_CONNECTED/int16", {"input_shape": (2, 8)}),
+    ("FULLY_CONNECTED/int16", {"input_shape": (1, 4, 8), "keep_num_dims": True, "bias": False}),
+    ("FULLY_CONNECTED/int16", {"input_shape": (1, 3, 5), "keep_num_dims": False, "activation": "RELU"}),
+    ("FULLY_CONNECTED/int16_per_channel", {"input_shape": (2, 8)}),
+    ("FULLY_CONNECTED/int16_per_channel", {"input_shape": (1, 4, 8), "keep_num_dims": True, "bias": False}),
+    ("FULLY_CONNECTED/int16_per_channel", {"input_shape": (2, 2, 16), "keep_num_dims": False, "activation": "RELU6"}),
+    # input × filter / output = 1/256 exactly: half of the odd-even sums are ties, where rounding once
+    # (half up) and twice (half away from zero) part
+    *[(f"FULLY_CONNECTED/{kind}", {"input_shape": (16, 8), "input_scale": 2.0 ** -2, "filter_scale": 2.0 ** -7,
+                                    "output_scale": 2.0 ** -9, "activation": "NONE", "bias": False})
+      for kind in ("int16", "int16_per_channel")],
+]
+
+
+@pytest.mark.cross
+def test_rare_16x8_fully_connected_equal_litert(cmsis_nn, tmp_path):
+    model = bundle_model(np.random.default_rng(42), FC16_RARE).write(tmp_path / "fc16.tflite")
+    check_against_litert(model, "host", cmsis_nn("v6.0.0"), tmp_path / "host", samples=4)

@@ -1,7 +1,10 @@
-"""AVERAGE_POOL_2D and MAX_POOL_2D on 16x8 (int16) tensors; TRANSPOSE_CONV (int8, per-channel filter [out_c, kh, kw, in_c], as the converter writes
+"""FULLY_CONNECTED on 16x8 (int16 activations, int8 weights per tensor or per unit, int64 bias);
+AVERAGE_POOL_2D and MAX_POOL_2D on 16x8 (int16) tensors; TRANSPOSE_CONV (int8, per-channel filter [out_c, kh, kw, in_c], as the converter writes
 Conv2DTranspose): random kernels, strides and paddings, with and without bias."""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 from ai_edge_litert import schema_py_generated as schema
@@ -60,6 +63,43 @@ def _int16_pool(op: str):
     return add
 
 
+def _fully_connected_16x8(per_channel: bool):
+    def add(graph: GraphBuilder, p: Draw, x: int, name: str = "fully_connected") -> int:
+        shape = graph.tensor(x).shape
+        depth, units = shape[-1], p.integer("units", 1, 16)
+        keep_num_dims = p.choice("keep_num_dims", (False, True))
+        activation = p.choice("activation", ACTIVATIONS)
+        input_scale = graph.tensor(x).scale
+        fixed = p("filter_scale", lambda: None)  # one scale for every unit: exact ratios, to reach ties
+        scales = np.array([fixed or p.rng.uniform(1e-3, 2e-2) for _ in range(units if per_channel else 1)])
+        quantization = ({"scale": scales, "zero_point": np.zeros(units, np.int64), "quantized_dimension": 0}
+                        if per_channel else {"scale": float(scales[0]), "zero_point": 0})
+        filter_index = graph.add_constant(f"{name}/weights", _weights(p.rng, (units, depth)), **quantization)
+        # int16 values are ~256 times the int8 ones at a 256th of the scale: the real sizes are alike
+        std = _accumulator_std(input_scale * 256, scales, depth)
+        inputs = [x, filter_index]
+        if p("bias", lambda: True):
+            bias_scales = input_scale * np.resize(scales, units)
+            real = p.rng.normal(0.0, std, size=units)
+            bias = np.clip(np.round(real / bias_scales), -2**40, 2**40).astype(np.int64)
+            inputs.append(graph.add_constant(f"{name}/bias", bias, scale=bias_scales,
+                                             zero_point=np.zeros(units, np.int64), quantized_dimension=0))
+        out_shape = (*shape[:-1], units) if keep_num_dims else (math.prod(shape) // depth, units)
+        y = _output(graph, name, "int16", out_shape, {"scale": p("output_scale", lambda: std / 32 / 256 * p.log_uniform(
+            "output_scale_ratio", 0.5, 2)), "zero_point": 0})
+        graph.add_operator("FULLY_CONNECTED", inputs, [y], schema.FullyConnectedOptionsT(
+            fusedActivationFunction=activation_code(activation), keepNumDims=keep_num_dims), version=7)
+        return y
+    return add
+
+
+def _rows(p: Draw) -> tuple[int, ...]:
+    depth = p.integer("depth", 1, 32)
+    return (p.integer("batch", 1, 3), depth) if p.choice("rank", (2, 3)) == 2 else (1, p.integer("time", 1, 5), depth)
+
+
+register_cases({"FULLY_CONNECTED/int16": (_rows, _fully_connected_16x8(False), (1e-3, 1e-1), "int16"),
+                "FULLY_CONNECTED/int16_per_channel": (_rows, _fully_connected_16x8(True), (1e-3, 1e-1), "int16")})
 register_cases({"AVERAGE_POOL_2D/int16": (_nhwc, _int16_pool("AVERAGE_POOL_2D"), (1e-3, 1e-1), "int16"),
                 "MAX_POOL_2D/int16": (_nhwc, _int16_pool("MAX_POOL_2D"), (1e-3, 1e-1), "int16")})
 register_cases({"TRANSPOSE_CONV": (_nhwc, add_transpose_conv, (1e-3, 1e-1), "int8")})

@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from .. import quantization as q
-from ..tflite import PADDING, Graph, Operator
+from ..tflite import ACTIVATIONS, PADDING, Graph, Operator
 from .base import (
+    C_HELPERS,
     REQUANTIZE_FUNCTION,
     REQUANTIZE_ONCE_FUNCTION,
     Lowered,
@@ -98,6 +99,8 @@ def _fully_connected(graph: Graph, op: Operator) -> Lowered:
     """`arm_fully_connected_s8` (per-tensor weights; per-channel weights: mlfbuild kernel, one rounding
     as TFLite's); inputs of any rank, keep_num_dims."""
     x, w, y = tensor_at(graph, op, 0), tensor_at(graph, op, 1), tensor_at(graph, op, 0, output=True)
+    if x.dtype == "int16":
+        return _fully_connected_16x8(graph, op)
     require_int8(op, x, y)
     weights = constant_data(op, w, "int8")
     if op.options.get("weights_format", 0) != 0:
@@ -133,6 +136,91 @@ def _fully_connected(graph: Graph, op: Operator) -> Lowered:
     if bias is not None:
         operands.append(Operand("int32_t*", "bias_", constant=bias))
     return Lowered(op, "arm_fully_connected_s8", operands + [y_op], body)
+
+
+REQUANTIZE_S64_FUNCTION = "mlf_requantize_s64_away"
+# How LiteRT's reference 16x8 FULLY_CONNECTED requantises its int64 sums (measured: the full Q31
+# multiplier, one rounding, ties away from zero; CMSIS-NN's arm_fully_connected_s16 reduces the
+# multiplier to 16 bits and rounds ties up, 1 LSB off). |value| < 2^32, checked at import, keeps the
+# product within int64.
+REQUANTIZE_S64_C = """static inline int64_t mlf_requantize_s64_away(int64_t value, int32_t multiplier, int32_t shift) {
+  const int32_t total = 31 - shift;
+  const int64_t product = value * multiplier;
+  const int64_t magnitude = ((product < 0 ? -product : product) + ((int64_t)1 << (total - 1))) >> total;
+  return product < 0 ? -magnitude : magnitude;
+}"""
+C_HELPERS.setdefault(REQUANTIZE_S64_FUNCTION, REQUANTIZE_S64_C)
+
+
+def _int16_tensor(op: Operator, t) -> None:
+    if t.dtype != "int16":
+        raise refuse(op, f"tensor {t.describe()} is {t.dtype}; with an int16 input the output is int16 (16x8)")
+    if t.quantization is None or t.quantization.per_channel or not t.quantization.scale > 0:
+        raise refuse(op, f"tensor {t.describe()} has no per-tensor quantization with a positive scale")
+    if t.quantization.zero_point != 0:
+        raise refuse(op, f"tensor {t.describe()} has zero point {t.quantization.zero_point}; 16x8 needs 0")
+
+
+def _fully_connected_16x8(graph: Graph, op: Operator) -> Lowered:
+    """16x8 FULLY_CONNECTED: mlfbuild kernel (int64 sums, LiteRT's one rounding with ties away from
+    zero; CMSIS-NN's arm_fully_connected_s16 rounds otherwise), per-tensor or per-unit weights."""
+    x, w, y = tensor_at(graph, op, 0), tensor_at(graph, op, 1), tensor_at(graph, op, 0, output=True)
+    _int16_tensor(op, x)
+    _int16_tensor(op, y)
+    weights = constant_data(op, w, "int8")
+    if op.options.get("weights_format", 0) != 0:
+        raise refuse(op, "shuffled weights are not supported")
+    if len(w.shape) != 2:
+        raise refuse(op, f"weights {w.describe()} are not 2-D")
+    if w.quantization is None or any(z != 0 for z in w.quantization.zero_points):
+        raise refuse(op, "the weights must be quantized symmetrically (zero point 0)")
+    units, depth = w.shape
+    elements = int(np.prod(x.shape))
+    if depth == 0 or elements % depth:
+        raise refuse(op, f"input {x.describe()} is not a whole number of rows of {depth}")
+    batches = elements // depth
+    if int(np.prod(y.shape)) != batches * units:
+        raise refuse(op, f"output {y.describe()} does not hold {batches}×{units} values")
+    bias = None
+    if len(op.inputs) > 2 and op.inputs[2] >= 0:
+        bias = constant_data(op, graph.tensors[op.inputs[2]], "int64").reshape(-1)
+        if bias.size != units:
+            raise refuse(op, f"the bias has {bias.size} values for {units} output units")
+    largest = depth * 32768 * int(np.abs(weights.astype(np.int64)).max(initial=0)) + (
+        int(np.abs(bias).max(initial=0)) if bias is not None else 0)
+    if largest >= 1 << 32:
+        raise refuse(op, f"a sum could reach {largest}, beyond the 2^32 an int64 requantisation takes")
+    name = ACTIVATIONS.get(op.options.get("activation", 0), "?")
+    if name not in ("NONE", "RELU", "RELU6", "RELU_N1_TO_1"):
+        raise refuse(op, f"fused activation {name} is not supported")
+    lo, hi = q.activation_range(name, y.quantization.scale, 0, -32768, 32767)
+    if w.quantization.per_channel:
+        if len(w.quantization.scales) != units or w.quantization.axis != 0:
+            raise refuse(op, f"the weights have {len(w.quantization.scales)} scales along dimension "
+                             f"{w.quantization.axis} for {units} output units")
+        multipliers, shifts = q.convolution_multipliers(x.quantization.scale, w.quantization.scales,
+                                                        y.quantization.scale, units)
+    else:
+        multiplier, shift = q.fully_connected_multiplier(x.quantization.scale, w.quantization.scale,
+                                                         y.quantization.scale)
+        multipliers, shifts = np.full(units, multiplier, np.int32), np.full(units, shift, np.int32)
+    if any(not -31 <= int(v) <= 30 for v in shifts):
+        raise refuse(op, "a requantisation scale is outside 2^-31..2^30")
+    body = [f"  for (int32_t b = 0; b < {batches}; ++b) {{", f"    for (int32_t u = 0; u < {units}; ++u) {{",
+            f"      int64_t acc = {'bias_[u]' if bias is not None else '0'};",
+            f"      for (int32_t d = 0; d < {depth}; ++d) {{",
+            f"        acc += (int64_t)((int32_t)filter_[u * {depth} + d] * (int32_t)input_[b * {depth} + d]);",
+            "      }",
+            f"      const int64_t out = {REQUANTIZE_S64_FUNCTION}(acc, multiplier_[u], shift_[u]);",
+            f"      output_[b * {units} + u] = (int16_t)(out < {lo} ? {lo} : (out > {hi} ? {hi} : out));",
+            "    }", "  }", "  return 0;"]
+    operands = [Operand("int16_t*", "input_", op.inputs[0]),
+                Operand("int8_t*", "filter_", constant=np.ascontiguousarray(weights)),
+                Operand("int32_t*", "multiplier_", constant=multipliers)]
+    if bias is not None:
+        operands.append(Operand("int64_t*", "bias_", constant=bias))
+    operands += [Operand("int32_t*", "shift_", constant=shifts), Operand("int16_t*", "output_", op.outputs[0])]
+    return Lowered(op, "", operands, body, "16x8: LiteRT's int16 FullyConnected rounding", kernel=True)
 
 
 def _per_channel_fully_connected(graph: Graph, op: Operator, weights: np.ndarray, bias: np.ndarray | None,
