@@ -146,3 +146,23 @@ FC16_RARE = [
 def test_rare_16x8_fully_connected_equal_litert(cmsis_nn, tmp_path):
     model = bundle_model(np.random.default_rng(42), FC16_RARE).write(tmp_path / "fc16.tflite")
     check_against_litert(model, "host", cmsis_nn("v6.0.0"), tmp_path / "host", samples=4)
+
+
+CONV16_RARE = [(f"{op}/int16", overrides) for op in ("CONV_2D", "DEPTHWISE_CONV_2D") for overrides in [
+    {"input_shape": (1, 6, 6, 3), "kernel_h": 3, "kernel_w": 3, "stride_h": 1, "stride_w": 1, "dilation_h": 1,
+     "dilation_w": 1, "padding": "SAME"},
+    {"input_shape": (1, 7, 5, 2), "kernel_h": 3, "kernel_w": 2, "stride_h": 2, "stride_w": 1, "dilation_h": 2,
+     "dilation_w": 2, "padding": "SAME", "activation": "RELU"},
+    {"input_shape": (2, 5, 5, 2), "kernel_h": 2, "kernel_w": 2, "stride_h": 3, "stride_w": 3, "dilation_h": 1,
+     "dilation_w": 1, "padding": "VALID"},
+    {"input_shape": (1, 1, 9, 4), "kernel_h": 1, "kernel_w": 4, "stride_h": 1, "stride_w": 2, "dilation_h": 1,
+     "dilation_w": 1, "padding": "SAME", "activation": "RELU6"},
+    {"input_shape": (1, 3, 3, 2), "kernel_h": 5, "kernel_w": 5, "stride_h": 1, "stride_w": 1, "dilation_h": 1,
+     "dilation_w": 1, "padding": "SAME"},
+]]
+
+
+@pytest.mark.cross
+def test_rare_16x8_convolutions_equal_litert(cmsis_nn, tmp_path):
+    model = bundle_model(np.random.default_rng(43), CONV16_RARE).write(tmp_path / "conv16.tflite")
+    check_against_litert(model, "host", cmsis_nn("v6.0.0"), tmp_path / "host", samples=4)

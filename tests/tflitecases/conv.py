@@ -98,6 +98,45 @@ def _rows(p: Draw) -> tuple[int, ...]:
     return (p.integer("batch", 1, 3), depth) if p.choice("rank", (2, 3)) == 2 else (1, p.integer("time", 1, 5), depth)
 
 
+def _conv_16x8(depthwise: bool):
+    def add(graph: GraphBuilder, p: Draw, x: int, name: str = "conv") -> int:
+        batch, height, width, channels = graph.tensor(x).shape
+        multiplier = p.integer("depth_multiplier", 1, 2) if depthwise else 1
+        out_channels = channels * multiplier if depthwise else p.integer("out_channels", 1, 6)
+        kh, kw, sh, sw, dh, dw, padding = _spatial(p, height, width)
+        activation = p.choice("activation", ACTIVATIONS)
+        input_scale = graph.tensor(x).scale
+        scales = np.array([p.rng.uniform(1e-3, 2e-2) for _ in range(out_channels)])
+        shape = (1, kh, kw, out_channels) if depthwise else (out_channels, kh, kw, channels)
+        filter_index = graph.add_constant(f"{name}/filter", _weights(p.rng, shape), scale=scales,
+                                          zero_point=np.zeros(out_channels, np.int64),
+                                          quantized_dimension=3 if depthwise else 0)
+        std = _accumulator_std(input_scale * 256, scales, kh * kw * (1 if depthwise else channels))
+        inputs = [x, filter_index]
+        if p("bias", lambda: True):
+            bias_scales = input_scale * scales
+            bias = np.round(p.rng.normal(0.0, std, size=out_channels) / bias_scales).astype(np.int64)
+            inputs.append(graph.add_constant(f"{name}/bias", bias, scale=bias_scales,
+                                             zero_point=np.zeros(out_channels, np.int64), quantized_dimension=0))
+        out_shape = (batch, _output_size(height, kh, sh, dh, padding), _output_size(width, kw, sw, dw, padding),
+                     out_channels)
+        y = _output(graph, name, "int16", out_shape,
+                    {"scale": std / 32 / 256 * p.log_uniform("output_scale_ratio", 0.5, 2), "zero_point": 0})
+        if depthwise:
+            options = schema.DepthwiseConv2DOptionsT(
+                padding=padding_code(padding), strideW=sw, strideH=sh, depthMultiplier=multiplier,
+                fusedActivationFunction=activation_code(activation), dilationWFactor=dw, dilationHFactor=dh)
+        else:
+            options = schema.Conv2DOptionsT(
+                padding=padding_code(padding), strideW=sw, strideH=sh, fusedActivationFunction=activation_code(activation),
+                dilationWFactor=dw, dilationHFactor=dh)
+        graph.add_operator("DEPTHWISE_CONV_2D" if depthwise else "CONV_2D", inputs, [y], options, version=4)
+        return y
+    return add
+
+
+register_cases({"CONV_2D/int16": (_nhwc, _conv_16x8(False), (1e-3, 1e-1), "int16"),
+                "DEPTHWISE_CONV_2D/int16": (_nhwc, _conv_16x8(True), (1e-3, 1e-1), "int16")})
 register_cases({"FULLY_CONNECTED/int16": (_rows, _fully_connected_16x8(False), (1e-3, 1e-1), "int16"),
                 "FULLY_CONNECTED/int16_per_channel": (_rows, _fully_connected_16x8(True), (1e-3, 1e-1), "int16")})
 register_cases({"AVERAGE_POOL_2D/int16": (_nhwc, _int16_pool("AVERAGE_POOL_2D"), (1e-3, 1e-1), "int16"),

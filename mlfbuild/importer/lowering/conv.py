@@ -83,15 +83,94 @@ def _conv_like(graph: Graph, op: Operator, *, depthwise: bool) -> Lowered:
     return Lowered(op, function, operands, body)
 
 
+def _conv_16x8(graph: Graph, op: Operator, *, depthwise: bool) -> Lowered:
+    """16x8 convolutions: a kernel of ours with int64 sums and TFLite's int64 MultiplyByQuantizedMultiplier
+    (the multiplier reduced to 16 bits: REQUANTIZE_REDUCED_C; CMSIS-NN's s16 convolutions compute the
+    same, but their bias argument changed type between v4.1.0 and v6.0.0)."""
+    x, w, y = tensor_at(graph, op, 0), tensor_at(graph, op, 1), tensor_at(graph, op, 0, output=True)
+    _int16_tensor(op, x)
+    _int16_tensor(op, y)
+    filters = constant_data(op, w, "int8")
+    if w.quantization is None or any(z != 0 for z in w.quantization.zero_points):
+        raise refuse(op, "the filter must be quantized symmetrically (zero point 0)")
+    n, in_h, in_w, in_c = nhwc(op, x)
+    _, out_h, out_w, out_c = nhwc(op, y)
+    _, k_h, k_w, _ = nhwc(op, w)
+    o = op.options
+    sh, sw, dh, dw = o["stride_h"], o["stride_w"], o["dilation_h"], o["dilation_w"]
+    pad_h = window_padding(op, in_h, k_h, sh, dh, out_h)
+    pad_w = window_padding(op, in_w, k_w, sw, dw, out_w)
+    if depthwise:
+        multiplier = out_c // in_c if in_c else 0
+        if w.shape != (1, k_h, k_w, out_c) or multiplier * in_c != out_c:
+            raise refuse(op, f"filter {w.describe()} does not fit {in_c} input and {out_c} output channels")
+    elif w.shape != (out_c, k_h, k_w, in_c):
+        raise refuse(op, f"filter {w.describe()} does not fit {in_c} input and {out_c} output channels "
+                          "(grouped convolutions are not supported)")
+    if w.quantization.per_channel and len(w.quantization.scales) != out_c:
+        raise refuse(op, f"the filter has {len(w.quantization.scales)} scales for {out_c} output channels")
+    if len(op.inputs) < 3 or op.inputs[2] < 0:
+        raise refuse(op, "a 16x8 convolution without a bias (LiteRT's prepare requires one)")
+    bias = constant_data(op, graph.tensors[op.inputs[2]], "int64").reshape(-1)
+    if bias.size != out_c:
+        raise refuse(op, f"the bias has {bias.size} values for {out_c} output channels")
+    fan_in = k_h * k_w * (1 if depthwise else in_c)
+    largest = fan_in * 32768 * int(np.abs(filters.astype(np.int64)).max(initial=0)) + int(np.abs(bias).max(initial=0))
+    if largest >= 1 << 47:
+        raise refuse(op, f"a sum could reach {largest}, beyond the 2^47 TFLite's int64 requantisation takes")
+    name = ACTIVATIONS.get(o.get("activation", 0), "?")
+    if name not in ("NONE", "RELU", "RELU6", "RELU_N1_TO_1"):
+        raise refuse(op, f"fused activation {name} is not supported")
+    lo, hi = q.activation_range(name, y.quantization.scale, 0, -32768, 32767)
+    multipliers, shifts = q.convolution_multipliers(x.quantization.scale, w.quantization.scales,
+                                                    y.quantization.scale, out_c)
+    if any(not -31 <= int(v) <= 30 for v in shifts):
+        raise refuse(op, "a requantisation scale is outside 2^-31..2^30")
+    if depthwise:
+        inner = [f"            acc += (int64_t)((int32_t)filter_[(fy * {k_w} + fx) * {out_c} + oc] * "
+                 f"(int32_t)input_[((b * {in_h} + iy) * {in_w} + ix) * {in_c} + oc / {out_c // in_c}]);"]
+    else:
+        inner = [f"            for (int32_t ic = 0; ic < {in_c}; ++ic) {{",
+                 f"              acc += (int64_t)((int32_t)filter_[((oc * {k_h} + fy) * {k_w} + fx) * {in_c} + ic] * "
+                 f"(int32_t)input_[((b * {in_h} + iy) * {in_w} + ix) * {in_c} + ic]);", "            }"]
+    body = ([f"  for (int32_t b = 0; b < {n}; ++b) {{",
+             f"    for (int32_t oy = 0; oy < {out_h}; ++oy) {{",
+             f"      for (int32_t ox = 0; ox < {out_w}; ++ox) {{",
+             f"        for (int32_t oc = 0; oc < {out_c}; ++oc) {{",
+             "          int64_t acc = bias_[oc];",
+             f"          for (int32_t fy = 0; fy < {k_h}; ++fy) {{",
+             f"            const int32_t iy = oy * {sh} - {pad_h} + fy * {dh};",
+             f"            if (iy < 0 || iy >= {in_h}) continue;",
+             f"            for (int32_t fx = 0; fx < {k_w}; ++fx) {{",
+             f"            const int32_t ix = ox * {sw} - {pad_w} + fx * {dw};",
+             f"            if (ix < 0 || ix >= {in_w}) continue;"]
+            + inner +
+            ["            }", "          }",
+             f"          const int64_t out = {REQUANTIZE_REDUCED_FUNCTION}(acc, multiplier_[oc], shift_[oc]);",
+             f"          output_[((b * {out_h} + oy) * {out_w} + ox) * {out_c} + oc] = "
+             f"(int16_t)(out < {lo} ? {lo} : (out > {hi} ? {hi} : out));",
+             "        }", "      }", "    }", "  }", "  return 0;"])
+    operands = [Operand("int16_t*", "input_", op.inputs[0]),
+                Operand("int8_t*", "filter_", constant=np.ascontiguousarray(filters)),
+                Operand("int32_t*", "multiplier_", constant=multipliers), Operand("int64_t*", "bias_", constant=bias),
+                Operand("int32_t*", "shift_", constant=shifts), Operand("int16_t*", "output_", op.outputs[0])]
+    return Lowered(op, "", operands, body, "16x8: TFLite's int64 requantisation", kernel=True)
+
+
 def _conv2d(graph: Graph, op: Operator) -> Lowered:
     """`arm_convolve_wrapper_s8` (it picks the 1×1, 1×N and im2col kernels), per-channel multipliers
-    and shifts computed at import, dilations."""
+    and shifts computed at import, dilations; 16x8: mlfbuild kernel (int64 sums, TFLite's int64
+    requantisation)."""
+    if tensor_at(graph, op, 0).dtype == "int16":
+        return _conv_16x8(graph, op, depthwise=False)
     return _conv_like(graph, op, depthwise=False)
 
 
 def _depthwise(graph: Graph, op: Operator) -> Lowered:
     """`arm_depthwise_conv_wrapper_s8` (as TFLM calls it; with one input channel on an MVE core the
-    build makes it a convolution, canalysis/cmsis_nn_prepare.py)."""
+    build makes it a convolution, canalysis/cmsis_nn_prepare.py); 16x8: mlfbuild kernel."""
+    if tensor_at(graph, op, 0).dtype == "int16":
+        return _conv_16x8(graph, op, depthwise=True)
     return _conv_like(graph, op, depthwise=True)
 
 
@@ -150,6 +229,15 @@ REQUANTIZE_S64_C = """static inline int64_t mlf_requantize_s64_away(int64_t valu
   return product < 0 ? -magnitude : magnitude;
 }"""
 C_HELPERS.setdefault(REQUANTIZE_S64_FUNCTION, REQUANTIZE_S64_C)
+REQUANTIZE_REDUCED_FUNCTION = "mlf_requantize_s64_reduced"
+# TFLite's MultiplyByQuantizedMultiplier for int64 sums, as its reference 16x8 convolutions use it:
+# the multiplier rounded to 16 bits, one rounding shift (ties up).
+REQUANTIZE_REDUCED_C = """static inline int64_t mlf_requantize_s64_reduced(int64_t value, int32_t multiplier, int32_t shift) {
+  const int64_t reduced = multiplier < 0x7FFF0000 ? ((multiplier + (1 << 15)) >> 16) : 0x7FFF;
+  const int32_t total = 15 - shift;
+  return (value * reduced + ((int64_t)1 << (total - 1))) >> total;
+}"""
+C_HELPERS.setdefault(REQUANTIZE_REDUCED_FUNCTION, REQUANTIZE_REDUCED_C)
 
 
 def _int16_tensor(op: Operator, t) -> None:
