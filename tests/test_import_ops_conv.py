@@ -6,11 +6,13 @@ per-tensor and per-channel weights, without bias."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 import tflitecases  # noqa: F401 - registers FULLY_CONNECTED/per_channel
-from test_import_operators import check_against_litert
+from test_import_operators import _assert_refused, check_against_litert
 from tflitewriter import bundle_model
 
 
@@ -166,3 +168,22 @@ CONV16_RARE = [(f"{op}/int16", overrides) for op in ("CONV_2D", "DEPTHWISE_CONV_
 def test_rare_16x8_convolutions_equal_litert(cmsis_nn, tmp_path):
     model = bundle_model(np.random.default_rng(43), CONV16_RARE).write(tmp_path / "conv16.tflite")
     check_against_litert(model, "host", cmsis_nn("v6.0.0"), tmp_path / "host", samples=4)
+
+
+def _refused_cases():
+    """(graph, what the refusal says) for what stays refused."""
+    rng = np.random.default_rng(44)
+    no_bias = bundle_model(rng, [("CONV_2D/int16", {"input_shape": (1, 4, 4, 2), "bias": False})])
+    # int16 activations into an int8 output
+    mixed = bundle_model(rng, [("MAX_POOL_2D/int16", {"input_shape": (1, 4, 4, 2)})])
+    mixed.tensors[-1] = dataclasses.replace(mixed.tensors[-1], dtype="int8")
+    # a 16x8 fully connected layer whose sums could leave what its requantisation takes
+    wide = bundle_model(rng, [("FULLY_CONNECTED/int16", {"input_shape": (1, 2000), "units": 2})])
+    return [(no_bias, "a 16x8 convolution without a bias"), (mixed, "the input is int16, so must the output be"),
+            (wide, "beyond the 2^32")]
+
+
+@pytest.mark.parametrize("case", range(3))
+def test_what_stays_refused_is_refused_in_one_line(case, tmp_path):
+    graph, said = _refused_cases()[case]
+    _assert_refused(graph.write(tmp_path / "m.tflite"), said, tmp_path)
