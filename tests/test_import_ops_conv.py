@@ -187,3 +187,23 @@ def _refused_cases():
 def test_what_stays_refused_is_refused_in_one_line(case, tmp_path):
     graph, said = _refused_cases()[case]
     _assert_refused(graph.write(tmp_path / "m.tflite"), said, tmp_path)
+
+
+MATMUL_RARE = [
+    ("BATCH_MATMUL", {"input_shape": (4, 5), "adj_x": False, "adj_y": False, "columns": 3}),
+    ("BATCH_MATMUL", {"input_shape": (5, 4), "adj_x": True, "adj_y": False, "columns": 3, "constant_rhs": True}),
+    ("BATCH_MATMUL", {"input_shape": (2, 3, 4), "adj_x": False, "adj_y": True, "columns": 2, "rhs_batch": []}),
+    ("BATCH_MATMUL", {"input_shape": (2, 4, 3), "adj_x": True, "adj_y": True, "columns": 5, "rhs_batch": [2]}),
+    ("BATCH_MATMUL", {"input_shape": (2, 1, 3, 4), "adj_x": False, "adj_y": False, "columns": 2,
+                      "rhs_batch": [1, 3], "constant_rhs": False}),  # both sides broadcast
+    ("BATCH_MATMUL", {"input_shape": (1, 3, 2, 4), "adj_x": False, "adj_y": True, "columns": 3,
+                      "rhs_batch": [2, 3], "constant_rhs": True}),
+    ("BATCH_MATMUL", {"input_shape": (3, 8), "adj_x": False, "adj_y": False, "columns": 4, "input_zero_point": -128,
+                      "rhs_zero_point": 127, "output_zero_point": -128}),
+]
+
+
+@pytest.mark.cross
+def test_rare_batch_matmuls_equal_litert(cmsis_nn, tmp_path):
+    model = bundle_model(np.random.default_rng(45), MATMUL_RARE).write(tmp_path / "matmul.tflite")
+    check_against_litert(model, "host", cmsis_nn("v6.0.0"), tmp_path / "host", samples=4)

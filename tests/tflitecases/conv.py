@@ -141,4 +141,37 @@ register_cases({"FULLY_CONNECTED/int16": (_rows, _fully_connected_16x8(False), (
                 "FULLY_CONNECTED/int16_per_channel": (_rows, _fully_connected_16x8(True), (1e-3, 1e-1), "int16")})
 register_cases({"AVERAGE_POOL_2D/int16": (_nhwc, _int16_pool("AVERAGE_POOL_2D"), (1e-3, 1e-1), "int16"),
                 "MAX_POOL_2D/int16": (_nhwc, _int16_pool("MAX_POOL_2D"), (1e-3, 1e-1), "int16")})
+def _matrices(p: Draw) -> tuple[int, ...]:
+    """The left operand of BATCH_MATMUL: [batch..., rows, depth] of rank 2-4."""
+    return tuple(p.integer(f"dim{i}", 1, 3) for i in range(p.integer("rank", 2, 4) - 2)) + (
+        p.integer("rows", 1, 6), p.integer("depth", 1, 8))
+
+
+def add_batch_matmul(graph: GraphBuilder, p: Draw, x: int, name: str = "batch_matmul") -> int:
+    """The right operand another graph input or a constant, its batch dimensions broadcast against
+    the left's (some dropped or 1), adj_x and adj_y drawn (the left input then read transposed)."""
+    shape = graph.tensor(x).shape
+    adj_x, adj_y = p.choice("adj_x", (False, True)), p.choice("adj_y", (False, True))
+    m, k = (shape[-1], shape[-2]) if adj_x else (shape[-2], shape[-1])
+    n = p.integer("columns", 1, 6)
+    batch = list(shape[:-2])
+    rhs_batch = p("rhs_batch", lambda: [1 if p.rng.random() < 0.3 else d for d in batch][
+        int(p.rng.integers(len(batch) + 1)):])
+    rhs_shape = (*rhs_batch, *((n, k) if adj_y else (k, n)))
+    scale = p.log_uniform("rhs_scale", 1e-3, 1e-1)
+    quantization = {"scale": scale, "zero_point": _zero_point(p, "rhs_zero_point")}
+    if p("constant_rhs", lambda: bool(p.rng.random() < 0.5)):
+        rhs = graph.add_constant(f"{name}/rhs", p.rng.integers(-128, 128, rhs_shape).astype(np.int8), **quantization)
+    else:
+        rhs = graph.add_input(f"{name}/rhs", "int8", rhs_shape, **quantization)
+    out_batch = np.broadcast_shapes(tuple(batch), tuple(rhs_batch))
+    std = _accumulator_std(graph.tensor(x).scale, np.array([scale]), k) * 100 / 73
+    y = _output(graph, name, "int8", (*out_batch, m, n),
+                {"scale": std / 32 * p.log_uniform("output_scale_ratio", 0.5, 2),
+                 "zero_point": _zero_point(p, "output_zero_point")})
+    graph.add_operator("BATCH_MATMUL", [x, rhs], [y], schema.BatchMatMulOptionsT(adjX=adj_x, adjY=adj_y), version=2)
+    return y
+
+
+register_cases({"BATCH_MATMUL": (_matrices, add_batch_matmul, (1e-3, 1e-1), "int8")})
 register_cases({"TRANSPOSE_CONV": (_nhwc, add_transpose_conv, (1e-3, 1e-1), "int8")})

@@ -413,7 +413,66 @@ def _transpose_conv(graph: Graph, op: Operator) -> Lowered:
     return Lowered(op, "", operands, body, kernel=True)
 
 
+def _batch_matmul(graph: Graph, op: Operator) -> Lowered:
+    """mlfbuild kernel: TFLite's reference BatchMatMul (int8; adj_x, adj_y, batch dimensions
+    broadcast, either operand constant)."""
+    lhs, rhs, y = tensor_at(graph, op, 0), tensor_at(graph, op, 1), tensor_at(graph, op, 0, output=True)
+    require_int8(op, lhs, rhs, y)
+    if not 2 <= len(lhs.shape) <= 5 or not 2 <= len(rhs.shape) <= 5:
+        raise refuse(op, f"operands {lhs.describe()} and {rhs.describe()} are not of rank 2 to 5")
+    adj_x, adj_y = bool(op.options.get("adj_x")), bool(op.options.get("adj_y"))
+    m, k = (lhs.shape[-1], lhs.shape[-2]) if adj_x else (lhs.shape[-2], lhs.shape[-1])
+    k2, n = (rhs.shape[-1], rhs.shape[-2]) if adj_y else (rhs.shape[-2], rhs.shape[-1])
+    if k != k2:
+        raise refuse(op, f"{lhs.describe()} and {rhs.describe()} do not share a depth (adj_x {adj_x}, adj_y {adj_y})")
+    rank = max(len(lhs.shape), len(rhs.shape))
+    lb = (1,) * (rank - len(lhs.shape)) + tuple(lhs.shape[:-2])
+    rb = (1,) * (rank - len(rhs.shape)) + tuple(rhs.shape[:-2])
+    if any(a != b and 1 not in (a, b) for a, b in zip(lb, rb)):
+        raise refuse(op, f"the batch dimensions of {lhs.describe()} and {rhs.describe()} do not broadcast")
+    batch = tuple(max(a, b) for a, b in zip(lb, rb))
+    if tuple(y.shape) != batch + (m, n):
+        raise refuse(op, f"output {y.describe()} is not {list(batch + (m, n))}")
+    pad = 3 - len(batch)
+    batch3, lb3, rb3 = (1,) * pad + batch, (1,) * pad + lb, (1,) * pad + rb
+
+    def strides(dims: tuple[int, ...], matrix: int) -> list[int]:
+        out, step = [], matrix
+        for d in reversed(dims):
+            out.append(step if d != 1 else 0)
+            step *= d
+        return list(reversed(out))
+    ls, rs = strides(lb3, m * k), strides(rb3, k * n)
+    multiplier, shift = q.fully_connected_multiplier(lhs.quantization.scale, rhs.quantization.scale,
+                                                     y.quantization.scale)
+    lhs_index = "k * {m} + i".format(m=m) if adj_x else f"i * {k} + k"
+    rhs_index = f"j * {k} + k" if adj_y else f"k * {n} + j"
+    lo_off, ro_off = -lhs.quantization.zero_point, -rhs.quantization.zero_point
+    body = [f"  for (int32_t b0 = 0; b0 < {batch3[0]}; ++b0) {{",
+            f"    for (int32_t b1 = 0; b1 < {batch3[1]}; ++b1) {{",
+            f"      for (int32_t b2 = 0; b2 < {batch3[2]}; ++b2) {{",
+            f"        const int32_t l = b0 * {ls[0]} + b1 * {ls[1]} + b2 * {ls[2]};",
+            f"        const int32_t r = b0 * {rs[0]} + b1 * {rs[1]} + b2 * {rs[2]};",
+            f"        const int32_t o = ((b0 * {batch3[1]} + b1) * {batch3[2]} + b2) * {m * n};",
+            f"        for (int32_t i = 0; i < {m}; ++i) {{",
+            f"          for (int32_t j = 0; j < {n}; ++j) {{",
+            "            int32_t acc = 0;",
+            f"            for (int32_t k = 0; k < {k}; ++k) {{",
+            f"              acc += ((int32_t)lhs_[l + {lhs_index}] + ({lo_off})) * ((int32_t)rhs_[r + {rhs_index}] + ({ro_off}));",
+            "            }",
+            f"            const int32_t out = {REQUANTIZE_FUNCTION}(acc, {multiplier}, {shift}) + ({y.quantization.zero_point});",
+            f"            output_[o + i * {n} + j] = (int8_t){c_clamp('out', -128, 127)};",
+            "          }", "        }", "      }", "    }", "  }", "  return 0;"]
+    operands = []
+    for name, t, index in (("lhs_", lhs, op.inputs[0]), ("rhs_", rhs, op.inputs[1])):
+        operands.append(Operand("int8_t*", name, constant=np.ascontiguousarray(constant_data(op, t, "int8")))
+                        if t.is_constant else Operand("int8_t*", name, index))
+    operands.append(Operand("int8_t*", "output_", op.outputs[0]))
+    return Lowered(op, "", operands, body, kernel=True)
+
+
 RULES = {
+    "BATCH_MATMUL": _batch_matmul,
     "TRANSPOSE_CONV": _transpose_conv,
     "CONV_2D": _conv2d,
     "DEPTHWISE_CONV_2D": _depthwise,
