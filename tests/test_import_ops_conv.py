@@ -100,6 +100,12 @@ TRANSPOSE_RARE = [
                         "padding": "VALID", "input_zero_point": -128, "output_zero_point": 127}),
     ("TRANSPOSE_CONV", {"input_shape": (1, 1, 6, 3), "kernel_h": 1, "kernel_w": 4, "stride_h": 1, "stride_w": 2,
                         "padding": "SAME", "activation": "RELU6"}),
+    ("TRANSPOSE_CONV/int16", {"input_shape": (1, 4, 4, 3), "kernel_h": 3, "kernel_w": 3, "stride_h": 2,
+                              "stride_w": 2, "padding": "SAME"}),
+    ("TRANSPOSE_CONV/int16", {"input_shape": (1, 3, 5, 2), "kernel_h": 2, "kernel_w": 3, "stride_h": 2,
+                              "stride_w": 1, "padding": "VALID", "activation": "RELU"}),
+    ("TRANSPOSE_CONV/int16", {"input_shape": (2, 3, 3, 2), "kernel_h": 4, "kernel_w": 3, "stride_h": 2,
+                              "stride_w": 3, "padding": "SAME", "bias": False}),
 ]
 
 

@@ -20,6 +20,7 @@ def _transposed_size(size: int, kernel: int, stride: int, padding: str) -> int:
 
 
 def add_transpose_conv(graph: GraphBuilder, p: Draw, x: int, name: str = "transpose_conv") -> int:
+    int16 = graph.tensor(x).dtype == "int16"  # 16x8: int64 bias, output zero point 0
     batch, height, width, channels = graph.tensor(x).shape
     out_channels = p.integer("out_channels", 1, 6)
     padding = p.choice("padding", PADDINGS)
@@ -32,17 +33,20 @@ def add_transpose_conv(graph: GraphBuilder, p: Draw, x: int, name: str = "transp
                                       scale=filter_scales, zero_point=np.zeros(out_channels, np.int64),
                                       quantized_dimension=0)
     # each output sums about kh·kw·channels / (sh·sw) products
-    std = _accumulator_std(input_scale, filter_scales, max(1, kh * kw * channels // (sh * sw)))
+    std = _accumulator_std(input_scale * (256 if int16 else 1), filter_scales, max(1, kh * kw * channels // (sh * sw)))
     out_shape = (batch, _transposed_size(height, kh, sh, padding), _transposed_size(width, kw, sw, padding),
                  out_channels)
     shape_index = graph.add_constant(f"{name}/output_shape", np.array(out_shape, np.int32))
     inputs = [shape_index, filter_index, x]
     if p("bias", lambda: True):
         bias_scales = input_scale * filter_scales
-        inputs.append(graph.add_constant(f"{name}/bias", _bias(p.rng, std, bias_scales), scale=bias_scales,
+        bias = (np.round(p.rng.normal(0.0, std, size=out_channels) / bias_scales).astype(np.int64) if int16
+                else _bias(p.rng, std, bias_scales))
+        inputs.append(graph.add_constant(f"{name}/bias", bias, scale=bias_scales,
                                          zero_point=np.zeros(out_channels, np.int64), quantized_dimension=0))
-    y = _output(graph, name, "int8", out_shape, {"scale": std / 32 * p.log_uniform("output_scale_ratio", 0.5, 2),
-                                                 "zero_point": _zero_point(p, "output_zero_point")})
+    y = _output(graph, name, "int16" if int16 else "int8", out_shape, {
+        "scale": std / 32 / (256 if int16 else 1) * p.log_uniform("output_scale_ratio", 0.5, 2),
+        "zero_point": 0 if int16 else _zero_point(p, "output_zero_point")})
     graph.add_operator("TRANSPOSE_CONV", inputs, [y], schema.TransposeConvOptionsT(
         padding=padding_code(padding), strideW=sw, strideH=sh, fusedActivationFunction=activation_code(activation)), version=4)
     return y
@@ -174,4 +178,5 @@ def add_batch_matmul(graph: GraphBuilder, p: Draw, x: int, name: str = "batch_ma
 
 
 register_cases({"BATCH_MATMUL": (_matrices, add_batch_matmul, (1e-3, 1e-1), "int8")})
-register_cases({"TRANSPOSE_CONV": (_nhwc, add_transpose_conv, (1e-3, 1e-1), "int8")})
+register_cases({"TRANSPOSE_CONV": (_nhwc, add_transpose_conv, (1e-3, 1e-1), "int8"),
+                "TRANSPOSE_CONV/int16": (_nhwc, add_transpose_conv, (1e-3, 1e-1), "int16")})

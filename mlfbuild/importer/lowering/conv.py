@@ -344,13 +344,18 @@ def _per_channel_fully_connected(graph: Graph, op: Operator, weights: np.ndarray
 
 
 def _transpose_conv(graph: Graph, op: Operator) -> Lowered:
-    """mlfbuild kernel: TFLite's reference TransposeConv (int8, per-channel or per-tensor filter),
-    each output gathered from the inputs whose window covers it."""
+    """mlfbuild kernel: TFLite's reference TransposeConv (int8, and 16x8 with int64 sums; per-channel
+    or per-tensor filter), each output gathered from the inputs whose window covers it."""
     if len(op.inputs) < 3:
         raise refuse(op, "the output shape, filter or input is missing")
     shape_t, w, x = (tensor_at(graph, op, i) for i in range(3))
     y = tensor_at(graph, op, 0, output=True)
-    require_int8(op, x, y)
+    int16 = x.dtype == "int16"
+    if int16:
+        _int16_tensor(op, x)
+        _int16_tensor(op, y)
+    else:
+        require_int8(op, x, y)
     if not shape_t.is_constant:
         raise refuse(op, "the output shape must be a constant")
     filters = constant_data(op, w, "int8")
@@ -378,18 +383,31 @@ def _transpose_conv(graph: Graph, op: Operator) -> Lowered:
     pad_h, pad_w = pad(out_h, k_h, sh), pad(out_w, k_w, sw)
     bias = None
     if len(op.inputs) > 3 and op.inputs[3] >= 0:
-        bias = constant_data(op, graph.tensors[op.inputs[3]], "int32").reshape(-1)
+        bias = constant_data(op, graph.tensors[op.inputs[3]], "int64" if int16 else "int32").reshape(-1)
         if bias.size != out_c:
             raise refuse(op, f"the bias has {bias.size} values for {out_c} output channels")
-    lo, hi = fused_activation_range(op, y)
+    if int16:
+        name = ACTIVATIONS.get(o.get("activation", 0), "?")
+        if name not in ("NONE", "RELU", "RELU6", "RELU_N1_TO_1"):
+            raise refuse(op, f"fused activation {name} is not supported")
+        lo, hi = q.activation_range(name, y.quantization.scale, 0, -32768, 32767)
+        fan_in = k_h * k_w * in_c
+        largest = fan_in * 32768 * int(np.abs(filters.astype(np.int64)).max(initial=0)) + (
+            int(np.abs(bias).max(initial=0)) if bias is not None else 0)
+        if largest >= 1 << 47:
+            raise refuse(op, f"a sum could reach {largest}, beyond the 2^47 TFLite's int64 requantisation takes")
+    else:
+        lo, hi = fused_activation_range(op, y)
     multipliers, shifts = q.convolution_multipliers(x.quantization.scale, w.quantization.scales,
                                                     y.quantization.scale, out_c)
     in_offset, out_offset = -x.quantization.zero_point, y.quantization.zero_point
+    acc_t, out_t = ("int64_t", "int16_t") if int16 else ("int32_t", "int8_t")
+    requantize = REQUANTIZE_REDUCED_FUNCTION if int16 else REQUANTIZE_FUNCTION
     body = [f"  for (int32_t b = 0; b < {n}; ++b) {{",
             f"    for (int32_t oy = 0; oy < {out_h}; ++oy) {{",
             f"      for (int32_t ox = 0; ox < {out_w}; ++ox) {{",
             f"        for (int32_t oc = 0; oc < {out_c}; ++oc) {{",
-            f"          int32_t acc = {'bias_[oc]' if bias is not None else '0'};",
+            f"          {acc_t} acc = {'bias_[oc]' if bias is not None else '0'};",
             f"          for (int32_t fy = 0; fy < {k_h}; ++fy) {{",
             f"            const int32_t ty = oy + {pad_h} - fy;",
             f"            if (ty < 0 || ty % {sh} != 0 || ty / {sh} >= {in_h}) continue;",
@@ -397,18 +415,19 @@ def _transpose_conv(graph: Graph, op: Operator) -> Lowered:
             f"              const int32_t tx = ox + {pad_w} - fx;",
             f"              if (tx < 0 || tx % {sw} != 0 || tx / {sw} >= {in_w}) continue;",
             f"              for (int32_t ic = 0; ic < {in_c}; ++ic) {{",
-            f"                acc += ((int32_t)input_[((b * {in_h} + ty / {sh}) * {in_w} + tx / {sw}) * {in_c} + ic] + "
-            f"({in_offset})) * (int32_t)filter_[((oc * {k_h} + fy) * {k_w} + fx) * {in_c} + ic];",
+            f"                acc += ({acc_t})(((int32_t)input_[((b * {in_h} + ty / {sh}) * {in_w} + tx / {sw}) * {in_c} + ic] + "
+            f"({in_offset})) * (int32_t)filter_[((oc * {k_h} + fy) * {k_w} + fx) * {in_c} + ic]);",
             "              }", "            }", "          }",
-            f"          const int32_t out = {REQUANTIZE_FUNCTION}(acc, multiplier_[oc], shift_[oc]) + ({out_offset});",
-            f"          output_[((b * {out_h} + oy) * {out_w} + ox) * {out_c} + oc] = (int8_t){c_clamp('out', lo, hi)};",
+            f"          const {acc_t} out = {requantize}(acc, multiplier_[oc], shift_[oc]) + ({out_offset});",
+            f"          output_[((b * {out_h} + oy) * {out_w} + ox) * {out_c} + oc] = ({out_t})"
+            f"(out < {lo} ? {lo} : (out > {hi} ? {hi} : out));",
             "        }", "      }", "    }", "  }", "  return 0;"]
-    x_op = Operand("int8_t*", "input_", op.inputs[2])
-    y_op = Operand("int8_t*", "output_", op.outputs[0])
+    x_op = Operand(f"{out_t}*", "input_", op.inputs[2])
+    y_op = Operand(f"{out_t}*", "output_", op.outputs[0])
     operands = [x_op, Operand("int8_t*", "filter_", constant=np.ascontiguousarray(filters)),
                 Operand("int32_t*", "multiplier_", constant=multipliers)]
     if bias is not None:
-        operands.append(Operand("int32_t*", "bias_", constant=bias))
+        operands.append(Operand(f"{acc_t}*", "bias_", constant=bias))
     operands += [Operand("int32_t*", "shift_", constant=shifts), y_op]
     return Lowered(op, "", operands, body, kernel=True)
 
