@@ -213,3 +213,14 @@ MATMUL_RARE = [
 def test_rare_batch_matmuls_equal_litert(cmsis_nn, tmp_path):
     model = bundle_model(np.random.default_rng(45), MATMUL_RARE).write(tmp_path / "matmul.tflite")
     check_against_litert(model, "host", cmsis_nn("v6.0.0"), tmp_path / "host", samples=4)
+
+
+@pytest.mark.exhaustive
+@pytest.mark.cross
+@pytest.mark.parametrize("seed", range(4))
+def test_many_random_cases_of_the_family_equal_litert(seed, cmsis_nn, tmp_path):
+    kinds = ["TRANSPOSE_CONV", "TRANSPOSE_CONV/int16", "BATCH_MATMUL", "CONV_2D/int16", "DEPTHWISE_CONV_2D/int16",
+             "FULLY_CONNECTED/int16", "FULLY_CONNECTED/int16_per_channel", "FULLY_CONNECTED/per_channel",
+             "AVERAGE_POOL_2D/int16", "MAX_POOL_2D/int16"]
+    model = bundle_model(np.random.default_rng(100 + seed), kinds * 3).write(tmp_path / "family.tflite")
+    check_against_litert(model, "host", cmsis_nn("v6.0.0"), tmp_path / "host", samples=4, seed=seed)
