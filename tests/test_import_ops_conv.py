@@ -219,8 +219,26 @@ def test_rare_batch_matmuls_equal_litert(cmsis_nn, tmp_path):
 @pytest.mark.cross
 @pytest.mark.parametrize("seed", range(4))
 def test_many_random_cases_of_the_family_equal_litert(seed, cmsis_nn, tmp_path):
-    kinds = ["TRANSPOSE_CONV", "TRANSPOSE_CONV/int16", "BATCH_MATMUL", "CONV_2D/int16", "DEPTHWISE_CONV_2D/int16",
+    kinds = ["TRANSPOSE_CONV", "TRANSPOSE_CONV/int16", "BATCH_MATMUL", "CONV_2D/grouped", "CONV_2D/int16", "DEPTHWISE_CONV_2D/int16",
              "FULLY_CONNECTED/int16", "FULLY_CONNECTED/int16_per_channel", "FULLY_CONNECTED/per_channel",
              "AVERAGE_POOL_2D/int16", "MAX_POOL_2D/int16"]
     model = bundle_model(np.random.default_rng(100 + seed), kinds * 3).write(tmp_path / "family.tflite")
     check_against_litert(model, "host", cmsis_nn("v6.0.0"), tmp_path / "host", samples=4, seed=seed)
+
+
+GROUPED_RARE = [
+    ("CONV_2D/grouped", {"input_shape": (1, 5, 5, 4), "groups": 2, "kernel_h": 3, "kernel_w": 3, "stride_h": 1,
+                         "stride_w": 1, "dilation_h": 1, "dilation_w": 1, "padding": "SAME"}),
+    ("CONV_2D/grouped", {"input_shape": (1, 6, 5, 6), "groups": 3, "kernel_h": 2, "kernel_w": 3, "stride_h": 2,
+                         "stride_w": 1, "dilation_h": 2, "dilation_w": 1, "padding": "VALID"}),
+    ("CONV_2D/grouped", {"input_shape": (2, 4, 4, 9), "groups": 3, "kernel_h": 1, "kernel_w": 1, "stride_h": 1,
+                         "stride_w": 1, "dilation_h": 1, "dilation_w": 1, "padding": "SAME", "filters_per_group": 3}),
+    ("CONV_2D/grouped", {"input_shape": (1, 3, 3, 4), "groups": 4, "kernel_h": 3, "kernel_w": 3, "stride_h": 1,
+                         "stride_w": 1, "dilation_h": 1, "dilation_w": 1, "padding": "SAME"}),  # as depthwise
+]
+
+
+@pytest.mark.cross
+def test_rare_grouped_convolutions_equal_litert(cmsis_nn, tmp_path):
+    model = bundle_model(np.random.default_rng(47), GROUPED_RARE + ["CONV_2D/grouped"] * 4).write(tmp_path / "g.tflite")
+    check_against_litert(model, "host", cmsis_nn("v6.0.0"), tmp_path / "host", samples=4)

@@ -139,6 +139,37 @@ def _conv_16x8(depthwise: bool):
     return add
 
 
+def add_grouped_conv(graph: GraphBuilder, p: Draw, x: int, name: str = "grouped_conv") -> int:
+    """int8 CONV_2D whose filter sees channels / groups input channels (groups 2 or 3)."""
+    batch, height, width, channels = graph.tensor(x).shape
+    groups = p("groups", lambda: 2 if channels % 2 == 0 else 3)
+    out_channels = groups * p.integer("filters_per_group", 1, 3)
+    kh, kw, sh, sw, dh, dw, padding = _spatial(p, height, width)
+    activation = p.choice("activation", ACTIVATIONS)
+    input_scale = graph.tensor(x).scale
+    scales = np.array([p.rng.uniform(1e-3, 2e-2) for _ in range(out_channels)])
+    filter_index = graph.add_constant(f"{name}/filter", _weights(p.rng, (out_channels, kh, kw, channels // groups)),
+                                      scale=scales, zero_point=np.zeros(out_channels, np.int64), quantized_dimension=0)
+    std = _accumulator_std(input_scale, scales, kh * kw * channels // groups)
+    bias_scales = input_scale * scales
+    bias_index = graph.add_constant(f"{name}/bias", _bias(p.rng, std, bias_scales), scale=bias_scales,
+                                    zero_point=np.zeros(out_channels, np.int64), quantized_dimension=0)
+    out_shape = (batch, _output_size(height, kh, sh, dh, padding), _output_size(width, kw, sw, dw, padding),
+                 out_channels)
+    y = _output(graph, name, "int8", out_shape, {"scale": std / 32 * p.log_uniform("output_scale_ratio", 0.5, 2),
+                                                 "zero_point": _zero_point(p, "output_zero_point")})
+    graph.add_operator("CONV_2D", [x, filter_index, bias_index], [y], schema.Conv2DOptionsT(
+        padding=padding_code(padding), strideW=sw, strideH=sh, fusedActivationFunction=activation_code(activation),
+        dilationWFactor=dw, dilationHFactor=dh), version=3)
+    return y
+
+
+def _grouped_input(p: Draw) -> tuple[int, ...]:
+    return (p.integer("batch", 1, 2), p.integer("height", 1, 8), p.integer("width", 1, 8),
+            p.choice("channels", (2, 4, 6, 3, 9)))
+
+
+register_cases({"CONV_2D/grouped": (_grouped_input, add_grouped_conv, (1e-3, 1e-1), "int8")})
 register_cases({"CONV_2D/int16": (_nhwc, _conv_16x8(False), (1e-3, 1e-1), "int16"),
                 "DEPTHWISE_CONV_2D/int16": (_nhwc, _conv_16x8(True), (1e-3, 1e-1), "int16")})
 register_cases({"FULLY_CONNECTED/int16": (_rows, _fully_connected_16x8(False), (1e-3, 1e-1), "int16"),

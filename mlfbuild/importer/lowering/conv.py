@@ -157,12 +157,69 @@ def _conv_16x8(graph: Graph, op: Operator, *, depthwise: bool) -> Lowered:
     return Lowered(op, "", operands, body, "16x8: TFLite's int64 requantisation", kernel=True)
 
 
+def _grouped_conv(graph: Graph, op: Operator) -> Lowered:
+    """Grouped int8 convolutions (the filter sees in_c / groups channels): a kernel of ours with
+    TFLite's reference ConvPerChannel arithmetic (CMSIS-NN's wrapper takes one group)."""
+    x, w, y = tensor_at(graph, op, 0), tensor_at(graph, op, 1), tensor_at(graph, op, 0, output=True)
+    require_int8(op, x, y)
+    filters = constant_data(op, w, "int8")
+    if w.quantization is None or any(z != 0 for z in w.quantization.zero_points):
+        raise refuse(op, "the filter must be quantized symmetrically (zero point 0)")
+    n, in_h, in_w, in_c = nhwc(op, x)
+    _, out_h, out_w, out_c = nhwc(op, y)
+    _, k_h, k_w, f_c = nhwc(op, w)
+    groups = in_c // f_c if f_c else 0
+    if not groups or groups * f_c != in_c or out_c % groups or w.shape[0] != out_c:
+        raise refuse(op, f"filter {w.describe()} does not fit {in_c} input and {out_c} output channels in groups")
+    per_group = out_c // groups
+    if w.quantization.per_channel and len(w.quantization.scales) != out_c:
+        raise refuse(op, f"the filter has {len(w.quantization.scales)} scales for {out_c} output channels")
+    o = op.options
+    sh, sw, dh, dw = o["stride_h"], o["stride_w"], o["dilation_h"], o["dilation_w"]
+    pad_h = window_padding(op, in_h, k_h, sh, dh, out_h)
+    pad_w = window_padding(op, in_w, k_w, sw, dw, out_w)
+    bias = bias_data(graph, op, out_c)
+    lo, hi = fused_activation_range(op, y)
+    multipliers, shifts = q.convolution_multipliers(x.quantization.scale, w.quantization.scales,
+                                                    y.quantization.scale, out_c)
+    in_offset, out_offset = -x.quantization.zero_point, y.quantization.zero_point
+    body = [f"  for (int32_t b = 0; b < {n}; ++b) {{",
+            f"    for (int32_t oy = 0; oy < {out_h}; ++oy) {{",
+            f"      for (int32_t ox = 0; ox < {out_w}; ++ox) {{",
+            f"        for (int32_t oc = 0; oc < {out_c}; ++oc) {{",
+            f"          const int32_t first = (oc / {per_group}) * {f_c};",
+            f"          int32_t acc = {'bias_[oc]' if bias is not None else '0'};",
+            f"          for (int32_t fy = 0; fy < {k_h}; ++fy) {{",
+            f"            const int32_t iy = oy * {sh} - {pad_h} + fy * {dh};",
+            f"            if (iy < 0 || iy >= {in_h}) continue;",
+            f"            for (int32_t fx = 0; fx < {k_w}; ++fx) {{",
+            f"              const int32_t ix = ox * {sw} - {pad_w} + fx * {dw};",
+            f"              if (ix < 0 || ix >= {in_w}) continue;",
+            f"              for (int32_t c = 0; c < {f_c}; ++c) {{",
+            f"                acc += ((int32_t)input_[((b * {in_h} + iy) * {in_w} + ix) * {in_c} + first + c] + "
+            f"({in_offset})) * (int32_t)filter_[((oc * {k_h} + fy) * {k_w} + fx) * {f_c} + c];",
+            "              }", "            }", "          }",
+            f"          const int32_t out = {REQUANTIZE_FUNCTION}(acc, multiplier_[oc], shift_[oc]) + ({out_offset});",
+            f"          output_[((b * {out_h} + oy) * {out_w} + ox) * {out_c} + oc] = (int8_t){c_clamp('out', lo, hi)};",
+            "        }", "      }", "    }", "  }", "  return 0;"]
+    x_op, y_op = io_operands(graph, op)
+    operands = [x_op, Operand("int8_t*", "filter_", constant=np.ascontiguousarray(filters)),
+                Operand("int32_t*", "multiplier_", constant=multipliers)]
+    if bias is not None:
+        operands.append(Operand("int32_t*", "bias_", constant=bias))
+    operands += [Operand("int32_t*", "shift_", constant=shifts), y_op]
+    return Lowered(op, "", operands, body, "grouped: TFLite's reference ConvPerChannel", kernel=True)
+
+
 def _conv2d(graph: Graph, op: Operator) -> Lowered:
     """`arm_convolve_wrapper_s8` (it picks the 1×1, 1×N and im2col kernels), per-channel multipliers
-    and shifts computed at import, dilations; 16x8: mlfbuild kernel (int64 sums, TFLite's int64
-    requantisation)."""
-    if tensor_at(graph, op, 0).dtype == "int16":
+    and shifts computed at import, dilations; 16x8 and grouped: mlfbuild kernels (TFLite's reference
+    arithmetic)."""
+    x, w = tensor_at(graph, op, 0), tensor_at(graph, op, 1)
+    if x.dtype == "int16":
         return _conv_16x8(graph, op, depthwise=False)
+    if len(x.shape) == 4 and len(w.shape) == 4 and w.shape[3] != x.shape[3]:
+        return _grouped_conv(graph, op)
     return _conv_like(graph, op, depthwise=False)
 
 
