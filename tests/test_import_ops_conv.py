@@ -2,7 +2,9 @@
 kernels, with the cases random draws rarely reach listed: dilation with SAME padding on odd sizes,
 strides larger than the kernel, 1×N and N×1 kernels, kernels larger than the input with SAME
 padding, extreme zero points; fully connected layers on 3-D inputs with keep_num_dims either way,
-per-tensor and per-channel weights, without bias."""
+per-tensor and per-channel weights, without bias; TRANSPOSE_CONV (int8, 16x8), 16x8 CONV_2D,
+DEPTHWISE_CONV_2D and FULLY_CONNECTED (with exact rounding ties), int16 pools, BATCH_MATMUL with
+adj_x/adj_y and broadcast batches, grouped convolutions; what stays refused."""
 
 from __future__ import annotations
 

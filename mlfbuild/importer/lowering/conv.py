@@ -1,4 +1,6 @@
-"""Convolutions and fully connected layers: CMSIS-NN's convolution, depthwise and fully connected calls."""
+"""Convolutions, fully connected layers, TRANSPOSE_CONV and BATCH_MATMUL: CMSIS-NN's convolution,
+depthwise and fully connected calls for int8; kernels of ours (TFLite's reference arithmetic) for
+per-channel FC, 16x8, grouped convolutions, TRANSPOSE_CONV and BATCH_MATMUL."""
 
 from __future__ import annotations
 
