@@ -235,7 +235,7 @@ def _depthwise(graph: Graph, op: Operator) -> Lowered:
 
 def _fully_connected(graph: Graph, op: Operator) -> Lowered:
     """`arm_fully_connected_s8` (per-tensor weights; per-channel weights: mlfbuild kernel, one rounding
-    as TFLite's); inputs of any rank, keep_num_dims."""
+    as TFLite's; 16x8: mlfbuild kernel, int64 sums); inputs of any rank, keep_num_dims."""
     x, w, y = tensor_at(graph, op, 0), tensor_at(graph, op, 1), tensor_at(graph, op, 0, output=True)
     if x.dtype == "int16":
         return _fully_connected_16x8(graph, op)
