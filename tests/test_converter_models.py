@@ -28,8 +28,6 @@ MODELS = [m for m in MANIFEST["models"] if m["file"]]
 # model file → the operator its refusal names (TFLite's name), and why, today.
 REFUSED = {
     "activation_elu.tflite": "ELU",
-    "conv2d_transpose.tflite": "TRANSPOSE_CONV",
-    "conv2d_16x8.tflite": "CONV_2D",  # int16 activations
     "dense_3d_dynamic_batch.tflite": "REDUCE_PROD",  # a None batch: Dense on 3-D computes its rows' count
 }
 # Imported, but LiteRT's reference kernels cannot run them: checked against their host twin, the run
