@@ -226,7 +226,8 @@ def add_floor_binary(op: str):
         operands = [other, x] if p("swap", lambda: bool(p.rng.random() < 0.3)) else [x, other]
         out = tuple(np.broadcast_shapes(shape, tuple(other_shape)))
         y = _output(graph, name, "float32", out, None)
-        options = schema.FloorDivOptionsT() if op == "FLOOR_DIV" else schema.FloorModOptionsT()
+        options = {"FLOOR_DIV": schema.FloorDivOptionsT, "FLOOR_MOD": schema.FloorModOptionsT,
+                   "DIV": schema.DivOptionsT}[op]()
         graph.add_operator(op, operands, [y], options)
         return y
     add.__name__ = f"add_{op.lower()}"
@@ -257,6 +258,7 @@ add_round, add_ceil = _float_unary("ROUND"), _float_unary("CEIL")  # not registe
 register_cases({
     "FLOOR_DIV": (_small, add_floor_binary("FLOOR_DIV"), _SCALES, "float32"),
     "FLOOR_MOD": (_small, add_floor_binary("FLOOR_MOD"), _SCALES, "float32"),
+    "DIV": (_small, add_floor_binary("DIV"), _SCALES, "float32"),
     "SQUARE": (_small, _float_unary("SQUARE"), _SCALES, "float32"),
     "L2_POOL_2D": (_nhwc, add_l2_pool_2d, _SCALES, "float32"),
 })

@@ -104,6 +104,8 @@ def _binary(kind: str):
         body += [f"{indent}const float x = input1_[{' + '.join(ta)}], y = input2_[{' + '.join(tb)}];"]
         if kind == "div":
             body += [f"{indent}output_[{' + '.join(to)}] = floorf(x / y);"]
+        elif kind == "quotient":  # TFLite's float DIV: IEEE division, a zero denominator gives ±inf or NaN
+            body += [f"{indent}output_[{' + '.join(to)}] = x / y;"]
         else:  # TFLite's FloorMod: the truncated remainder, moved to the divisor's sign
             body += [f"{indent}const float rest = fmodf(x, y);",
                      f"{indent}output_[{' + '.join(to)}] = (rest != 0.0f && ((y < 0.0f) != (rest < 0.0f))) ? rest + y : rest;"]
@@ -111,8 +113,9 @@ def _binary(kind: str):
         body += closing + ["  return 0;"]
         operands = [_operand(a, "input1_"), _operand(b, "input2_"), Operand("float*", "output_", y.index)]
         return Lowered(op, "", operands, body, kernel=True)
-    rule.__doc__ = ("mlfbuild kernel: floorf(x / y), broadcasting; a zero denominator fails the run (as TFLite)."
-                    if kind == "div" else "mlfbuild kernel: fmodf, moved to the divisor's sign (TFLite's FloorMod), broadcasting.")
+    rule.__doc__ = {"div": "mlfbuild kernel: floorf(x / y), broadcasting; a zero denominator fails the run (as TFLite).",
+                    "quotient": "mlfbuild kernel: float32 x / y, broadcasting (TFLM's DIV is float32 only).",
+                    "mod": "mlfbuild kernel: fmodf, moved to the divisor's sign (TFLite's FloorMod), broadcasting."}[kind]
     return rule
 
 
@@ -164,6 +167,7 @@ def _l2_pool_2d(graph: Graph, op: Operator) -> Lowered:
 RULES = {
     "FLOOR_DIV": _binary("div"),
     "FLOOR_MOD": _binary("mod"),
+    "DIV": _binary("quotient"),
     "ROUND": _unary(f"{ROUND_FUNCTION}(in)", "mlfbuild kernel: floorf, then half to even (TFLite's RoundToNearest)."),
     "CEIL": _unary("ceilf(in)", "mlfbuild kernel: ceilf."),
     "SQUARE": _unary("in * in", "mlfbuild kernel: x * x."),
