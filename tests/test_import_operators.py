@@ -340,7 +340,7 @@ def test_extreme_quantization_on_any_operator_is_imported_or_refused_in_one_line
 
 
 def test_the_operator_table_of_the_docs_is_the_code_s():
-    """docs/import.md's table, between its markers, is what `python -m mlfbuild.importer.coverage`
+    """docs/import.md's table, between its markers, is what `python -m mlfbuild.importer.lowering`
     prints (regenerate it with that command)."""
     from mlfbuild.importer.coverage import markdown_table
     from mlfbuild.importer.lowering import rules

@@ -66,15 +66,8 @@ def operator_table(rules: dict) -> list[tuple[str, str]]:
 
 
 def markdown_table(rules: dict) -> str:
-    """The operator table of docs/import.md (`python -m mlfbuild.importer.coverage` prints it)."""
+    """The operator table of docs/import.md (`python -m mlfbuild.importer.lowering` prints it)."""
     lines = ["| TFLite operator | compiled to (or why refused) |", "|---|---|"]
     lines += ["| " + name + " | " + how.replace("|", "\\|") + " |" for name, how in operator_table(rules)]
     return "\n".join(lines) + "\n"
-
-
-if __name__ == "__main__":
-    from .lowering import rules as compiled
-
-    print(markdown_table(compiled()), end="")
-
 

@@ -30,6 +30,8 @@ def _family_rules() -> dict[str, Callable[[Graph, Operator], Lowered]]:
     """Every family module's RULES, merged; an operator claimed twice is a programming error."""
     rules: dict[str, Callable[[Graph, Operator], Lowered]] = {}
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
+        if info.name.startswith("_"):  # __main__: the table's command, not a family
+            continue
         family = importlib.import_module(f"{__name__}.{info.name}")
         for name, rule in getattr(family, "RULES", {}).items():
             if name in rules:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import quantization as q
-from ..tflite import ACTIVATIONS, PADDING, Graph, Operator
+from ..tflite import ACTIVATIONS, PADDING, Graph, Operator, Tensor
 from .base import (
     C_HELPERS,
     REQUANTIZE_FUNCTION,
@@ -233,13 +233,9 @@ def _depthwise(graph: Graph, op: Operator) -> Lowered:
     return _conv_like(graph, op, depthwise=True)
 
 
-def _fully_connected(graph: Graph, op: Operator) -> Lowered:
-    """`arm_fully_connected_s8` (per-tensor weights; per-channel weights: mlfbuild kernel, one rounding
-    as TFLite's; 16x8: mlfbuild kernel, int64 sums); inputs of any rank, keep_num_dims."""
-    x, w, y = tensor_at(graph, op, 0), tensor_at(graph, op, 1), tensor_at(graph, op, 0, output=True)
-    if x.dtype == "int16":
-        return _fully_connected_16x8(graph, op)
-    require_int8(op, x, y)
+def _fully_connected_shape(op: Operator, x: Tensor, w: Tensor, y: Tensor) -> tuple[np.ndarray, int, int, int]:
+    """(weights, units, depth, batches) of a fully connected layer: int8 weights [units, depth],
+    symmetric, not shuffled; the input any number of rows of `depth`, the output as many of `units`."""
     weights = constant_data(op, w, "int8")
     if op.options.get("weights_format", 0) != 0:
         raise refuse(op, "shuffled weights are not supported")
@@ -254,6 +250,17 @@ def _fully_connected(graph: Graph, op: Operator) -> Lowered:
     batches = elements // depth
     if int(np.prod(y.shape)) != batches * units:
         raise refuse(op, f"output {y.describe()} does not hold {batches}×{units} values")
+    return weights, units, depth, batches
+
+
+def _fully_connected(graph: Graph, op: Operator) -> Lowered:
+    """`arm_fully_connected_s8` (per-tensor weights; per-channel weights: mlfbuild kernel, one rounding
+    as TFLite's; 16x8: mlfbuild kernel, int64 sums); inputs of any rank, keep_num_dims."""
+    x, w, y = tensor_at(graph, op, 0), tensor_at(graph, op, 1), tensor_at(graph, op, 0, output=True)
+    if x.dtype == "int16":
+        return _fully_connected_16x8(graph, op)
+    require_int8(op, x, y)
+    weights, units, depth, batches = _fully_connected_shape(op, x, w, y)
     bias = bias_data(graph, op, units)
     lo, hi = fused_activation_range(op, y)
     if w.quantization.per_channel:
@@ -314,20 +321,7 @@ def _fully_connected_16x8(graph: Graph, op: Operator) -> Lowered:
     x, w, y = tensor_at(graph, op, 0), tensor_at(graph, op, 1), tensor_at(graph, op, 0, output=True)
     _int16_tensor(op, x)
     _int16_tensor(op, y)
-    weights = constant_data(op, w, "int8")
-    if op.options.get("weights_format", 0) != 0:
-        raise refuse(op, "shuffled weights are not supported")
-    if len(w.shape) != 2:
-        raise refuse(op, f"weights {w.describe()} are not 2-D")
-    if w.quantization is None or any(z != 0 for z in w.quantization.zero_points):
-        raise refuse(op, "the weights must be quantized symmetrically (zero point 0)")
-    units, depth = w.shape
-    elements = int(np.prod(x.shape))
-    if depth == 0 or elements % depth:
-        raise refuse(op, f"input {x.describe()} is not a whole number of rows of {depth}")
-    batches = elements // depth
-    if int(np.prod(y.shape)) != batches * units:
-        raise refuse(op, f"output {y.describe()} does not hold {batches}×{units} values")
+    weights, units, depth, batches = _fully_connected_shape(op, x, w, y)
     bias = None
     if len(op.inputs) > 2 and op.inputs[2] >= 0:
         bias = constant_data(op, graph.tensors[op.inputs[2]], "int64").reshape(-1)
