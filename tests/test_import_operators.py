@@ -75,8 +75,8 @@ def check_bundles(rng: np.random.Generator, cases: list, board: str, tree: Path,
 
 @pytest.mark.cross
 def test_every_operator_on_the_host_equals_litert(cmsis_nn, tmp_path):
-    """With two depthwise layers of one input channel."""
-    cases = operator_cases(2) + [("DEPTHWISE_CONV_2D", {"channels": 1}) for _ in range(2)]
+    """One case of every kind (more seeds under exhaustive), and two depthwise layers of one input channel."""
+    cases = operator_cases(1) + [("DEPTHWISE_CONV_2D", {"channels": 1}) for _ in range(2)]
     check_bundles(np.random.default_rng(0), cases, "host", cmsis_nn("v6.0.0"), tmp_path / "host")
 
 
