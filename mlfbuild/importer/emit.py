@@ -30,8 +30,9 @@ TFLITE_ROUNDING, CMSIS_NN_ROUNDING = "tflite", "cmsis-nn"
 ROUNDINGS = (TFLITE_ROUNDING, CMSIS_NN_ROUNDING)
 ALIGNMENT = 16  # TVM's pools and constants are 16-byte aligned
 _CTYPES = {"int8": "int8_t", "int32": "int32_t", "uint8": "uint8_t", "int16": "int16_t", "float32": "float"}
-IO_DTYPES = tuple(_CTYPES)
-_CONSTANT_CTYPES = {**_CTYPES, "int64": "int64_t", "bool": "uint8_t", "uint16": "uint16_t", "uint32": "uint32_t"}  # the element types a graph input or output can have in TVM's C interface
+IO_DTYPES = tuple(_CTYPES)  # the element types a graph input or output can have in TVM's C interface
+# ...and those a constant array can have (bool as the one byte TFLite stores)
+_CONSTANT_CTYPES = {**_CTYPES, "int64": "int64_t", "bool": "uint8_t", "uint16": "uint16_t", "uint32": "uint32_t"}
 
 
 @dataclass(frozen=True)

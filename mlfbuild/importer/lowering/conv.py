@@ -29,19 +29,26 @@ from .base import (
 )
 
 
-def _conv_like(graph: Graph, op: Operator, *, depthwise: bool) -> Lowered:
-    x, w, y = tensor_at(graph, op, 0), tensor_at(graph, op, 1), tensor_at(graph, op, 0, output=True)
-    require_int8(op, x, y)
+def _window(op: Operator, x: Tensor, w: Tensor, y: Tensor):
+    """A convolution's symmetric int8 filter and its window: (filter, input NHWC, output HWC, filter
+    H/W/channels, strides and dilations (h, w, h, w), padding before the first element (h, w))."""
     filters = constant_data(op, w, "int8")
     if w.quantization is None or any(z != 0 for z in w.quantization.zero_points):
         raise refuse(op, "the filter must be quantized symmetrically (zero point 0)")
     n, in_h, in_w, in_c = nhwc(op, x)
     _, out_h, out_w, out_c = nhwc(op, y)
-    _, k_h, k_w, _ = nhwc(op, w)
+    _, k_h, k_w, f_c = nhwc(op, w)
     o = op.options
     sh, sw, dh, dw = o["stride_h"], o["stride_w"], o["dilation_h"], o["dilation_w"]
-    pad_h = window_padding(op, in_h, k_h, sh, dh, out_h)
-    pad_w = window_padding(op, in_w, k_w, sw, dw, out_w)
+    padding = (window_padding(op, in_h, k_h, sh, dh, out_h), window_padding(op, in_w, k_w, sw, dw, out_w))
+    return filters, (n, in_h, in_w, in_c), (out_h, out_w, out_c), (k_h, k_w, f_c), (sh, sw, dh, dw), padding
+
+
+def _conv_like(graph: Graph, op: Operator, *, depthwise: bool) -> Lowered:
+    x, w, y = tensor_at(graph, op, 0), tensor_at(graph, op, 1), tensor_at(graph, op, 0, output=True)
+    require_int8(op, x, y)
+    filters, (n, in_h, in_w, in_c), (out_h, out_w, out_c), (k_h, k_w, _), (sh, sw, dh, dw), (pad_h, pad_w) = \
+        _window(op, x, w, y)
     bias = bias_data(graph, op, out_c)
     lo, hi = fused_activation_range(op, y)
     multipliers, shifts = q.convolution_multipliers(x.quantization.scale, w.quantization.scales,
@@ -92,16 +99,8 @@ def _conv_16x8(graph: Graph, op: Operator, *, depthwise: bool) -> Lowered:
     x, w, y = tensor_at(graph, op, 0), tensor_at(graph, op, 1), tensor_at(graph, op, 0, output=True)
     _int16_tensor(op, x)
     _int16_tensor(op, y)
-    filters = constant_data(op, w, "int8")
-    if w.quantization is None or any(z != 0 for z in w.quantization.zero_points):
-        raise refuse(op, "the filter must be quantized symmetrically (zero point 0)")
-    n, in_h, in_w, in_c = nhwc(op, x)
-    _, out_h, out_w, out_c = nhwc(op, y)
-    _, k_h, k_w, _ = nhwc(op, w)
-    o = op.options
-    sh, sw, dh, dw = o["stride_h"], o["stride_w"], o["dilation_h"], o["dilation_w"]
-    pad_h = window_padding(op, in_h, k_h, sh, dh, out_h)
-    pad_w = window_padding(op, in_w, k_w, sw, dw, out_w)
+    filters, (n, in_h, in_w, in_c), (out_h, out_w, out_c), (k_h, k_w, _), (sh, sw, dh, dw), (pad_h, pad_w) = \
+        _window(op, x, w, y)
     if depthwise:
         multiplier = out_c // in_c if in_c else 0
         if w.shape != (1, k_h, k_w, out_c) or multiplier * in_c != out_c:
@@ -120,7 +119,7 @@ def _conv_16x8(graph: Graph, op: Operator, *, depthwise: bool) -> Lowered:
     largest = fan_in * 32768 * int(np.abs(filters.astype(np.int64)).max(initial=0)) + int(np.abs(bias).max(initial=0))
     if largest >= 1 << 47:
         raise refuse(op, f"a sum could reach {largest}, beyond the 2^47 TFLite's int64 requantisation takes")
-    name = ACTIVATIONS.get(o.get("activation", 0), "?")
+    name = ACTIVATIONS.get(op.options.get("activation", 0), "?")
     if name not in ("NONE", "RELU", "RELU6", "RELU_N1_TO_1"):
         raise refuse(op, f"fused activation {name} is not supported")
     lo, hi = q.activation_range(name, y.quantization.scale, 0, -32768, 32767)
@@ -164,22 +163,14 @@ def _grouped_conv(graph: Graph, op: Operator) -> Lowered:
     TFLite's reference ConvPerChannel arithmetic (CMSIS-NN's wrapper takes one group)."""
     x, w, y = tensor_at(graph, op, 0), tensor_at(graph, op, 1), tensor_at(graph, op, 0, output=True)
     require_int8(op, x, y)
-    filters = constant_data(op, w, "int8")
-    if w.quantization is None or any(z != 0 for z in w.quantization.zero_points):
-        raise refuse(op, "the filter must be quantized symmetrically (zero point 0)")
-    n, in_h, in_w, in_c = nhwc(op, x)
-    _, out_h, out_w, out_c = nhwc(op, y)
-    _, k_h, k_w, f_c = nhwc(op, w)
+    filters, (n, in_h, in_w, in_c), (out_h, out_w, out_c), (k_h, k_w, f_c), (sh, sw, dh, dw), (pad_h, pad_w) = \
+        _window(op, x, w, y)
     groups = in_c // f_c if f_c else 0
     if not groups or groups * f_c != in_c or out_c % groups or w.shape[0] != out_c:
         raise refuse(op, f"filter {w.describe()} does not fit {in_c} input and {out_c} output channels in groups")
     per_group = out_c // groups
     if w.quantization.per_channel and len(w.quantization.scales) != out_c:
         raise refuse(op, f"the filter has {len(w.quantization.scales)} scales for {out_c} output channels")
-    o = op.options
-    sh, sw, dh, dw = o["stride_h"], o["stride_w"], o["dilation_h"], o["dilation_w"]
-    pad_h = window_padding(op, in_h, k_h, sh, dh, out_h)
-    pad_w = window_padding(op, in_w, k_w, sw, dw, out_w)
     bias = bias_data(graph, op, out_c)
     lo, hi = fused_activation_range(op, y)
     multipliers, shifts = q.convolution_multipliers(x.quantization.scale, w.quantization.scales,
