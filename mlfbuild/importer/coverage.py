@@ -33,9 +33,6 @@ REFUSED = {
     "COS": "newlib's cosf differs from LiteRT's by an ulp on the Cortex-M4F: not exact on every board",
     "SIN": "newlib's sinf differs from LiteRT's by an ulp on the Cortex-M4F: not exact on every board",
     "ELU": "LiteRT's reference resolver has no ELU kernel, so no oracle holds it to TFLite's arithmetic",
-    "UNIDIRECTIONAL_SEQUENCE_LSTM": "LiteRT's 8x8_16 integer LSTM (gemmlowp fixed-point gate activations, its "
-                                    "prepare-time effective scales) is not compiled yet; unrolled Keras LSTMs "
-                                    "(unroll=True) import as FULLY_CONNECTED, ADD, MUL, LOGISTIC and TANH",
     "REDUCE_ALL": "bool reductions are not compiled yet",
     "SUM": "LiteRT's reference kernel reads a quantized SUM's tensors as uint8 whatever their type, so no "
            "oracle of TFLite's arithmetic exists to hold an int8 SUM to",

@@ -194,6 +194,8 @@ class Operator:
     inputs: tuple[int, ...]  # -1: an optional input left out
     outputs: tuple[int, ...]
     options: dict[str, Any]
+    # Tensors that only carry quantization for the operator's own steps (the integer LSTM's gates)
+    intermediates: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -303,13 +305,13 @@ def _operator(index: int, table: Table, codes: list[str], tensor_count: int) -> 
         raise Malformed(f"operator {index} names operator code {opcode} ({len(codes)} codes)")
     name = codes[opcode]
     operands = []
-    for field_id in (1, 2):
+    for field_id in (1, 2, 8):  # inputs, outputs, intermediates
         values = table.vector(field_id, _I32, MAX_OPERANDS)
         for value in values:
             if value != -1:
                 _tensor_index(value, tensor_count)
         operands.append(tuple(values))
-    return Operator(index, name, operands[0], operands[1], _options(name, table))
+    return Operator(index, name, operands[0], operands[1], _options(name, table), operands[2])
 
 
 def _options(name: str, table: Table) -> dict[str, Any]:

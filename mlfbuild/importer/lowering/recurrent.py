@@ -1,4 +1,4 @@
-"""Recurrent layers: SVDF (UNIDIRECTIONAL_SEQUENCE_LSTM is not compiled yet), whose state is a variable tensor kept from one inference to the next.
+"""Recurrent layers: SVDF and UNIDIRECTIONAL_SEQUENCE_LSTM, whose state is a variable tensor kept from one inference to the next.
 
 A variable tensor (the activation state) starts zeroed and keeps its values across invocations, as
 in TFLite (one interpreter, invoked sample after sample) and TFLM: here it is a static array of the
@@ -13,6 +13,7 @@ import numpy as np
 from .. import quantization as q
 from ..tflite import ACTIVATIONS, Graph, Operator, Tensor
 from .base import (
+    C_HELPERS,
     REQUANTIZE_FUNCTION,
     Lowered,
     Operand,
@@ -132,4 +133,301 @@ def svdf(graph: Graph, op: Operator) -> Lowered:
                    kernel=True)
 
 
-RULES = {"SVDF": svdf}
+# --- UNIDIRECTIONAL_SEQUENCE_LSTM: LiteRT's 8x8_16 integer LSTM (lstm_eval.cc's EvalInteger8x8_16) ---------------
+#
+# The gates are int16 in Q3.12; LiteRT's portable tensor utils apply gemmlowp's fixed-point logistic
+# and tanh to them (FixedPoint<int16_t, N>). gemmlowp writes its constants as Q0.31 and rounds them to
+# Q0.15 for int16 (RescaleConstantInitializer): the literals below are those rounded values.
+
+LSTM_ACTIVATION_FUNCTION = "mlf_lstm_sigmoid_s16"
+LSTM_ACTIVATION_C = """static inline int16_t mlf_wrap_s16(int32_t value) { return (int16_t)(uint16_t)(uint32_t)value; }
+static inline int16_t mlf_saturating_add_s16(int16_t a, int16_t b) {
+  const int32_t sum = (int32_t)a + b;
+  return (int16_t)(sum > INT16_MAX ? INT16_MAX : (sum < INT16_MIN ? INT16_MIN : sum));
+}
+/* gemmlowp's SaturatingRoundingDoublingHighMul on int16 */
+static inline int16_t mlf_srdhm_s16(int16_t a, int16_t b) {
+  if (a == INT16_MIN && b == INT16_MIN) return INT16_MAX;
+  const int32_t product = (int32_t)a * b;
+  return (int16_t)((product + (product >= 0 ? (1 << 14) : (1 - (1 << 14)))) / (1 << 15));
+}
+/* gemmlowp's RoundingDivideByPOT on int16 */
+static inline int16_t mlf_rounding_divide_s16(int16_t x, int32_t exponent) {
+  const int32_t mask = (1 << exponent) - 1;
+  const int32_t remainder = x & mask, threshold = (mask >> 1) + (x < 0 ? 1 : 0);
+  return (int16_t)((x >> exponent) + (remainder > threshold ? 1 : 0));
+}
+/* gemmlowp's SaturatingRoundingMultiplyByPOT for a positive exponent on int16 */
+static inline int16_t mlf_saturating_shift_s16(int16_t x, int32_t exponent) {
+  const int32_t threshold = (1 << (15 - exponent)) - 1;
+  if (x > threshold) return INT16_MAX;
+  if (x < -threshold) return INT16_MIN;
+  return (int16_t)(x * (1 << exponent));
+}
+/* exp(a) for a in [-1/4, 0), Q0.15 in and out */
+static inline int16_t mlf_exp_quarter_s16(int16_t a) {
+  const int16_t constant_term = 28918, one_third = 10923;
+  const int16_t x = mlf_wrap_s16(a + (1 << 12));
+  const int16_t x2 = mlf_srdhm_s16(x, x), x3 = mlf_srdhm_s16(x2, x), x4 = mlf_srdhm_s16(x2, x2);
+  const int16_t x4_over_4 = mlf_rounding_divide_s16(x4, 2);
+  const int16_t sum = mlf_wrap_s16(mlf_srdhm_s16(mlf_wrap_s16(x4_over_4 + x3), one_third) + x2);
+  const int16_t poly = mlf_rounding_divide_s16(sum, 1);
+  return mlf_saturating_add_s16(constant_term, mlf_srdhm_s16(constant_term, mlf_wrap_s16(x + poly)));
+}
+/* exp(a) for a <= 0 with `integer_bits` integer bits (0..7), result Q0.15 */
+static inline int16_t mlf_exp_negative_s16(int16_t a, int32_t integer_bits) {
+  static const int16_t multipliers[7] = {25520, 19875, 12055, 4435, 600, 11, 0};  /* exp(-2^k), k = -2..4 */
+  const int32_t fractional_bits = 15 - integer_bits;
+  const int32_t quarter = 1 << (fractional_bits - 2);
+  const int16_t reduced = mlf_wrap_s16((a & (quarter - 1)) - quarter);
+  int16_t result = mlf_exp_quarter_s16(integer_bits > 0 ? mlf_saturating_shift_s16(reduced, integer_bits) : reduced);
+  const int16_t remainder = mlf_wrap_s16(reduced - a);
+  for (int32_t k = 0; k < 7; ++k) {
+    if (integer_bits > k - 2 && (remainder & (1 << (fractional_bits + k - 2)))) {
+      result = mlf_srdhm_s16(result, multipliers[k]);
+    }
+  }
+  if (integer_bits > 5 && a < -(1 << (20 - integer_bits))) result = 0;  /* below -32 */
+  return a == 0 ? INT16_MAX : result;
+}
+/* 1 / (1 + a) for a in [0, 1) in Q0.15, by three Newton-Raphson steps: x in Q2.13 */
+static inline int16_t mlf_newton_reciprocal_s16(int16_t a) {
+  const int32_t sum = (int32_t)a + INT16_MAX;
+  const int16_t half_denominator = (int16_t)((sum + (sum >= 0 ? 1 : -1)) / 2);
+  int16_t x = mlf_wrap_s16(23130 + mlf_srdhm_s16(half_denominator, -15420));  /* 48/17 - 32/17 d */
+  for (int32_t step = 0; step < 3; ++step) {
+    const int16_t one_minus = mlf_wrap_s16((1 << 13) - mlf_srdhm_s16(half_denominator, x));
+    x = mlf_wrap_s16(x + mlf_saturating_shift_s16(mlf_srdhm_s16(x, one_minus), 2));
+  }
+  return x;
+}
+/* gemmlowp's logistic of a Q(integer_bits).(15 - integer_bits) value, result Q0.15 */
+static inline int16_t mlf_lstm_sigmoid_s16(int16_t a, int32_t integer_bits) {
+  if (a == 0) return 16384;
+  const int16_t exp_of_negative = mlf_exp_negative_s16(a > 0 ? (int16_t)-a : a, integer_bits);
+  const int16_t positive = mlf_saturating_shift_s16(mlf_newton_reciprocal_s16(exp_of_negative), 1);
+  return a > 0 ? positive : mlf_wrap_s16(INT16_MAX - positive);
+}
+/* gemmlowp's tanh of a Q(integer_bits).(15 - integer_bits) value, result Q0.15 */
+static inline int16_t mlf_lstm_tanh_s16(int16_t a, int32_t integer_bits) {
+  if (a == 0) return 0;
+  const int16_t exp_of_double = mlf_exp_negative_s16(a < 0 ? a : (int16_t)-a, integer_bits + 1);
+  const int16_t magnitude = mlf_saturating_shift_s16(
+      mlf_wrap_s16(mlf_newton_reciprocal_s16(exp_of_double) - (1 << 13)), 2);
+  return a < 0 ? mlf_wrap_s16(-magnitude) : magnitude;
+}
+/* one gate before its activation: the input and recurrent products, each requantised and added in
+   int16 with saturation, as LiteRT's MatrixBatchVectorMultiplyAccumulate does them one after the other */
+static inline int16_t mlf_lstm_gate_s16(int32_t from_input, int32_t input_multiplier, int32_t input_shift,
+                                        int32_t from_state, int32_t state_multiplier, int32_t state_shift) {
+  int32_t gate = mlf_requantize(from_input, input_multiplier, input_shift);
+  gate = gate > INT16_MAX ? INT16_MAX : (gate < INT16_MIN ? INT16_MIN : gate);
+  gate += mlf_requantize(from_state, state_multiplier, state_shift);
+  return (int16_t)(gate > INT16_MAX ? INT16_MAX : (gate < INT16_MIN ? INT16_MIN : gate));
+}
+/* TFLite's RoundingDivideByPOT of an int32 product, narrowed to int16 as CwiseMul casts it */
+static inline int16_t mlf_lstm_product_s16(int32_t a, int32_t b, int32_t exponent) {
+  const int32_t x = a * b, mask = (int32_t)((1u << exponent) - 1u);
+  const int32_t remainder = x & mask, threshold = (mask >> 1) + (x < 0 ? 1 : 0);
+  return mlf_wrap_s16((x >> exponent) + (remainder > threshold ? 1 : 0));
+}"""
+C_HELPERS[LSTM_ACTIVATION_FUNCTION] = LSTM_ACTIVATION_C  # after mlf_requantize, which its gates call
+
+# Operand positions of lstm::full (LiteRT's lstm_shared.h)
+_INPUT_WEIGHTS, _RECURRENT_WEIGHTS, _PEEPHOLES, _BIASES = (1, 2, 3, 4), (5, 6, 7, 8), (9, 10, 11), (12, 13, 14, 15)
+_PROJECTION, _OUTPUT_STATE, _CELL_STATE, _LAYER_NORMS = (16, 17), 18, 19, (20, 21, 22, 23)
+_GATES = ("input", "forget", "cell", "output")
+_GATE_SCALE = np.float32(2.0 ** -12)  # Q3.12: the gates' scale without layer normalisation
+
+
+def _wrap_int32(values: np.ndarray) -> np.ndarray:
+    """int64 values as LiteRT's int32 arithmetic leaves them (two's complement)."""
+    return (((values + 2 ** 31) % 2 ** 32) - 2 ** 31).astype(np.int32)
+
+
+def _optional(graph: Graph, op: Operator, position: int) -> Tensor | None:
+    index = op.inputs[position] if position < len(op.inputs) else -1
+    return graph.tensors[index] if index >= 0 else None
+
+
+def _weights(op: Operator, t: Tensor | None, rows: int, columns: int) -> np.ndarray:
+    if t is None:
+        raise refuse(op, "a gate's weights are missing")
+    data = constant_data(op, t, "int8")
+    if t.shape != (rows, columns):
+        raise refuse(op, f"weights {t.describe()} are not [{rows},{columns}]")
+    if t.quantization is None or t.quantization.per_channel or not t.quantization.scale > 0 \
+            or t.quantization.zero_point != 0:
+        raise refuse(op, f"weights {t.describe()} are not symmetric per-tensor int8 (LiteRT's integer LSTM reads "
+                         "one scale and no zero point)")
+    return data.astype(np.int32)
+
+
+def _lstm_multiplier(op: Operator, real: float, what: str) -> tuple[int, int]:
+    if not np.isfinite(real) or real <= 0:
+        raise refuse(op, f"the {what} scale {real} is not a positive number")
+    multiplier, shift = q.quantize_multiplier(real)
+    if shift > 30:
+        raise refuse(op, f"the {what} scale {real:.3g} is 2^31 or more; the 32-bit requantisation cannot shift by it")
+    return multiplier, shift
+
+
+def _cell_scale_exponent(op: Operator, cell: Tensor) -> int:
+    """log2 of the cell state's scale, which LiteRT requires to be a power of two (CheckedLog2)."""
+    scale = cell.quantization.scale if cell.quantization is not None else 0.0
+    if cell.quantization is None or cell.quantization.per_channel or not scale > 0:
+        raise refuse(op, f"the cell state {cell.describe()} has no positive per-tensor scale")
+    log2 = np.float32(np.log(np.float32(scale))) * np.float32(1.0 / np.log(np.float32(2.0)))
+    exponent = int(np.round(log2))
+    if abs(float(log2) - exponent) >= 1e-3:
+        raise refuse(op, f"the cell state's scale {scale} is not a power of two")
+    if not -15 <= exponent <= -9:
+        raise refuse(op, f"the cell state's scale 2^{exponent}: LiteRT's integer LSTM computes tanh of the "
+                         "cell with 0 to 6 integer bits (scale 2^-15 to 2^-9)")
+    if cell.quantization.zero_point != 0:
+        raise refuse(op, f"the cell state {cell.describe()} has a zero point; LiteRT's integer LSTM takes it as 0")
+    return exponent
+
+
+def _lstm_shape(op: Operator, x: Tensor, time_major: bool) -> tuple[int, int, int]:
+    """(batches, time steps, input size) of the input, 2-D (one step) or 3-D."""
+    if len(x.shape) == 2:
+        return x.shape[0], 1, x.shape[1]
+    if len(x.shape) != 3:
+        raise refuse(op, f"the input {x.describe()} must be 2-D or 3-D")
+    return (x.shape[1], x.shape[0], x.shape[2]) if time_major else (x.shape[0], x.shape[1], x.shape[2])
+
+
+def _refuse_lstm_variants(graph: Graph, op: Operator) -> None:
+    """Peepholes, projection and layer normalisation are not compiled; say which one the model has."""
+    if any(_optional(graph, op, i) is not None for i in _PEEPHOLES):
+        raise refuse(op, "peephole connections are not supported")
+    if any(_optional(graph, op, i) is not None for i in _PROJECTION):
+        raise refuse(op, "a projection layer is not supported")
+    if len(op.inputs) == 24 and any(_optional(graph, op, i) is not None for i in _LAYER_NORMS):
+        raise refuse(op, "layer normalisation is not supported")
+    if len(op.inputs) not in (20, 24):
+        raise refuse(op, f"{len(op.inputs)} inputs: the LSTM has 20 or 24")
+    if float(op.options.get("proj_clip", 0.0)) < 0 or float(op.options.get("cell_clip", 0.0)) < 0:
+        raise refuse(op, "a negative clip")
+    if ACTIVATIONS.get(op.options.get("activation", 0)) != "TANH":
+        raise refuse(op, "LiteRT's integer LSTM applies TANH to the cell whatever the fused activation; "
+                         f"a model asking for {ACTIVATIONS.get(op.options.get('activation', 0), '?')} is refused")
+
+
+def _quantized_cell_clip(op: Operator, cell: Tensor) -> int:
+    """The cell clip in the cell state's steps, truncated as LiteRT's prepare casts it (0: none)."""
+    clip = np.float32(op.options.get("cell_clip", 0.0))
+    if not clip > 0:
+        return 0
+    steps = np.float32(clip / np.float32(cell.quantization.scale))
+    return int(np.float32(min(max(steps, np.float32(-32768.0)), np.float32(32767.0))))
+
+
+def unidirectional_sequence_lstm(graph: Graph, op: Operator) -> Lowered:
+    """mlfbuild kernel: LiteRT's 8x8_16 integer LSTM (int8 input, output and hidden state, int16 cell state, gemmlowp's fixed-point gate activations), the states static arrays kept across inferences.
+
+    Peepholes, projection and layer normalisation are refused, as are float and hybrid LSTMs.
+    CMSIS-NN's arm_lstm_unidirectional_s8 runs TFLM's LSTM, whose gate activations are table
+    approximations that differ from LiteRT's by a few steps: our kernel it is."""
+    _refuse_lstm_variants(graph, op)
+    x = tensor_at(graph, op, 0)
+    y = tensor_at(graph, op, 0, output=True)
+    require_int8(op, x, y)
+    hidden = _state_tensor(graph, op, _OUTPUT_STATE)
+    cell = _state_tensor(graph, op, _CELL_STATE)
+    if hidden.dtype != "int8" or cell.dtype != "int16":
+        raise refuse(op, f"states {hidden.dtype} and {cell.dtype}: LiteRT's integer LSTM keeps an int8 output "
+                         "state and an int16 cell state")
+    require_int8(op, hidden)
+    if len(op.intermediates) != 5:
+        raise refuse(op, f"{len(op.intermediates)} intermediate tensors: LiteRT's integer LSTM reads 5 "
+                         "(the converter's quantization of each gate and of the hidden state)")
+    hidden_quantization = graph.tensors[op.intermediates[4]].quantization
+    if hidden_quantization is None or hidden_quantization.per_channel or not hidden_quantization.scale > 0:
+        raise refuse(op, "the hidden-state intermediate has no positive per-tensor scale")
+    time_major = bool(op.options.get("time_major", False))
+    batches, steps, depth = _lstm_shape(op, x, time_major)
+    cells = tensor_at(graph, op, 4).shape[0] if len(tensor_at(graph, op, 4).shape) == 2 else 0
+    if cells < 1 or int(np.prod(hidden.shape)) != batches * cells or int(np.prod(cell.shape)) != batches * cells:
+        raise refuse(op, f"states {hidden.describe()} and {cell.describe()} do not fit {batches} batches of "
+                         f"{cells} cells (without a projection the output has one value per cell)")
+    expected = (*x.shape[:-1], cells)
+    if tuple(y.shape) != expected:
+        raise refuse(op, f"the output {y.describe()} is not {list(expected)}")
+    cifg = _optional(graph, op, _INPUT_WEIGHTS[0]) is None
+    gates = _GATES[1:] if cifg else _GATES
+    cell_exponent = _cell_scale_exponent(op, cell)
+    in_scale, state_scale = np.float32(x.quantization.scale), np.float32(hidden.quantization.scale)
+    in_zp, state_zp = x.quantization.zero_point, hidden.quantization.zero_point
+    operands = [Operand("int8_t*", "input_", op.inputs[0])]
+    scales = {}
+    for gate in gates:
+        k = _GATES.index(gate)
+        w_in = _weights(op, _optional(graph, op, _INPUT_WEIGHTS[k]), cells, depth)
+        w_state = _weights(op, _optional(graph, op, _RECURRENT_WEIGHTS[k]), cells, cells)
+        bias_tensor = _optional(graph, op, _BIASES[k])
+        if bias_tensor is None:
+            raise refuse(op, f"the {gate} gate's bias is missing")
+        bias = constant_data(op, bias_tensor, "int32").reshape(-1).astype(np.int64)
+        if bias.size != cells:
+            raise refuse(op, f"the {gate} gate's bias has {bias.size} values for {cells} cells")
+        # LiteRT's prepare folds the zero points into the biases (PrecomputeZeroPointTimesWeightWithBias)
+        input_bias = _wrap_int32(bias - in_zp * w_in.sum(axis=1))
+        state_bias = _wrap_int32(-state_zp * w_state.sum(axis=1))
+        operands += [Operand("int8_t*", f"{gate}_in_w_", constant=np.ascontiguousarray(w_in.astype(np.int8))),
+                     Operand("int8_t*", f"{gate}_state_w_", constant=np.ascontiguousarray(w_state.astype(np.int8))),
+                     Operand("int32_t*", f"{gate}_in_b_", constant=input_bias),
+                     Operand("int32_t*", f"{gate}_state_b_", constant=state_bias)]
+        w_in_scale = np.float32(graph.tensors[op.inputs[_INPUT_WEIGHTS[k]]].quantization.scale)
+        w_state_scale = np.float32(graph.tensors[op.inputs[_RECURRENT_WEIGHTS[k]]].quantization.scale)
+        scales[gate] = (_lstm_multiplier(op, float(np.float32(w_in_scale * in_scale) / _GATE_SCALE), f"{gate} input"),
+                        _lstm_multiplier(op, float(np.float32(w_state_scale * state_scale) / _GATE_SCALE),
+                                         f"{gate} recurrent"))
+    hidden_real = float(np.float32(2.0 ** -15 / float(np.float32(hidden_quantization.scale)) * 2.0 ** -15))
+    hidden_multiplier, hidden_shift = _lstm_multiplier(op, hidden_real, "hidden")
+    hidden_zp = hidden_quantization.zero_point
+    operands.append(Operand("int8_t*", "output_", op.outputs[0]))
+    clip = _quantized_cell_clip(op, cell)
+    step = f"(t * {batches} + b)" if time_major else f"(b * {steps} + t)"
+    # LiteRT (ResetVariableTensor) and TFLM start an int8 variable tensor at its zero point
+    start = "" if state_zp == 0 else " = {" + ", ".join([str(state_zp)] * (batches * cells)) + "}"
+    body = [f"  static int8_t hidden[{batches * cells}]{start};  /* the output state, kept across inferences */",
+            f"  static int16_t cell[{batches * cells}];  /* the cell state: zeroed at start, likewise */",
+            *[f"  int16_t {gate}_gate[{cells}];" for gate in gates],
+            f"  for (int32_t b = 0; b < {batches}; ++b) {{",
+            f"    for (int32_t t = 0; t < {steps}; ++t) {{",
+            f"      for (int32_t c = 0; c < {cells}; ++c) {{"]
+    for gate in gates:
+        (mi, si), (ms, ss) = scales[gate]
+        body += [f"        int32_t {gate}_in = {gate}_in_b_[c], {gate}_state = {gate}_state_b_[c];",
+                 (f"        for (int32_t j = 0; j < {depth}; ++j) {gate}_in += (int32_t)input_[{step} * {depth} + j] * "
+                  f"{gate}_in_w_[c * {depth} + j];"),
+                 (f"        for (int32_t j = 0; j < {cells}; ++j) {gate}_state += (int32_t)hidden[b * {cells} + j] * "
+                  f"{gate}_state_w_[c * {cells} + j];"),
+                 f"        const int16_t {gate}_sum = mlf_lstm_gate_s16({gate}_in, {mi}, {si}, {gate}_state, {ms}, {ss});",
+                 (f"        {gate}_gate[c] = " + (f"mlf_lstm_tanh_s16({gate}_sum, 3);" if gate == "cell"
+                                                  else f"mlf_lstm_sigmoid_s16({gate}_sum, 3);"))]
+    input_gate = f"(int16_t)({32767} - forget_gate[c])" if cifg else "input_gate[c]"
+    body += ["      }",
+             f"      for (int32_t c = 0; c < {cells}; ++c) {{",
+             f"        int16_t* state = &cell[b * {cells} + c];",
+             "        const int16_t kept = mlf_lstm_product_s16(forget_gate[c], *state, 15);",
+             f"        const int16_t added = mlf_lstm_product_s16({input_gate}, cell_gate[c], {30 + cell_exponent});",
+             "        int32_t updated = mlf_saturating_add_s16(kept, added);",
+             *([f"        updated = {c_clamp('updated', -clip, clip)};"] if clip > 0 else []),
+             "        *state = (int16_t)updated;",
+             f"        const int16_t squashed = mlf_lstm_tanh_s16(*state, {15 + cell_exponent});",
+             (f"        const int32_t out = {REQUANTIZE_FUNCTION}((int32_t)output_gate[c] * squashed, {hidden_multiplier}, "
+              f"{hidden_shift}) + ({hidden_zp});"),
+             f"        hidden[b * {cells} + c] = (int8_t){c_clamp('out', -128, 127)};",
+             "      }",
+             f"      for (int32_t c = 0; c < {cells}; ++c) output_[{step} * {cells} + c] = hidden[b * {cells} + c];",
+             "    }",
+             "  }",
+             "  return 0;"]
+    return Lowered(op, "", operands, body, "mlfbuild kernel: LiteRT's 8x8_16 integer LSTM, its states in static arrays",
+                   kernel=True)
+
+
+RULES = {"SVDF": svdf, "UNIDIRECTIONAL_SEQUENCE_LSTM": unidirectional_sequence_lstm}
