@@ -1,8 +1,9 @@
-"""SVDF (lowering/recurrent.py) in models written here as TensorFlow's converter writes keyword
-spotting's SVDF layers (int8 input and output, int8 feature weights, int16 time weights and a
-variable int16 state, RELU), compared bit for bit with LiteRT's reference kernels over several
-samples run one after another, so that the state carried from one inference to the next is checked
-too; and what stays refused, in one line."""
+"""SVDF and UNIDIRECTIONAL_SEQUENCE_LSTM (lowering/recurrent.py) in models written here as TensorFlow's
+converter writes them (SVDF: keyword spotting's layers, int8 input and output, int8 feature weights,
+int16 time weights and a variable int16 state, RELU; LSTM: the 8x8_16 integer LSTM of a Keras LSTM,
+int8 weights and hidden state, int16 cell state, five intermediates), compared bit for bit with
+LiteRT's reference kernels over several samples run one after another, so that the state carried
+from one inference to the next is checked too; and what stays refused, in one line."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import tflitecases  # noqa: F401 - registers the cases
 from ai_edge_litert import schema_py_generated as schema
 from conftest import cli
 from test_import_operators import _assert_refused, check_against_litert
-from tflitecases.recurrent import svdf_layer
+from tflitecases.recurrent import lstm_layer, svdf_layer
 from tflitewriter import GraphBuilder, pack_model, read_model
 
 
@@ -129,3 +130,90 @@ def test_svdf_chain_with_each_cmsis_nn_equals_litert(board, version, cmsis_nn, t
     """Built with either tree, on DSP and MVE cores."""
     model = svdf_model(tmp_path / "svdf.tflite", 11, _LAYERS + [{"units": 4, "rank": 1, "memory": 2}], batch=2)
     check_against_litert(model, board, cmsis_nn(version), tmp_path / board, samples=4)
+
+
+def lstm_model(path: Path, seed: int, layers: list[dict], shape: tuple[int, ...] = (1, 6, 10),
+               input_zero_point: int = -20) -> Path:
+    rng = np.random.default_rng(seed)
+    graph = GraphBuilder()
+    x = graph.add_input("in", "int8", shape, scale=0.05, zero_point=input_zero_point)
+    for k, layer in enumerate(layers):
+        x = lstm_layer(graph, rng, x, f"lstm{k}", **dict({"cells": 8}, **layer))
+    graph.mark_output(x)
+    return graph.write(path)
+
+
+# Stacked as Keras stacks return_sequences LSTMs: the second reads the first's hidden states.
+_LSTM_CASES = {
+    "converter's": [{"cells": 12}, {"cells": 6, "state_zero_point": -4}],
+    "coupled input and forget gates": [{"cifg": True}, {"cifg": True, "cells": 3, "cell_clip": 0.0}],
+    "time major": [{"time_major": True, "cells": 5}],
+    "cell scales at both ends": [{"cell_exponent": -15, "cell_clip": 0.3}, {"cell_exponent": -9}],
+    "hidden zero point not the state's": [{"state_zero_point": 7, "hidden_zero_point": -2}],
+}
+
+
+@pytest.mark.cross
+def test_lstm_stacks_equal_litert_sample_after_sample(cmsis_nn, tmp_path):
+    """Six samples in one run: the states after sample k (the int8 one starting at its zero point, as
+    LiteRT resets it) are what sample k+1 reads. One bundle per stack."""
+    for k, layers in enumerate(_LSTM_CASES.values()):
+        model = lstm_model(tmp_path / f"lstm{k}.tflite", k, layers, shape=(2, 5, 10) if k == 2 else (1, 6, 10))
+        check_against_litert(model, "host", cmsis_nn("v6.0.0"), tmp_path / f"host{k}", samples=6)
+
+
+def test_a_2d_lstm_input_is_refused(tmp_path):
+    """LiteRT's prepare reads a third input dimension whatever the rank: no oracle for a 2-D input."""
+    _assert_refused(lstm_model(tmp_path / "lstm.tflite", 9, [{"cells": 7}], shape=(3, 11)), "must be 3-D", tmp_path)
+
+
+@pytest.mark.qemu
+@pytest.mark.cross
+def test_lstm_stack_on_the_m55_equals_litert(cmsis_nn, tmp_path):
+    model = lstm_model(tmp_path / "lstm.tflite", 0, _LSTM_CASES["converter's"])
+    check_against_litert(model, "mps3-an547", cmsis_nn("v6.0.0"), tmp_path / "m55", samples=3)
+
+
+def _lstm_with(tmp_path: Path, change) -> Path:
+    """A one-LSTM model with `change(subgraph, operator)` applied to its file."""
+    model = read_model(lstm_model(tmp_path / "lstm.tflite", 0, [{}]).read_bytes())
+    subgraph = model.subgraphs[0]
+    change(subgraph, subgraph.operators[0])
+    path = tmp_path / "changed.tflite"
+    path.write_bytes(pack_model(model))
+    return path
+
+
+def _set_input(position: int, tensor_name: str):
+    def change(subgraph, operator):
+        names = [(t.name.decode() if isinstance(t.name, bytes) else t.name) for t in subgraph.tensors]
+        operator.inputs[position] = names.index(tensor_name)
+    return change
+
+
+def _scale_of(tensor_name: str, scale: float):
+    def change(subgraph, operator):
+        for t in subgraph.tensors:
+            if (t.name.decode() if isinstance(t.name, bytes) else t.name) == tensor_name:
+                t.quantization.scale = np.array([scale], np.float32)
+    return change
+
+
+@pytest.mark.parametrize("change, said", [
+    (_set_input(16, "lstm0/state_output"), "a projection layer is not supported"),
+    (lambda subgraph, operator: setattr(operator, "intermediates", operator.intermediates[:4]),
+     "4 intermediate tensors"),
+    (_scale_of("lstm0/c", 3e-4), "is not a power of two"),
+    (_scale_of("lstm0/c", 2.0 ** -7), "2^-7"),
+    (lambda subgraph, operator: setattr(operator.builtinOptions, "fusedActivationFunction", 1), "RELU"),
+])
+def test_lstm_outside_litert_integer_kernel_is_refused(change, said, tmp_path):
+    _assert_refused(_lstm_with(tmp_path, change), said, tmp_path)
+
+
+@pytest.mark.parametrize("scale", [1e-40, 3e38, 0.0, 1.0, 1e12])
+@pytest.mark.parametrize("tensor", ["lstm0/in_forget", "lstm0/state_cell", "lstm0/h", "lstm0/hidden", "in"])
+def test_lstm_extreme_scales_are_imported_or_refused_in_one_line(tensor, scale, tmp_path):
+    run = cli("import", str(_lstm_with(tmp_path, _scale_of(tensor, scale))), "-o", str(tmp_path / "m.tar"))
+    assert run.returncode in (0, 3), run.stderr
+    assert run.returncode == 0 or run.stderr.count("\n") == 1, run.stderr

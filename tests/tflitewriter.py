@@ -113,6 +113,7 @@ class Operator:
     outputs: tuple[int, ...]
     options: object | None
     version: int
+    intermediates: tuple[int, ...] = ()
 
 
 class GraphBuilder:
@@ -175,12 +176,13 @@ class GraphBuilder:
     # operators
 
     def add_operator(self, name: str, inputs: Sequence[int], outputs: Sequence[int], options=None, *,
-                     version: int | None = None) -> None:
+                     version: int | None = None, intermediates: Sequence[int] = ()) -> None:
         """A builtin operator ('CONV_2D', ...) with its schema options object (Conv2DOptionsT, ...,
-        or None); version defaults to the converter's for int8 (INT8_VERSIONS), else 1."""
+        or None); version defaults to the converter's for int8 (INT8_VERSIONS), else 1. Intermediates
+        are tensors that carry quantization for the operator's own steps (the integer LSTM's)."""
         builtin_code(name)  # an unknown name fails here, not when packing
         version = version if version is not None else INT8_VERSIONS.get(name, 1)
-        self.operators.append(Operator(name, tuple(inputs), tuple(outputs), options, version))
+        self.operators.append(Operator(name, tuple(inputs), tuple(outputs), options, version, tuple(intermediates)))
 
     # writing
 
@@ -206,7 +208,8 @@ class GraphBuilder:
             operators.append(schema.OperatorT(
                 opcodeIndex=codes.index((op.name, op.version)), inputs=np.array(op.inputs, np.int32),
                 outputs=np.array(op.outputs, np.int32), builtinOptionsType=_options_type(op.options),
-                builtinOptions=op.options))
+                builtinOptions=op.options,
+                intermediates=np.array(op.intermediates, np.int32) if op.intermediates else None))
         subgraph = schema.SubGraphT(tensors=tensors, inputs=np.array(self.input_indices, np.int32),
                                     outputs=np.array(self.output_indices, np.int32), operators=operators,
                                     name=self.name)

@@ -50,3 +50,68 @@ def add_svdf(graph: GraphBuilder, p: Draw, x: int, name: str = "svdf") -> int:
 
 
 register_cases({"SVDF": (_features, add_svdf, (1e-2, 1e-1), "int8")})
+
+
+# --- UNIDIRECTIONAL_SEQUENCE_LSTM as the converter writes a Keras LSTM for int8 (the 8x8_16 integer LSTM) ----
+
+TANH = 4
+_GATE_SCALE = 2.0 ** -12  # the gates' Q3.12 without layer normalisation
+
+
+def lstm_layer(graph: GraphBuilder, rng: np.random.Generator, x: int, name: str, *, cells: int, cifg: bool = False,
+               time_major: bool = False, cell_exponent: int = -11, cell_clip: float = 10.0,
+               state_zero_point: int = 0, hidden_zero_point: int | None = None) -> int:
+    """An LSTM after `x` ([batch, time, depth] or [batch, depth]); returns its output. Its output and
+    cell states `<name>/h` and `<name>/c` are variable; five intermediates carry the gates' and the
+    hidden state's quantization, as the converter writes them."""
+    source = graph.tensor(x)
+    depth, input_scale = source.shape[-1], source.scale
+    batch = source.shape[1] if time_major and len(source.shape) == 3 else source.shape[0]
+    # a state scale a typical tanh output of the hidden state (|h| < 1) spans in int8
+    state_scale = float(rng.uniform(0.005, 0.009))
+    weights = {}
+    for kind, fan_in, scale_in in (("in", depth, input_scale), ("state", cells, state_scale)):
+        for gate in ("input", "forget", "cell", "output"):
+            if cifg and gate == "input":
+                continue
+            # pre-activations of a few units in Q3.12: weight scale × input scale × 127 × √fan_in ≈ 2
+            scale = float(rng.uniform(0.5, 2.0)) / (127 * 100 * scale_in * math.sqrt(fan_in))
+            weights[kind, gate] = graph.add_constant(f"{name}/{kind}_{gate}", rng.integers(
+                -127, 128, (cells, fan_in)).astype(np.int8), scale=scale, zero_point=0)
+    biases = {gate: graph.add_constant(f"{name}/bias_{gate}", rng.integers(-3000, 3000, cells).astype(np.int32),
+                                       scale=input_scale * graph.tensor(weights["in", "forget"]).scale, zero_point=0)
+              for gate in ("input", "forget", "cell", "output") if not (cifg and gate == "input")}
+    hidden = graph.add_tensor(f"{name}/h", "int8", (batch, cells), scale=state_scale, zero_point=state_zero_point)
+    cell = graph.add_tensor(f"{name}/c", "int16", (batch, cells), scale=2.0 ** cell_exponent, zero_point=0)
+    graph.variable_indices.update((hidden, cell))
+    intermediates = [graph.add_tensor(f"{name}/intermediate_{k}", "int16", (0,), scale=_GATE_SCALE, zero_point=0)
+                     for k in range(4)]
+    intermediates.append(graph.add_tensor(
+        f"{name}/hidden", "int8", (0,), scale=state_scale,
+        zero_point=state_zero_point if hidden_zero_point is None else hidden_zero_point))
+    y = graph.add_tensor(f"{name}/out", "int8", (*source.shape[:-1], cells), scale=state_scale,
+                         zero_point=state_zero_point)
+    gate = lambda kind, g: weights.get((kind, g), -1)  # noqa: E731
+    inputs = [x, *(gate("in", g) for g in ("input", "forget", "cell", "output")),
+              *(gate("state", g) for g in ("input", "forget", "cell", "output")), -1, -1, -1,
+              *(biases.get(g, -1) for g in ("input", "forget", "cell", "output")), -1, -1, hidden, cell,
+              -1, -1, -1, -1]
+    graph.add_operator("UNIDIRECTIONAL_SEQUENCE_LSTM", inputs, [y], schema.UnidirectionalSequenceLSTMOptionsT(
+        fusedActivationFunction=TANH, cellClip=cell_clip, timeMajor=time_major), intermediates=intermediates)
+    return y
+
+
+def _sequence(p: Draw) -> tuple[int, ...]:
+    return (p.integer("batch", 1, 2), p.integer("time", 1, 4), p.integer("depth", 1, 12))
+
+
+def add_lstm(graph: GraphBuilder, p: Draw, x: int, name: str = "lstm") -> int:
+    state_zero_point = p.choice("state_zero_point", (0, 0, -3, 5))
+    return lstm_layer(graph, p.rng, x, name, cells=p.integer("cells", 1, 10), cifg=p.choice("cifg", (False, False, True)),
+                      time_major=p.choice("time_major", (False, False, True)),
+                      cell_exponent=p.integer("cell_exponent", -15, -9),
+                      cell_clip=p.choice("cell_clip", (10.0, 10.0, 0.0, 0.4)), state_zero_point=state_zero_point,
+                      hidden_zero_point=p.choice("hidden_zero_point", (None, None, None, 2)))
+
+
+register_cases({"UNIDIRECTIONAL_SEQUENCE_LSTM": (_sequence, add_lstm, (1e-2, 1e-1), "int8")})

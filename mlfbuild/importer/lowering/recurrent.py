@@ -290,11 +290,10 @@ def _cell_scale_exponent(op: Operator, cell: Tensor) -> int:
 
 
 def _lstm_shape(op: Operator, x: Tensor, time_major: bool) -> tuple[int, int, int]:
-    """(batches, time steps, input size) of the input, 2-D (one step) or 3-D."""
-    if len(x.shape) == 2:
-        return x.shape[0], 1, x.shape[1]
+    """(batches, time steps, input size) of the 3-D input (LiteRT's prepare reads a third dimension
+    whatever the rank, so no oracle holds a 2-D one)."""
     if len(x.shape) != 3:
-        raise refuse(op, f"the input {x.describe()} must be 2-D or 3-D")
+        raise refuse(op, f"the input {x.describe()} must be 3-D ([batch, time, features] or time-major)")
     return (x.shape[1], x.shape[0], x.shape[2]) if time_major else (x.shape[0], x.shape[1], x.shape[2])
 
 
