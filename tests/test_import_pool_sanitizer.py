@@ -1,0 +1,67 @@
+"""Imported models' pool plans checked against the running code, as TVM's are (tests/pool_sanitizer.py):
+the static analysis reads the importer's C, and AddressSanitizer then runs that C with every region
+the analysis claims as an allocation of its own, poisoned outside its claimed life. The outputs must
+equal the same C's with the importer's own layout. In-place operators, views (RESHAPE) of in-place
+outputs, recurrent states and CMSIS-NN scratch buffers are in the models checked."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import pool_sanitizer
+import tflitecases  # noqa: F401 - registers the cases of every operator family with tflitewriter
+from conftest import cli
+from mlfbuild.canalysis.cfront import runtime_include_dir
+from mlfbuild.canalysis.pool import read_usmp_pool
+from mlfbuild.importer import import_tflite
+from mlfbuild.mlf.reader import read_mlf
+from test_import_operators import operator_cases
+from test_import_ops_recurrent import _LSTM_CASES, lstm_model
+from tflitewriter import KWS_CHAIN, RESIDUAL_CHAIN, bundle_model, chain_model
+
+_IN_PLACE_VIEW = (("CONV_2D", {"padding": "SAME", "stride_h": 1, "stride_w": 1}), "RELU", "RESHAPE",
+                  "FULLY_CONNECTED")
+
+
+def _models(tmp_path):
+    rng = np.random.default_rng(21)
+    return {"kws chain": chain_model(rng, KWS_CHAIN).write(tmp_path / "kws.tflite"),
+            "residual chain": chain_model(rng, RESIDUAL_CHAIN).write(tmp_path / "residual.tflite"),
+            "view of an in-place output": chain_model(rng, _IN_PLACE_VIEW).write(tmp_path / "view.tflite"),
+            "lstm stack": lstm_model(tmp_path / "lstm.tflite", 2, _LSTM_CASES["converter's"]),
+            "every operator": bundle_model(rng, operator_cases(1)[:60]).write(tmp_path / "ops.tflite")}
+
+
+def _checked_against_its_own_layout(model, tree, out):
+    """Build `model` for the host, then check the C the build compiles (the importer's, with the CMSIS-NN
+    scratch buffers the build supplies) under the sanitizer."""
+    out.mkdir()
+    import_tflite(model, out / "model.tar")
+    built = cli("build", str(out / "model.tar"), "-b", "host", "--cmsis-nn", str(tree), "-o", str(out / "b"))
+    assert built.returncode == 0, built.stderr
+    assert "not proven" not in built.stderr, built.stderr
+    project = out / "b" / "project"
+    module = read_mlf(out / "model.tar", out / "mlf").modules[0]
+    sources = {str(path.relative_to(project)): path.read_text()
+               for path in sorted((project / "model" / "codegen" / "host" / "src").glob("*.c"))}
+    headers = (project / "model" / "codegen" / "host" / "include", project / "src", project / "lib" / "cmsis-nn" / "Include")
+    record = json.loads((out / "b" / "build.json").read_text()).get("cmsis_nn") or {"sources": []}
+    library = [project / "lib" / "cmsis-nn" / source for source in record["sources"]]
+    # the scratch region the build supplies, and the runtime's TVMAPISetLastError the size checks call
+    library += sorted((project / "src").glob("mlf_cmsis_nn_scratch.c")) + [project / "crt" / "src" / "backend.c"]
+    pool = read_usmp_pool(sources, module.name, headers)
+    assert not pool.problem and pool.regions, pool.problem
+    include = [*headers, runtime_include_dir()]
+    reference = pool_sanitizer.build_and_run(module, sources, None, include, out / "own", library, checked=False)
+    checked = pool_sanitizer.build_and_run(module, sources, pool, include, out / "checked", library)
+    assert checked == reference and checked.endswith("status 0\n")
+
+
+@pytest.mark.cross
+@pytest.mark.parametrize("name", ["kws chain", "residual chain", "view of an in-place output", "lstm stack",
+                                  "every operator"])
+def test_an_imported_models_pool_claims_hold_under_the_sanitizer(name, cmsis_nn, tmp_path):
+    _checked_against_its_own_layout(_models(tmp_path)[name], cmsis_nn("v6.0.0"), tmp_path / "check")
