@@ -12,7 +12,7 @@ _LOGITS = (1e-2, 1e-1)  # int16 inputs get these / 256: logits within about ±13
 
 
 def _softmax(graph: GraphBuilder, p: Draw, x: int, name: str, quantization: dict) -> int:
-    y = _output(graph, name, "int16", graph.tensor(x).shape, quantization)
+    y = _output(graph, name, p("output_dtype", lambda: "int16"), graph.tensor(x).shape, quantization)
     beta = p("beta", lambda: 1.0 if p.rng.random() < 0.5 else float(p.rng.uniform(0.3, 3.0)))
     graph.add_operator("SOFTMAX", [x], [y], schema.SoftmaxOptionsT(beta=beta))
     return y
