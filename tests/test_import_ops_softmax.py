@@ -10,15 +10,15 @@ import json
 
 import numpy as np
 import pytest
-
 import tflitecases  # noqa: F401 - registers the cases
 from conftest import cli
+from test_import_operators import _assert_refused, check_against_litert
+from tflitecases.softmax import add_softmax_int16
+from tflitewriter import Draw, GraphBuilder, bundle_model, chain_model
+
 from mlfbuild.importer import quantization as q
 from mlfbuild.importer.lowering.softmax import softmax_int16_tables
 from mlfbuild.reference import litert
-from tflitecases.softmax import add_softmax_int16
-from test_import_operators import _assert_refused, check_against_litert
-from tflitewriter import Draw, GraphBuilder, bundle_model, chain_model
 
 KINDS = ("SOFTMAX", "SOFTMAX/int8_int16", "SOFTMAX/int16", "QUANTIZE/int16_to_int32")
 

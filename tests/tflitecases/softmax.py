@@ -5,7 +5,6 @@ as TFLite's kernels require (int8 → int16: 1/65536 and zero point -32768; int1
 from __future__ import annotations
 
 from ai_edge_litert import schema_py_generated as schema
-
 from tflitewriter import Draw, GraphBuilder, _features, _output, register_cases
 
 _LOGITS = (1e-2, 1e-1)  # int16 inputs get these / 256: logits within about ±13
