@@ -51,7 +51,7 @@ def _softmax_int8(graph: Graph, op: Operator, x: Tensor, y: Tensor) -> Lowered:
         # LiteRT writes the same numbers whatever the output says; TFLM holds it to what they mean
         if y.quantization.zero_point != -32768 or not _near(y.quantization.scale, 1.0 / 65536):
             raise refuse(op, "an int8 → int16 softmax's output must have scale 1/65536 and zero point -32768 "
-                             "(as TFLite requires)")
+                             "(as TFLM requires)")
         body = bare_call(f"arm_softmax_s8_s16(input_, {rows}, {depth}, {multiplier}, {shift}, {diff_min}, output_)")
         operands = [Operand("int8_t*", "input_", op.inputs[0]), Operand("int16_t*", "output_", op.outputs[0])]
         return Lowered(op, "arm_softmax_s8_s16", operands, body)
