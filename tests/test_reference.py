@@ -115,6 +115,27 @@ def test_litert_runs_every_sample(models_dir, fixtures_dir):
     assert np.array_equal(outputs[0], reference["output_0"])  # TVM and LiteRT agree exactly on ad
 
 
+def test_litert_takes_a_nameless_input_by_the_name_the_reader_gives_it(tmp_path):
+    """TFLM's keyword_scrambled names no tensor: the reader calls its input tensor<index>, and so
+    must the samples LiteRT is given."""
+    from tflitewriter import GraphBuilder, pack_model, read_model
+
+    graph = GraphBuilder()
+    x = graph.add_input("x", "int8", (1, 4), scale=0.5, zero_point=0)
+    y = graph.add_tensor("y", "int8", (1, 4), scale=0.5, zero_point=0)
+    graph.add_operator("RELU", [x], [y])
+    graph.mark_output(y)
+    nameless = read_model(graph.to_bytes())
+    for tensor in nameless.subgraphs[0].tensors:
+        tensor.name = None
+    model = tmp_path / "nameless.tflite"
+    model.write_bytes(pack_model(nameless))
+    (name,) = [t.name for t in read_tflite(model).inputs]
+    assert name == f"tensor{x}"
+    (outputs,) = litert.run_model(model, {name: np.array([[[-3, -1, 0, 5]]], np.int8)}, kernels="reference")
+    assert outputs.tolist() == [[[0, 0, 0, 5]]]
+
+
 def _fake_python(tmp_path: Path, body: str) -> str:
     script = tmp_path / "python"
     script.write_text(f"#!/bin/sh\n{body}\n")

@@ -12,9 +12,10 @@ import pytest
 from conftest import cli
 from litert_oracle import run_seeded
 
-# file → samples compared
-MODELS = {"hello_world_int8.tflite": 20, "micro_speech_quantized.tflite": 20, "trained_lstm_int8.tflite": 20, "micro_speech_lstm.tflite": 10, "dtln.tflite": 10,
-          "keyword_scrambled.tflite": 10, "keyword_scrambled_8bit.tflite": 10,
+# file → samples compared. keyword_scrambled_8bit is not here: its int8 SVDF state is TFLM's alone
+# (LiteRT's reference kernel reads it as int16 and crashes); its refusal is tested with the SVDF's.
+MODELS = {"hello_world_int8.tflite": 20, "micro_speech_quantized.tflite": 20, "trained_lstm_int8.tflite": 20,
+          "micro_speech_lstm.tflite": 10, "dtln.tflite": 10, "keyword_scrambled.tflite": 10,
           "mobilenet_v2_quantized_1x3x224x224.tflite": 20}
 
 

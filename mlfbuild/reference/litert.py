@@ -91,7 +91,8 @@ def _child(model: str, work: Path, kernels: str) -> int:
         interpreter.allocate_tensors()
         inputs, outputs = interpreter.get_input_details(), interpreter.get_output_details()
         with np.load(work / "inputs.npz", allow_pickle=False) as data:
-            samples = [data[detail["name"]] for detail in inputs]
+            # a nameless tensor is named as mlfbuild's readers name it, by its index
+            samples = [data[detail["name"] or f"tensor{detail['index']}"] for detail in inputs]
         results: list[list[np.ndarray]] = [[] for _ in outputs]
         for index in range(len(samples[0])):
             for detail, values in zip(inputs, samples):

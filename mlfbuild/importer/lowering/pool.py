@@ -1,16 +1,12 @@
-"""Pooling and softmax: CMSIS-NN's pooling and softmax calls."""
+"""Pooling: CMSIS-NN's pooling calls (16x8 by their s16 kinds)."""
 
 from __future__ import annotations
 
-import numpy as np
-
 from .. import quantization as q
-from ..tflite import Graph, Operator
-from ..tflite import ACTIVATIONS
+from ..tflite import ACTIVATIONS, Graph, Operator
 from .base import (
     Lowered,
     Operand,
-    bare_call,
     c_dims,
     fused_activation_range,
     io_operands,
@@ -84,23 +80,7 @@ def _max_pool(graph: Graph, op: Operator) -> Lowered:
     return _pool(graph, op, "arm_max_pool_s8")
 
 
-def _softmax(graph: Graph, op: Operator) -> Lowered:
-    """`arm_softmax_s8`, its multiplier, shift and diff_min as TFLite's int8 softmax prepares them."""
-    x, y = tensor_at(graph, op, 0), tensor_at(graph, op, 0, output=True)
-    require_int8(op, x, y)
-    if y.quantization.zero_point != -128 or y.quantization.scale != float(np.float32(1.0 / 256)):
-        raise refuse(op, "an int8 softmax's output must have scale 1/256 and zero point -128 (as TFLite requires)")
-    if x.shape != y.shape or not x.shape:
-        raise refuse(op, "input and output shapes differ")
-    row = x.shape[-1]
-    rows = int(np.prod(x.shape)) // row if row else 0
-    multiplier, shift, diff_min = q.softmax_parameters(op.options["beta"], x.quantization.scale)
-    body = bare_call(f"arm_softmax_s8(input_, {rows}, {row}, {multiplier}, {shift}, {diff_min}, output_)")
-    return Lowered(op, "arm_softmax_s8", list(io_operands(graph, op)), body)
-
-
 RULES = {
     "AVERAGE_POOL_2D": _average_pool,
     "MAX_POOL_2D": _max_pool,
-    "SOFTMAX": _softmax,
 }

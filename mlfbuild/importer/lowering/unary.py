@@ -798,11 +798,39 @@ def _relu6(graph: Graph, op: Operator) -> Lowered:
     return relu_x(graph, op, 0.0, 6.0)
 
 
+def _requantize_int16(op: Operator, x: Tensor, y: Tensor) -> Lowered:
+    """TFLite's Requantize from int16 of any zero point (an int8 → int16 softmax's output has -32768)
+    to int8 (clamped) or int32 (refused where the result could pass int32: TFLite's sum would overflow)."""
+    for t in (x, y):
+        if t.quantization is None or t.quantization.per_channel:
+            raise refuse(op, f"tensor {t.describe()} has no per-tensor quantization")
+        if not (math.isfinite(t.quantization.scale) and 1e-15 <= t.quantization.scale <= 1e15):
+            raise refuse(op, f"tensor {t.describe()} has scale {t.quantization.scale}, outside 1e-15..1e15")
+    x_zp, y_zp = x.quantization.zero_point, y.quantization.zero_point
+    if not -32768 <= x_zp <= 32767:
+        raise refuse(op, f"tensor {x.describe()} has zero point {x_zp}, outside int16")
+    ratio = float(x.quantization.scale) / float(y.quantization.scale)
+    multiplier, shift = q.quantize_multiplier(ratio)
+    largest = max(32767 - x_zp, x_zp + 32768)  # the largest |input − zero point|
+    check_requantize(op, largest, shift)
+    scaled = f"{REQUANTIZE_FUNCTION}((int32_t)in - ({x_zp}), {multiplier}, {shift}) + ({y_zp})"
+    if y.dtype == "int32":
+        if largest * ratio + 1 + abs(y_zp) > (1 << 31) - 1:
+            raise refuse(op, f"scales {x.quantization.scale} → {y.quantization.scale} and zero point {y_zp} "
+                             "take the result past int32")
+        return loop(op, x, y, [f"const int32_t out = {scaled};"], in_place=False)
+    quantized(op, y, ("int8",))
+    return loop(op, x, y, [f"const int32_t scaled = {scaled};", f"const int8_t out = (int8_t){c_clamp('scaled', -128, 127)};"])
+
+
 def _quantize(graph: Graph, op: Operator) -> Lowered:
-    """mlfbuild kernel: float32 → int8/int16 (TFLite's AffineQuantize, in float), or a requantization between int8 and int16 (TFLite's Requantize)."""
+    """mlfbuild kernel: float32 → int8/int16 (TFLite's AffineQuantize, in float), or a requantization between int8 and int16 or from int16 to int32 (TFLite's Requantize; int16 → int16 symmetric, int16 → int8/int32 of any zero point)."""
     x, y = tensor_at(graph, op, 0), tensor_at(graph, op, 0, output=True)
+    if x.dtype == "int16" and y.dtype in ("int8", "int32"):
+        return _requantize_int16(op, x, y)
     if y.dtype not in ("int8", "int16") or y.quantization is None or y.quantization.per_channel:
-        raise refuse(op, f"only quantization to per-tensor int8 or int16 is supported, not {y.describe()}")
+        raise refuse(op, f"only quantization to per-tensor int8 or int16 (or from int16 to int32) is supported, "
+                         f"not {y.describe()}")
     quantized(op, y)
     zp, (qmin, qmax) = y.quantization.zero_point, LIMITS[y.dtype]
     ctype = CTYPES[y.dtype]
