@@ -23,6 +23,10 @@ class ImportCommand(Command):
                             help="tflite: bit-exact with TFLite's reference kernels (fully connected layers round "
                                  "once; the default); cmsis-nn: CMSIS-NN's default rounding everywhere, as TFLM with "
                                  "CMSIS-NN computes (faster fully connected layers on DSP cores, within an LSB per layer)")
+        parser.add_argument("--memory", choices=("floor", "min"), default="floor",
+                            help="floor: every layer writes a tensor of its own (the liveness floor; the default); "
+                                 "min: convolutions also write their output over their dying input row by row, "
+                                 "where that makes the pool smaller (a little more compute: a call per row)")
         parser.add_argument("--json", action="store_true", help="print what was imported as JSON")
 
     def run(self, args):
@@ -34,7 +38,7 @@ class ImportCommand(Command):
         if out.resolve() == args.model.resolve():
             raise UsageError(f"-o {out}: is the model itself")
         try:
-            result = import_tflite(args.model, out, args.name, args.rounding)
+            result = import_tflite(args.model, out, args.name, args.rounding, args.memory)
         except MlfError as error:
             if args.json:  # the refusal as a document too; the one line on stderr and the exit code stay
                 operator = getattr(error, "operator", None)

@@ -22,7 +22,7 @@ from .. import __version__
 from ..errors import InvalidInputError, UsageError
 from ..mlf.writer import tar_bytes
 from ..untrusted import read_regular
-from .emit import IO_DTYPES, ROUNDINGS, TFLITE_ROUNDING, Layout, Provenance, mlf_files
+from .emit import FLOOR_MEMORY, IO_DTYPES, MEMORY_PLANS, ROUNDINGS, TFLITE_ROUNDING, Layout, Provenance, mlf_files
 from .lowering import Lowered, UnsupportedModelError, lower, refusal
 from .tflite import Graph, parse_model
 
@@ -83,11 +83,15 @@ def default_module_name(model: Path) -> str:
     return name if re.match(r"[A-Za-z_]", name) else f"m_{name}"
 
 
-def import_tflite(model: Path, out: Path, module: str | None = None, rounding: str = TFLITE_ROUNDING) -> ImportResult:
-    """Compile `model` into the MLF `out` (written whole or not at all); `rounding`: emit.ROUNDINGS."""
+def import_tflite(model: Path, out: Path, module: str | None = None, rounding: str = TFLITE_ROUNDING,
+                  memory: str = FLOOR_MEMORY) -> ImportResult:
+    """Compile `model` into the MLF `out` (written whole or not at all); `rounding`: emit.ROUNDINGS;
+    `memory`: emit.MEMORY_PLANS."""
     module = module or default_module_name(model)
     if rounding not in ROUNDINGS:
         raise UsageError(f"--rounding {rounding!r}: one of {', '.join(ROUNDINGS)}")
+    if memory not in MEMORY_PLANS:
+        raise UsageError(f"--memory {memory!r}: one of {', '.join(MEMORY_PLANS)}")
     if not _MODULE_NAME.match(module):
         raise UsageError(f"--name {module!r}: a module name is a C identifier of at most 63 characters")
     data = read_regular(Path(model), "model", MAX_MODEL_BYTES)
@@ -95,7 +99,7 @@ def import_tflite(model: Path, out: Path, module: str | None = None, rounding: s
     steps = compile_graph(graph, str(model))
     sha256 = hashlib.sha256(data).hexdigest()
     provenance = Provenance(tool=f"mlfbuild {__version__}", model_file=Path(model).name, model_sha256=sha256,
-                            rounding=rounding)
+                            rounding=rounding, memory=memory)
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
     files, layout = mlf_files(graph, steps, module, provenance, data, stamp)
     _write_atomically(out, tar_bytes(files))

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..mlf.model import c_identifier
 from ..project.memory_plan import Buffer, MemoryPlan, align, plan_memory
-from .lowering import C_HELPERS, Lowered
+from .lowering import BAND_FUNCTION, C_HELPERS, Lowered
 from .tflite import Graph
 
 # How requantisations round: "tflite", as TFLite's reference kernels (its fully connected layers
@@ -43,6 +43,7 @@ class Provenance:
     model_file: str
     model_sha256: str
     rounding: str = "tflite"  # ROUNDINGS
+    memory: str = "floor"  # MEMORY_PLANS
 
     def to_json(self) -> dict:
         return {"tool": self.tool, "model": self.model_file, "sha256": self.model_sha256,
@@ -56,18 +57,31 @@ class Layout:
     storage: dict[int, int]  # tensor → the tensor whose bytes it uses (itself unless an alias)
     plan: MemoryPlan
     io_names: dict[int, str]  # graph input/output tensor → C name
+    # tensor → its first byte within its storage's buffer, where not the first (a row-band overlap)
+    offsets: dict[int, int] = field(default_factory=dict)
 
     def place(self, tensor: int) -> str:
         root = self.storage.get(tensor, tensor)
         if root in self.io_names:
             return f"{self.io_names[root]}_buffer_var"
-        return f"sid_{root}_let"
+        offset = self.offsets.get(tensor, 0)
+        return f"(void*)((uint8_t*)sid_{root}_let + {offset})" if offset else f"sid_{root}_let"
 
 
-def plan_layout(graph: Graph, steps: list[Lowered]) -> Layout:
+# Memory plans: "floor", every operator writes a tensor of its own (in-place element-wise operators
+# and aliases aside) — the liveness floor; "min", a convolution may also write its output over its
+# dying input, row by row through a one-row band (Lowered.bands), where that lowers the pool.
+FLOOR_MEMORY, MIN_MEMORY = "floor", "min"
+MEMORY_PLANS = (FLOOR_MEMORY, MIN_MEMORY)
+_MAX_BAND_TRIALS = 512  # each candidate overlap is tried with a whole plan: bounded for huge graphs
+
+
+def plan_layout(graph: Graph, steps: list[Lowered], memory: str = FLOOR_MEMORY) -> Layout:
     """One pool for every tensor that is neither a graph input/output nor a constant, each live from
     the call that writes it to the last call that reads it; aliases share their source's bytes, and an
-    element-wise call may write over an input no later call reads (`_work_in_place`)."""
+    element-wise call may write over an input no later call reads (`_work_in_place`). With
+    memory="min", convolutions whose input dies there write over it by row bands where the plan
+    gets smaller (`_overlap_by_bands`)."""
     io_names = _io_names(graph)
     calls = [s for s in steps if s.alias_of is None]
     shared = _SharedBytes(calls)
@@ -75,20 +89,34 @@ def plan_layout(graph: Graph, steps: list[Lowered]) -> Layout:
         if step.alias_of is not None:
             shared.join(step.output, step.alias_of)
     _work_in_place(graph, calls, shared, io_names)
-    storage = {tensor: shared.root(tensor) for tensor in shared.members()}
+    for step in calls:
+        step.use_bands = False
+    if memory == MIN_MEMORY:
+        _overlap_by_bands(graph, calls, shared, io_names)
+    return _layout(graph, calls, shared, io_names)
+
+
+def _layout(graph: Graph, calls: list[Lowered], shared: "_SharedBytes", io_names: dict[int, str]) -> Layout:
+    members = shared.members()
+    storage = {tensor: shared.root(tensor) for tensor in members}
+    spans = shared.spans(graph)
+    offsets = {t: shared.offset(t) - spans[storage[t]][0] for t in members}
     first, last = _lives(calls, storage)
-    buffers = [Buffer(f"sid_{root}", graph.tensors[root].nbytes, first[root], last[root])
+    buffers = [Buffer(f"sid_{root}", spans[root][1] - spans[root][0] if root in spans else graph.tensors[root].nbytes,
+                      first[root], last[root])
                for root in sorted(first) if root not in io_names]
-    return Layout(storage, plan_memory(buffers, ALIGNMENT), io_names)
+    return Layout(storage, plan_memory(buffers, ALIGNMENT), io_names, {t: o for t, o in offsets.items() if o})
 
 
 class _SharedBytes:
-    """Tensors that share bytes, as classes under one root tensor (union-find), each class with the
-    last call that reads any of its tensors: joins after an in-place move or an alias are seen by every
-    member, whatever the order they were made in."""
+    """Tensors that share bytes, as classes under one root tensor (union-find), each member at a byte
+    offset from its root (0 but for row-band overlaps), each class with the last call that reads any
+    of its tensors: joins after an in-place move or an alias are seen by every member, whatever the
+    order they were made in."""
 
     def __init__(self, calls: list[Lowered]):
         self._parent: dict[int, int] = {}
+        self._offset: dict[int, int] = {}  # member → its offset from its parent
         self._last: dict[int, int] = {}  # root → the last call reading any tensor of its class
         for index, step in enumerate(calls):
             for operand in step.operands:
@@ -100,15 +128,26 @@ class _SharedBytes:
         while tensor in self._parent:
             path.append(tensor)
             tensor = self._parent[tensor]
-        for member in path:  # path compression: later look-ups take one step
+        total = 0
+        for member in reversed(path):  # path compression: later look-ups take one step
+            total += self._offset[member]
+            self._offset[member] = total
             self._parent[member] = tensor
         return tensor
 
-    def join(self, tensor: int, into: int) -> None:
-        """`tensor`'s class takes the bytes of `into`'s class (whose root stays the root)."""
+    def offset(self, tensor: int) -> int:
+        """`tensor`'s first byte from its root's."""
+        self.root(tensor)
+        return self._offset.get(tensor, 0)
+
+    def join(self, tensor: int, into: int, at: int = 0) -> None:
+        """`tensor`'s class takes the bytes of `into`'s class (whose root stays the root), `tensor`
+        starting `at` bytes after `into`."""
         a, b = self.root(tensor), self.root(into)
         if a != b:
+            shift = self.offset(into) + at - self.offset(tensor)
             self._parent[a] = b
+            self._offset[a] = shift
             self._last[b] = max(self._last.get(a, -1), self._last.get(b, -1))
 
     def last_read(self, tensor: int) -> int:
@@ -116,6 +155,20 @@ class _SharedBytes:
 
     def members(self) -> set[int]:
         return set(self._parent) | set(self._last)
+
+    def spans(self, graph: Graph) -> dict[int, tuple[int, int]]:
+        """root → (first, end) byte of its class's members, from the root's first byte."""
+        found: dict[int, tuple[int, int]] = {}
+        for tensor in self.members():
+            root, start = self.root(tensor), self.offset(tensor)
+            low, high = found.get(root, (start, start))
+            found[root] = (min(low, start), max(high, start + graph.tensors[tensor].nbytes))
+        return found
+
+    def copy(self) -> "_SharedBytes":
+        twin = _SharedBytes([])
+        twin._parent, twin._offset, twin._last = dict(self._parent), dict(self._offset), dict(self._last)
+        return twin
 
 
 def _lives(calls: list[Lowered], storage: dict[int, int]) -> tuple[dict[int, int], dict[int, int]]:
@@ -148,13 +201,65 @@ def _work_in_place(graph: Graph, calls: list[Lowered], shared: _SharedBytes, io_
                 break
 
 
+def _overlap_by_bands(graph: Graph, calls: list[Lowered], shared: _SharedBytes, io_names: dict[int, str]) -> None:
+    """A convolution computes its output one row at a time into a band and copies each row to its
+    place once no later row reads the input bytes there (Lowered.bands): its output may start
+    `reserve` bytes before its input, in the input's buffer, when the input dies at the call. A
+    merged buffer lives as long as all its tensors, so one overlap alone may not pay (a chain of
+    equal layers pays once every layer of it overlaps): every overlap possible is made, then each is
+    undone in turn where the plan gets no bigger without it (a call per row costs a little time), and
+    the result is kept only if smaller than no overlap at all."""
+    candidates = [index for index, step in enumerate(calls) if step.bands is not None and step.output not in io_names]
+    candidates = candidates[:_MAX_BAND_TRIALS]
+    chosen = _band_joins(graph, calls, shared, io_names, set(candidates))
+    best = _arena(graph, calls, shared, io_names, chosen)
+    for index in sorted(chosen):
+        fewer = _band_joins(graph, calls, shared, io_names, chosen - {index})
+        arena = _arena(graph, calls, shared, io_names, fewer)
+        if arena <= best:
+            chosen, best = fewer, arena
+    if best >= _arena(graph, calls, shared, io_names, set()):
+        chosen = set()
+    final = _apply_band_joins(graph, calls, shared, io_names, chosen)
+    shared.__dict__.update(final.__dict__)
+    for index, step in enumerate(calls):
+        step.use_bands = index in chosen
+
+
+def _band_joins(graph: Graph, calls: list[Lowered], shared: _SharedBytes, io_names: dict[int, str],
+                wanted: set[int]) -> set[int]:
+    """The calls of `wanted` whose output can overlap its input (in call order, after the earlier ones)."""
+    made: set[int] = set()
+    _apply_band_joins(graph, calls, shared, io_names, wanted, made)
+    return made
+
+
+def _apply_band_joins(graph: Graph, calls: list[Lowered], shared: _SharedBytes, io_names: dict[int, str],
+                      wanted: set[int], made: set[int] | None = None) -> _SharedBytes:
+    joined = shared.copy()
+    for index in sorted(wanted):
+        step = calls[index]
+        source = step.operands[0].tensor
+        root = joined.root(source)
+        if root in io_names or joined.last_read(root) != index or joined.root(step.output) == root:
+            continue
+        joined.join(step.output, source, -step.bands.reserve)
+        if made is not None:
+            made.add(index)
+    return joined
+
+
+def _arena(graph: Graph, calls: list[Lowered], shared: _SharedBytes, io_names: dict[int, str], joins: set[int]) -> int:
+    return _layout(graph, calls, _apply_band_joins(graph, calls, shared, io_names, joins), io_names).plan.arena_bytes
+
+
 def _io_names(graph: Graph) -> dict[int, str]:
     return {index: c_identifier(graph.tensors[index].name) for index in graph.inputs + graph.outputs}
 
 
 def mlf_files(graph: Graph, steps: list[Lowered], module: str, provenance: Provenance, model_bytes: bytes,
               export_datetime: str) -> tuple[dict[str, bytes], Layout]:
-    layout = plan_layout(graph, steps)
+    layout = plan_layout(graph, steps, provenance.memory)
     calls = [s for s in steps if s.alias_of is None]
     constants = _constants(calls)
     inputs = [(layout.io_names[i], graph.tensors[i]) for i in graph.inputs]
@@ -299,7 +404,8 @@ def _prototype(step: Lowered) -> str:
 def _helpers_called(calls: list[Lowered]) -> list[str]:
     """The C helpers (lowering.C_HELPERS) a body names, and those they name in turn, each once, in
     C_HELPERS' order (each after those it calls), before the functions."""
-    text = "\n".join(line for step in calls for line in step.body)
+    text = "\n".join(line for step in calls for line in
+                      (step.bands.body + step.bands.functions if step.use_bands else step.body))
     named: set[str] = set()
     while True:
         found = {name for name in C_HELPERS if name not in named and re.search(rf"\b{name}\b", text)}
@@ -322,9 +428,12 @@ def _lib2(module: str, calls: list[Lowered]) -> str:
         op = step.operator
         how = f" — {step.note}" if step.note else (" — mlfbuild's kernel, TFLite's reference semantics" if step.kernel else "")
         lines.append(f"/* TFLite operator {op.index}: {op.name}{how} */")
-        lines.append(f"TVM_DLL int32_t {_function_name(module, index)}({_prototype(step)}) {{")
+        name = _function_name(module, index)
+        if step.use_bands:  # the calls each band makes, one function each (TVM's shape: one call per function)
+            lines += [line.replace(BAND_FUNCTION, name) for line in step.bands.functions]
+        lines.append(f"TVM_DLL int32_t {name}({_prototype(step)}) {{")
         lines += ["  (void)global_const_workspace_var;", "  (void)global_workspace_var;"]
-        lines += step.body
+        lines += [line.replace(BAND_FUNCTION, name) for line in step.bands.body] if step.use_bands else step.body
         lines += ["}", ""]
     lines += [_EXTERN_C_CLOSE, ";"]
     return "\n".join(lines) + "\n"
@@ -354,7 +463,7 @@ def _metadata(module: str, calls: list[Lowered], inputs, outputs, workspace: int
     return {"modules": {module: {
         "executors": ["aot"], "export_datetime": export_datetime,
         "memory": {"functions": {"main": [main], "operator_functions": operators}},
-        "mlfbuild_import": dict(provenance.to_json(), rounding=provenance.rounding,
+        "mlfbuild_import": dict(provenance.to_json(), rounding=provenance.rounding, memory=provenance.memory,
                                 single_rounding=_single_rounding(calls, provenance.rounding)),
         "model_name": module, "style": "full-model", "target": ["c -keys=arm_cpu,cpu"]}},
         "version": 7}

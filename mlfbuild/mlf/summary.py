@@ -28,7 +28,8 @@ def _module_lines(m: Module) -> list[str]:
     if m.imported_from:
         made = m.imported_from
         lines.append(f"    made by {made.get('tool', 'mlfbuild import')} from {made.get('model', '?')} "
-                     f"(sha256 {made.get('sha256', '?')[:12]}…, {made.get('rounding', 'tflite')} rounding); "
+                     f"(sha256 {made.get('sha256', '?')[:12]}…, {made.get('rounding', 'tflite')} rounding, "
+                     f"{made.get('memory', 'floor')} memory plan); "
                      f"the model travels in {made.get('model_path', 'src/model.tflite')}")
     code = [f"{len(m.sources)} C source(s)"] if m.sources else []
     code += [f"{o.path.rsplit('/', 1)[-1]} ({o.machine}, {o.cpu or '?'}, {o.float_abi}-float)" for o in m.objects]

@@ -21,9 +21,9 @@ import pkgutil
 from typing import Callable
 
 from ..tflite import Graph, Operator
-from .base import C_HELPERS, REQUANTIZE_C, REQUANTIZE_FUNCTION, Lowered, Operand, UnsupportedModelError
+from .base import BAND_FUNCTION, C_HELPERS, REQUANTIZE_C, REQUANTIZE_FUNCTION, Bands, Lowered, Operand, UnsupportedModelError
 
-__all__ = ["C_HELPERS", "REQUANTIZE_C", "REQUANTIZE_FUNCTION", "Lowered", "Operand", "UnsupportedModelError",
+__all__ = ["BAND_FUNCTION", "Bands", "C_HELPERS", "REQUANTIZE_C", "REQUANTIZE_FUNCTION", "Lowered", "Operand", "UnsupportedModelError",
            "SUPPORTED_OPERATORS", "lower", "refusal"]
 
 def _family_rules() -> dict[str, Callable[[Graph, Operator], Lowered]]:

@@ -36,6 +36,23 @@ class Operand:
     constant: np.ndarray | None = field(default=None, compare=False)
 
 
+# Written where a band function's name is built on its operator function's (emit.py fills it in).
+BAND_FUNCTION = "@operator@"
+
+
+@dataclass
+class Bands:
+    """The same operator computed one output row at a time into a one-row band on the stack, each row
+    copied to its place once computed: correct whatever the output's placement, and the output may
+    then start `reserve` bytes before its input, over it, when the input dies there (no row is
+    copied over input bytes a later row reads). `functions` are C definitions the body calls (each
+    one CMSIS-NN call, as TVM writes operator functions); names in both start with BAND_FUNCTION."""
+
+    reserve: int
+    functions: list[str]
+    body: list[str]
+
+
 @dataclass
 class Lowered:
     operator: Operator
@@ -48,6 +65,8 @@ class Lowered:
     # Element i of the output is written after element i of each input is read, and of none other:
     # the output may take over the bytes of an input that is not read again.
     in_place: bool = False
+    bands: Bands | None = None  # how to compute it row by row over its dying input (memory "min")
+    use_bands: bool = False  # the layout placed the output over the input: emit `bands`
 
     @property
     def output(self) -> int:
