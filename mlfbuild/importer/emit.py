@@ -90,7 +90,7 @@ def plan_layout(graph: Graph, steps: list[Lowered], memory: str = FLOOR_MEMORY) 
             shared.join(step.output, step.alias_of)
     _work_in_place(graph, calls, shared, io_names)
     for step in calls:
-        step.use_bands = False
+        step.band_order = ""
     if memory == MIN_MEMORY:
         _overlap_by_bands(graph, calls, shared, io_names)
     return _layout(graph, calls, shared, io_names)
@@ -203,39 +203,40 @@ def _work_in_place(graph: Graph, calls: list[Lowered], shared: _SharedBytes, io_
 
 def _overlap_by_bands(graph: Graph, calls: list[Lowered], shared: _SharedBytes, io_names: dict[int, str]) -> None:
     """A convolution computes its output one row at a time into a band and copies each row to its
-    place once no later row reads the input bytes there (Lowered.bands): its output may start
-    `reserve` bytes before its input, in the input's buffer, when the input dies at the call. A
-    merged buffer lives as long as all its tensors, so one overlap alone may not pay (a chain of
-    equal layers pays once every layer of it overlaps): every overlap possible is made, then each is
-    undone in turn where the plan gets no bigger without it (a call per row costs a little time), and
-    the result is kept only if smaller than no overlap at all."""
+    place once no later row reads the input bytes there (Lowered.bands), top to bottom or bottom to
+    top: its output may overlap its input, in the input's buffer, when the input dies at the call.
+    Each overlap takes the order whose placement grows the merged buffer least (alternating orders
+    keep a chain of equal layers in place). A merged buffer lives as long as all its tensors, so one
+    overlap alone may not pay (a chain pays once every layer of it overlaps): every overlap possible
+    is made, then each is undone in turn where the plan gets no bigger without it (a call per row
+    costs a little time), and the result is kept only if smaller than no overlap at all."""
     candidates = [index for index, step in enumerate(calls) if step.bands is not None and step.output not in io_names]
-    candidates = candidates[:_MAX_BAND_TRIALS]
-    chosen = _band_joins(graph, calls, shared, io_names, set(candidates))
-    best = _arena(graph, calls, shared, io_names, chosen)
+    chosen = _band_joins(graph, calls, shared, io_names, set(candidates[:_MAX_BAND_TRIALS]))
+    best = _arena(graph, calls, shared, io_names, set(chosen))
     for index in sorted(chosen):
-        fewer = _band_joins(graph, calls, shared, io_names, chosen - {index})
-        arena = _arena(graph, calls, shared, io_names, fewer)
+        fewer = _band_joins(graph, calls, shared, io_names, set(chosen) - {index})
+        arena = _arena(graph, calls, shared, io_names, set(fewer))
         if arena <= best:
             chosen, best = fewer, arena
     if best >= _arena(graph, calls, shared, io_names, set()):
-        chosen = set()
-    final = _apply_band_joins(graph, calls, shared, io_names, chosen)
+        chosen = {}
+    final = _apply_band_joins(graph, calls, shared, io_names, set(chosen))
     shared.__dict__.update(final.__dict__)
     for index, step in enumerate(calls):
-        step.use_bands = index in chosen
+        step.band_order = chosen.get(index, "")
 
 
 def _band_joins(graph: Graph, calls: list[Lowered], shared: _SharedBytes, io_names: dict[int, str],
-                wanted: set[int]) -> set[int]:
-    """The calls of `wanted` whose output can overlap its input (in call order, after the earlier ones)."""
-    made: set[int] = set()
+                wanted: set[int]) -> dict[int, str]:
+    """The calls of `wanted` whose output can overlap its input (in call order, after the earlier
+    ones), each with its row order."""
+    made: dict[int, str] = {}
     _apply_band_joins(graph, calls, shared, io_names, wanted, made)
     return made
 
 
 def _apply_band_joins(graph: Graph, calls: list[Lowered], shared: _SharedBytes, io_names: dict[int, str],
-                      wanted: set[int], made: set[int] | None = None) -> _SharedBytes:
+                      wanted: set[int], made: dict[int, str] | None = None) -> _SharedBytes:
     joined = shared.copy()
     for index in sorted(wanted):
         step = calls[index]
@@ -243,9 +244,13 @@ def _apply_band_joins(graph: Graph, calls: list[Lowered], shared: _SharedBytes, 
         root = joined.root(source)
         if root in io_names or joined.last_read(root) != index or joined.root(step.output) == root:
             continue
-        joined.join(step.output, source, -step.bands.reserve)
+        low, high = joined.spans(graph)[root]
+        start, size = joined.offset(source), graph.tensors[step.output].nbytes
+        placements = {"down": start - step.bands.reserve, "up": start - step.bands.allow}
+        order = min(placements, key=lambda o: (max(high, placements[o] + size) - min(low, placements[o]), o))
+        joined.join(step.output, source, placements[order] - start)
         if made is not None:
-            made.add(index)
+            made[index] = order
     return joined
 
 
@@ -405,7 +410,7 @@ def _helpers_called(calls: list[Lowered]) -> list[str]:
     """The C helpers (lowering.C_HELPERS) a body names, and those they name in turn, each once, in
     C_HELPERS' order (each after those it calls), before the functions."""
     text = "\n".join(line for step in calls for line in
-                      (step.bands.body + step.bands.functions if step.use_bands else step.body))
+                      (step.band_body + step.bands.functions if step.band_order else step.body))
     named: set[str] = set()
     while True:
         found = {name for name in C_HELPERS if name not in named and re.search(rf"\b{name}\b", text)}
@@ -429,11 +434,11 @@ def _lib2(module: str, calls: list[Lowered]) -> str:
         how = f" — {step.note}" if step.note else (" — mlfbuild's kernel, TFLite's reference semantics" if step.kernel else "")
         lines.append(f"/* TFLite operator {op.index}: {op.name}{how} */")
         name = _function_name(module, index)
-        if step.use_bands:  # the calls each band makes, one function each (TVM's shape: one call per function)
+        if step.band_order:  # the calls each band makes, one function each (TVM's shape: one call per function)
             lines += [line.replace(BAND_FUNCTION, name) for line in step.bands.functions]
         lines.append(f"TVM_DLL int32_t {name}({_prototype(step)}) {{")
         lines += ["  (void)global_const_workspace_var;", "  (void)global_workspace_var;"]
-        lines += [line.replace(BAND_FUNCTION, name) for line in step.bands.body] if step.use_bands else step.body
+        lines += [line.replace(BAND_FUNCTION, name) for line in step.band_body] if step.band_order else step.body
         lines += ["}", ""]
     lines += [_EXTERN_C_CLOSE, ";"]
     return "\n".join(lines) + "\n"

@@ -43,14 +43,17 @@ BAND_FUNCTION = "@operator@"
 @dataclass
 class Bands:
     """The same operator computed one output row at a time into a one-row band on the stack, each row
-    copied to its place once computed: correct whatever the output's placement, and the output may
-    then start `reserve` bytes before its input, over it, when the input dies there (no row is
-    copied over input bytes a later row reads). `functions` are C definitions the body calls (each
-    one CMSIS-NN call, as TVM writes operator functions); names in both start with BAND_FUNCTION."""
+    copied to its place once computed: correct whatever the output's placement. Top to bottom, the
+    output may start up to `reserve` bytes before its input, over it (no row is copied over input
+    bytes a later row reads); bottom to top, it may start `allow` bytes before it or later (the
+    mirror image: usually after it, `allow` < 0). `functions` are C definitions the bodies call (each
+    one CMSIS-NN call, as TVM writes operator functions); names in them start with BAND_FUNCTION."""
 
     reserve: int
+    allow: int
     functions: list[str]
-    body: list[str]
+    body: list[str]  # top to bottom
+    reverse_body: list[str]  # bottom to top
 
 
 @dataclass
@@ -66,7 +69,11 @@ class Lowered:
     # the output may take over the bytes of an input that is not read again.
     in_place: bool = False
     bands: Bands | None = None  # how to compute it row by row over its dying input (memory "min")
-    use_bands: bool = False  # the layout placed the output over the input: emit `bands`
+    band_order: str = ""  # the layout placed the output over the input: "down" or "up" (emit those bands)
+
+    @property
+    def band_body(self) -> list[str]:
+        return self.bands.body if self.band_order == "down" else self.bands.reverse_body
 
     @property
     def output(self) -> int:

@@ -138,9 +138,13 @@ def _row_bands(call: CallShape, in_hwc: tuple[int, int, int], out_hwc: tuple[int
     if windows is None or out_h < 2:
         return None
     in_row, out_row = in_w * in_c, out_w * out_c
-    reserve = max([0] + [(row + 1) * out_row - ((row + 1) * sh - pad_h + windows[row + 1][1]) * in_row
-                         for row in range(out_h - 1)])
-    reserve = -(-reserve // 16) * 16  # the pool's 16-byte alignment, kept for every tensor
+    first_row = [row * sh - pad_h + above for row, (_, above) in enumerate(windows)]
+    end_row = [first + rows for first, (rows, _) in zip(first_row, windows)]
+    # top to bottom: row r's copy ends before the first input row of row r+1's window
+    reserve = max(0, max((row + 1) * out_row - first_row[row + 1] * in_row for row in range(out_h - 1)))
+    # bottom to top: row r's copy starts after the last input row of row r-1's window
+    allow = min(row * out_row - end_row[row - 1] * in_row for row in range(1, out_h))
+    reserve, allow = -(-reserve // 16) * 16, allow // 16 * 16  # the pool's 16-byte alignment, kept
     runs: list[tuple[int, int, tuple[int, int]]] = []  # (first row, end row, (rows, padding above))
     for row, shape in enumerate(windows):
         if runs and runs[-1][2] == shape and runs[-1][1] == row:
@@ -148,8 +152,7 @@ def _row_bands(call: CallShape, in_hwc: tuple[int, int, int], out_hwc: tuple[int
         else:
             runs.append((row, row + 1, shape))
     shapes = sorted({shape for _, _, shape in runs})
-    bias = ", bias_" if call.bias else ""
-    functions, body = [], [f"  int8_t band[{out_row}];"]
+    functions = []
     for index, (rows, above) in enumerate(shapes):
         name = f"{BAND_FUNCTION}_band{index}"
         functions += [f"/* output rows whose window is {rows} input row(s) below {above} row(s) of padding */",
@@ -166,15 +169,21 @@ def _row_bands(call: CallShape, in_hwc: tuple[int, int, int], out_hwc: tuple[int
                                     f"&filter_dims, filter_, &bias_dims, {'bias_' if call.bias else 'NULL'}, "
                                     "&output_dims, band_)"),
                       "}", ""]
-    for first, end, shape in runs:
-        rows, above = shape
-        start = f"(r * {sh} - {pad_h - above})" if pad_h != above else f"(r * {sh})"
-        body += [f"  for (int32_t r = {first}; r < {end}; ++r) {{",
-                 f"    if ({BAND_FUNCTION}_band{shapes.index(shape)}(input_ + {start} * {in_row}, band, filter_, "
-                 f"multiplier_{bias}, shift_) != 0) return -1;",
-                 f"    for (int32_t i = 0; i < {out_row}; ++i) output_[r * {out_row} + i] = band[i];",
-                 "  }"]
-    return Bands(reserve, functions, body + ["  return 0;"])
+
+    def body(order: list[tuple[int, int, tuple[int, int]]], down: bool) -> list[str]:
+        lines = [f"  int8_t band[{out_row}];"]
+        for first, end, shape in order:
+            rows, above = shape
+            start = f"(r * {sh} - {pad_h - above})" if pad_h != above else f"(r * {sh})"
+            loop = f"int32_t r = {first}; r < {end}; ++r" if down else f"int32_t r = {end - 1}; r >= {first}; --r"
+            lines += [f"  for ({loop}) {{",
+                      f"    if ({BAND_FUNCTION}_band{shapes.index(shape)}(input_ + {start} * {in_row}, band, filter_, "
+                      f"multiplier_{', bias_' if call.bias else ''}, shift_) != 0) return -1;",
+                      f"    for (int32_t i = 0; i < {out_row}; ++i) output_[r * {out_row} + i] = band[i];",
+                      "  }"]
+        return lines + ["  return 0;"]
+
+    return Bands(reserve, allow, functions, body(runs, True), body(runs[::-1], False))
 
 
 def _conv_16x8(graph: Graph, op: Operator, *, depthwise: bool) -> Lowered:
