@@ -43,9 +43,10 @@ def mlfbuild(*args: str) -> subprocess.CompletedProcess:
                           check=False)
 
 
-def measure(model: Path, board: str, tree: Path, samples: int, folder: Path, rounding: str) -> dict:
+def measure(model: Path, board: str, tree: Path, samples: int, folder: Path, rounding: str,
+            memory: str = "floor") -> dict:
     mlf = folder.with_suffix(".tar")
-    imported = mlfbuild("import", str(model), "-o", str(mlf), "--rounding", rounding)
+    imported = mlfbuild("import", str(model), "-o", str(mlf), "--rounding", rounding, "--memory", memory)
     if imported.returncode != 0:
         sys.exit(f"import of {model.name} failed: {imported.stderr.strip()}")
     built = mlfbuild("build", str(mlf), "-b", board, "--opt=-Os", "--cmsis-nn", str(tree), "-o", str(folder))
@@ -78,6 +79,8 @@ def main() -> int:
     parser.add_argument("--samples", type=int, default=3)
     parser.add_argument("--rounding", choices=("tflite", "cmsis-nn"), default="tflite",
                         help="mlfbuild import --rounding (tflite: bit-exact with TFLite; cmsis-nn: TFLM's arithmetic)")
+    parser.add_argument("--memory", choices=("floor", "min"), default="floor",
+                        help="mlfbuild import --memory (floor: the liveness floor; min: convolutions over their inputs)")
     args = parser.parse_args()
     print("| model | board | flash (ratio to TFLM) | RAM | instructions / inference | vs the .tflite (LiteRT) |")
     print("|---|---|---|---|---|---|")
@@ -89,7 +92,8 @@ def main() -> int:
             if args.only and name not in args.only:
                 continue
             for board in args.boards:
-                m = measure(path, board, args.cmsis_nn, args.samples, Path(work) / f"{name}-{board}", args.rounding)
+                m = measure(path, board, args.cmsis_nn, args.samples, Path(work) / f"{name}-{board}", args.rounding,
+                            args.memory)
                 flash, ram, insns = TFLM[(name, board)]
                 print(f"| {name} | {board} | {cell(m['flash'], flash)} | {cell(m['ram'], ram)} | "
                       f"{cell(m['instructions'], insns)} | {m['status']}, max diff {m['max_diff']} LSB |", flush=True)

@@ -19,6 +19,7 @@ from mlfbuild.canalysis.pool import read_usmp_pool
 from mlfbuild.importer import import_tflite
 from mlfbuild.mlf.reader import read_mlf
 from test_import_operators import operator_cases
+from test_import_memory import DS_CHAIN, chains_model
 from test_import_ops_recurrent import _LSTM_CASES, lstm_model
 from tflitewriter import KWS_CHAIN, RESIDUAL_CHAIN, bundle_model, chain_model
 
@@ -32,14 +33,16 @@ def _models(tmp_path):
             "residual chain": chain_model(rng, RESIDUAL_CHAIN).write(tmp_path / "residual.tflite"),
             "view of an in-place output": chain_model(rng, _IN_PLACE_VIEW).write(tmp_path / "view.tflite"),
             "lstm stack": lstm_model(tmp_path / "lstm.tflite", 2, _LSTM_CASES["converter's"]),
-            "every operator": bundle_model(rng, operator_cases(1)[:60]).write(tmp_path / "ops.tflite")}
+            "every operator": bundle_model(rng, operator_cases(1)[:60]).write(tmp_path / "ops.tflite"),
+            "convolution chains": chains_model(rng, 4).write(tmp_path / "chains.tflite"),
+            "depthwise-separable stack": chain_model(rng, DS_CHAIN, input_shape=(1, 25, 5, 8)).write(tmp_path / "ds.tflite")}
 
 
-def _checked_against_its_own_layout(model, tree, out):
+def _checked_against_its_own_layout(model, tree, out, memory="floor"):
     """Build `model` for the host, then check the C the build compiles (the importer's, with the CMSIS-NN
     scratch buffers the build supplies) under the sanitizer."""
     out.mkdir()
-    import_tflite(model, out / "model.tar")
+    import_tflite(model, out / "model.tar", memory=memory)
     built = cli("build", str(out / "model.tar"), "-b", "host", "--cmsis-nn", str(tree), "-o", str(out / "b"))
     assert built.returncode == 0, built.stderr
     assert "not proven" not in built.stderr, built.stderr
@@ -65,3 +68,10 @@ def _checked_against_its_own_layout(model, tree, out):
                                   "every operator"])
 def test_an_imported_models_pool_claims_hold_under_the_sanitizer(name, cmsis_nn, tmp_path):
     _checked_against_its_own_layout(_models(tmp_path)[name], cmsis_nn("v6.0.0"), tmp_path / "check")
+
+
+@pytest.mark.cross
+@pytest.mark.parametrize("name", ["convolution chains", "depthwise-separable stack", "kws chain"])
+def test_a_min_memory_plans_claims_hold_under_the_sanitizer(name, cmsis_nn, tmp_path):
+    """Outputs written over their inputs row by row: one region each, every access within it."""
+    _checked_against_its_own_layout(_models(tmp_path)[name], cmsis_nn("v6.0.0"), tmp_path / "check", memory="min")

@@ -1,0 +1,103 @@
+"""`mlfbuild import --memory min`: convolutions that write their output over their dying input, one
+output row at a time through a band (importer/emit.py, lowering/conv.py). Checked against LiteRT's
+reference kernels bit for bit on random chains of convolutions (strides, dilations, kernels, both
+paddings, depthwise multipliers) and on the MLPerf Tiny models, and the pool claims against the
+running code under the sanitizer (test_import_pool_sanitizer.py)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import tflitecases  # noqa: F401 - registers the cases of every operator family with tflitewriter
+from conftest import cli
+from mlfbuild.importer import import_tflite
+from test_import_operators import check_against_litert
+from tflitewriter import ADDERS, KWS_CHAIN, Draw, GraphBuilder, chain_model
+
+_CONVOLUTIONS = ("CONV_2D", "DEPTHWISE_CONV_2D")
+
+
+_SAME = {"padding": "SAME", "stride_h": 1, "stride_w": 1, "dilation_h": 1, "dilation_w": 1}
+# A depthwise-separable stack as kws has it: 3x3 depthwise and pointwise layers of equal sizes.
+DS_CHAIN = (("CONV_2D", dict(_SAME, out_channels=8)),
+            *[(op, dict(_SAME, kernel_h=k, kernel_w=k, **extra)) for _ in range(3)
+              for op, k, extra in (("DEPTHWISE_CONV_2D", 3, {"depth_multiplier": 1}), ("CONV_2D", 1, {"out_channels": 8}))],
+            "AVERAGE_POOL_2D")
+
+
+def chains_model(rng: np.random.Generator, count: int) -> GraphBuilder:
+    """`count` chains of three to five convolutions side by side, each on its own input (rows enough
+    for several bands), each a graph output."""
+    graph = GraphBuilder()
+    for k in range(count):
+        shape = (1, int(rng.integers(6, 15)), int(rng.integers(3, 9)), int(rng.integers(1, 5)))
+        x = graph.add_input(f"in{k}", "int8", shape, scale=float(rng.uniform(0.02, 0.08)),
+                            zero_point=int(rng.integers(-100, 100)))
+        for position in range(int(rng.integers(3, 6))):
+            op = _CONVOLUTIONS[int(rng.integers(2))]
+            draw = Draw(rng, {"kernel_h": int(rng.integers(1, 6))} if graph.tensor(x).shape[1] > 5 else {})
+            x = ADDERS[op](graph, draw, x, name=f"chain{k}_{op.lower()}_{position}")
+        graph.mark_output(x)
+    return graph
+
+
+def test_min_is_never_bigger_than_floor_and_overlaps_where_it_pays(tmp_path):
+    for seed in range(6):
+        path = chains_model(np.random.default_rng(seed), 4).write(tmp_path / f"chains{seed}.tflite")
+        floor = import_tflite(path, tmp_path / f"floor{seed}.tar")
+        least = import_tflite(path, tmp_path / f"min{seed}.tar", memory="min")
+        assert least.pool_bytes <= floor.pool_bytes
+        assert not any(step.band_order for step in floor.steps)
+    kws = chain_model(np.random.default_rng(3), DS_CHAIN, input_shape=(1, 25, 5, 8))
+    path = kws.write(tmp_path / "kws.tflite")
+    floor, least = import_tflite(path, tmp_path / "f.tar"), import_tflite(path, tmp_path / "m.tar", memory="min")
+    assert least.pool_bytes < floor.pool_bytes
+    assert sum(1 for step in least.steps if step.band_order) >= 2
+
+
+@pytest.mark.cross
+@pytest.mark.parametrize("seed", [0, 1])
+def test_random_convolution_chains_over_their_inputs_equal_litert(seed, cmsis_nn, tmp_path):
+    """Every chain's overlaps, in both row orders, computed as LiteRT's reference kernels compute."""
+    path = chains_model(np.random.default_rng(100 + seed), 6).write(tmp_path / "chains.tflite")
+    orders = {step.band_order for step in import_tflite(path, tmp_path / "m.tar", memory="min").steps}
+    assert orders & {"down", "up"}
+    mlf = tmp_path / "chains-min.tar"
+    assert cli("import", str(path), "-o", str(mlf), "--memory", "min").returncode == 0
+    check_against_litert(path, "host", cmsis_nn("v6.0.0"), tmp_path / "host", samples=3)
+    run = cli("run", str(mlf), "-b", "host", "--cmsis-nn", str(cmsis_nn("v6.0.0")), "-o", str(tmp_path / "b"),
+              "--samples", "3", "--json")
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["status"] == "pass"
+    assert "not proven" not in run.stderr
+
+
+@pytest.mark.qemu
+@pytest.mark.cross
+def test_a_kws_like_chain_over_its_inputs_on_the_m55_equals_litert(cmsis_nn, tmp_path):
+    model = chain_model(np.random.default_rng(5), DS_CHAIN, input_shape=(1, 25, 5, 8)).write(tmp_path / "k.tflite")
+    mlf = tmp_path / "k.tar"
+    assert cli("import", str(model), "-o", str(mlf), "--memory", "min").returncode == 0
+    run = cli("run", str(mlf), "-b", "mps3-an547", "--cmsis-nn", str(cmsis_nn("v6.0.0")), "-o", str(tmp_path / "b"),
+              "--samples", "2", "--json")
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["status"] == "pass"
+
+
+def test_the_memory_plan_is_recorded_and_shown(tmp_path):
+    model = chain_model(np.random.default_rng(5), KWS_CHAIN, input_shape=(1, 25, 5, 8)).write(tmp_path / "k.tflite")
+    mlf = tmp_path / "k.tar"
+    done = cli("import", str(model), "-o", str(mlf), "--memory", "min", "--json")
+    assert done.returncode == 0, done.stderr
+    shown = cli("inspect", str(mlf))
+    assert shown.returncode == 0 and "min memory plan" in shown.stdout
+
+
+def test_an_unknown_memory_plan_is_a_usage_error(tmp_path):
+    model = chain_model(np.random.default_rng(5), KWS_CHAIN).write(tmp_path / "k.tflite")
+    done = cli("import", str(model), "-o", str(tmp_path / "k.tar"), "--memory", "smallest")
+    assert done.returncode == 2 and "--memory" in done.stderr
+    assert not (tmp_path / "k.tar").exists()
