@@ -69,6 +69,7 @@ class Lowered:
     # the output may take over the bytes of an input that is not read again.
     in_place: bool = False
     bands: Bands | None = None  # how to compute it row by row over its dying input (memory "min")
+    rows: object | None = None  # rows.ConvRows: a convolution computable over any range of output rows
     band_order: str = ""  # the layout placed the output over the input: "down" or "up" (emit those bands)
 
     @property

@@ -4,12 +4,11 @@ per-channel FC, 16x8, grouped convolutions, TRANSPOSE_CONV and BATCH_MATMUL."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from .. import quantization as q
 from ..tflite import ACTIVATIONS, PADDING, Graph, Operator, Tensor
+from .rows import ConvRows
 from .base import (
     BAND_FUNCTION,
     C_HELPERS,
@@ -93,92 +92,47 @@ def _conv_like(graph: Graph, op: Operator, *, depthwise: bool) -> Lowered:
     if bias is not None:
         operands.append(Operand("int32_t*", "bias_", constant=bias))
     operands += [Operand("int32_t*", "shift_", constant=shifts), y_op]
-    bands = None
+    rows = bands = None
     if n == 1:
-        call = CallShape(function, window[0], window[2:], params, filter_dims, out_c, bias is not None)
-        bands = _row_bands(call, (in_h, in_w, in_c), (out_h, out_w, out_c), k_h, sh, dh, pad_h, pad_w)
-    return Lowered(op, function, operands, body, bands=bands)
+        rows = ConvRows(function, tuple([window[0], *window[2:], *params]), tuple(filter_dims), bias is not None,
+                        (in_h, in_w, in_c), (out_h, out_w, out_c), k_h, sh, dh, pad_h, pad_w)
+        bands = _row_bands(rows)
+    return Lowered(op, function, operands, body, bands=bands, rows=rows)
 
 
-@dataclass(frozen=True)
-class CallShape:
-    """A convolution's CMSIS-NN call, as its lines are written, less the window rows and padding."""
-
-    function: str
-    stride: str  # the stride tile's line
-    window: list[str]  # dilation and activation lines
-    params: list[str]  # the conv params' line
-    filter_dims: tuple[int, ...]
-    out_c: int
-    bias: bool
-
-
-def _row_windows(in_h: int, out_h: int, k_h: int, sh: int, dh: int, pad_h: int) -> list[tuple[int, int]] | None:
-    """(input rows, padding above) of each output row's window, clipped to the input (None when a
-    window lies wholly in the padding: CMSIS-NN takes no empty input)."""
-    extent = (k_h - 1) * dh + 1
-    windows = []
-    for row in range(out_h):
-        top = row * sh - pad_h
-        low, high = max(top, 0), min(top + extent, in_h)
-        if high <= low:
-            return None
-        windows.append((high - low, low - top))
-    return windows
-
-
-def _row_bands(call: CallShape, in_hwc: tuple[int, int, int], out_hwc: tuple[int, int, int], k_h: int, sh: int,
-               dh: int, pad_h: int, pad_w: int) -> Bands | None:
+def _row_bands(conv: ConvRows) -> Bands | None:
     """The convolution one output row at a time: each run of rows whose windows have the same height
-    and padding is one CMSIS-NN call per row on that window (a band function), the row then copied
-    from the band to its place. Its output may start `reserve` bytes before its input: row r's copy
-    then ends before the first input row row r+1's window reads."""
-    (in_h, in_w, in_c), (out_h, out_w, out_c) = in_hwc, out_hwc
-    windows = _row_windows(in_h, out_h, k_h, sh, dh, pad_h)
-    if windows is None or out_h < 2:
+    and padding is one CMSIS-NN call per row on that window, into a one-row band, the row then
+    copied to its place. Top to bottom, its output may start `reserve` bytes before its input: row
+    r's copy then ends before the first input row row r+1's window reads; bottom to top, the mirror."""
+    out_h = conv.out_hwc[0]
+    windows = [conv.window(row, row + 1) for row in range(out_h)]
+    if out_h < 2 or any(w is None for w in windows):
         return None
-    in_row, out_row = in_w * in_c, out_w * out_c
-    first_row = [row * sh - pad_h + above for row, (_, above) in enumerate(windows)]
-    end_row = [first + rows for first, (rows, _) in zip(first_row, windows)]
-    # top to bottom: row r's copy ends before the first input row of row r+1's window
-    reserve = max(0, max((row + 1) * out_row - first_row[row + 1] * in_row for row in range(out_h - 1)))
-    # bottom to top: row r's copy starts after the last input row of row r-1's window
-    allow = min(row * out_row - end_row[row - 1] * in_row for row in range(1, out_h))
+    in_row, out_row = conv.in_row, conv.out_row
+    reserve = max(0, max((row + 1) * out_row - windows[row + 1][0] * in_row for row in range(out_h - 1)))
+    allow = min(row * out_row - (windows[row - 1][0] + windows[row - 1][1]) * in_row for row in range(1, out_h))
     reserve, allow = -(-reserve // 16) * 16, allow // 16 * 16  # the pool's 16-byte alignment, kept
-    runs: list[tuple[int, int, tuple[int, int]]] = []  # (first row, end row, (rows, padding above))
-    for row, shape in enumerate(windows):
+    runs: list[tuple[int, int, tuple[int, int]]] = []  # (first row, end row, (input rows, padding above))
+    for row, (_, in_rows, above) in enumerate(windows):
+        shape = (in_rows, above)
         if runs and runs[-1][2] == shape and runs[-1][1] == row:
             runs[-1] = (runs[-1][0], row + 1, shape)
         else:
             runs.append((row, row + 1, shape))
     shapes = sorted({shape for _, _, shape in runs})
-    functions = []
-    for index, (rows, above) in enumerate(shapes):
-        name = f"{BAND_FUNCTION}_band{index}"
-        functions += [f"/* output rows whose window is {rows} input row(s) below {above} row(s) of padding */",
-                      f"static int32_t {name}(int8_t* input_, int8_t* band_, int8_t* filter_, int32_t* multiplier_"
-                      f"{', int32_t* bias_' if call.bias else ''}, int32_t* shift_) {{",
-                      "  cmsis_nn_context context= {NULL,0};", call.stride,
-                      f"  cmsis_nn_tile padding = {c_dims((pad_w, above))};", *call.window, *call.params,
-                      "  cmsis_nn_per_channel_quant_params quant_params = {multiplier_, shift_};",
-                      f"  cmsis_nn_dims input_dims = {c_dims((1, rows, in_w, in_c))};",
-                      f"  cmsis_nn_dims filter_dims = {c_dims(call.filter_dims)};",
-                      f"  cmsis_nn_dims bias_dims = {c_dims((1, 1, 1, call.out_c))};",
-                      f"  cmsis_nn_dims output_dims = {c_dims((1, 1, out_w, out_c))};",
-                      *status_check(f"{call.function}(&context, &conv_params, &quant_params, &input_dims, input_, "
-                                    f"&filter_dims, filter_, &bias_dims, {'bias_' if call.bias else 'NULL'}, "
-                                    "&output_dims, band_)"),
-                      "}", ""]
+    functions = [line for index, (in_rows, above) in enumerate(shapes)
+                 for line in conv.call_function(f"{BAND_FUNCTION}_band{index}", in_rows, above, 1)]
 
     def body(order: list[tuple[int, int, tuple[int, int]]], down: bool) -> list[str]:
         lines = [f"  int8_t band[{out_row}];"]
         for first, end, shape in order:
-            rows, above = shape
-            start = f"(r * {sh} - {pad_h - above})" if pad_h != above else f"(r * {sh})"
+            start = windows[first][0]  # the first input row of row `first`'s window
+            offset = f"(r - {first}) * {conv.stride_h}" + (f" + {start}" if start else "")
             loop = f"int32_t r = {first}; r < {end}; ++r" if down else f"int32_t r = {end - 1}; r >= {first}; --r"
             lines += [f"  for ({loop}) {{",
-                      f"    if ({BAND_FUNCTION}_band{shapes.index(shape)}(input_ + {start} * {in_row}, band, filter_, "
-                      f"multiplier_{', bias_' if call.bias else ''}, shift_) != 0) return -1;",
+                      f"    if ({BAND_FUNCTION}_band{shapes.index(shape)}(input_ + ({offset}) * {in_row}, band, "
+                      f"{conv.operands()}) != 0) return -1;",
                       f"    for (int32_t i = 0; i < {out_row}; ++i) output_[r * {out_row} + i] = band[i];",
                       "  }"]
         return lines + ["  return 0;"]
