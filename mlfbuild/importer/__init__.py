@@ -101,7 +101,7 @@ def import_tflite(model: Path, out: Path, module: str | None = None, rounding: s
     provenance = Provenance(tool=f"mlfbuild {__version__}", model_file=Path(model).name, model_sha256=sha256,
                             rounding=rounding, memory=memory)
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
-    files, layout = mlf_files(graph, steps, module, provenance, data, stamp)
+    files, layout, steps = mlf_files(graph, steps, module, provenance, data, stamp)
     _write_atomically(out, tar_bytes(files))
     return ImportResult(mlf=out, module=module, steps=steps, layout=layout, graph=graph, sha256=sha256,
                         notes=[f"operator {s.operator.index} ({s.operator.name}): {s.note}" for s in steps if s.note])

@@ -21,6 +21,7 @@ import numpy as np
 from ..mlf.model import c_identifier
 from ..project.memory_plan import Buffer, MemoryPlan, align, plan_memory
 from .lowering import BAND_FUNCTION, C_HELPERS, Lowered
+from .patches import apply_stage, stage_candidates
 from .tflite import Graph
 
 # How requantisations round: "tflite", as TFLite's reference kernels (its fully connected layers
@@ -258,12 +259,26 @@ def _arena(graph: Graph, calls: list[Lowered], shared: _SharedBytes, io_names: d
     return _layout(graph, calls, _apply_band_joins(graph, calls, shared, io_names, joins), io_names).plan.arena_bytes
 
 
+def _with_patched_stage(graph: Graph, steps: list[Lowered]) -> tuple[Graph, list[Lowered]]:
+    """The model with its leading convolutions run stripe by stripe (patches.py) where that gives the
+    smallest pool of every choice tried, row bands after it included; else as it is."""
+    best = (plan_layout(graph, steps, MIN_MEMORY).plan.arena_bytes, graph, steps)
+    for stage in stage_candidates(graph, steps, _io_names(graph)):
+        staged_graph, staged_steps = apply_stage(graph, steps, stage)
+        arena = plan_layout(staged_graph, staged_steps, MIN_MEMORY).plan.arena_bytes
+        if arena < best[0]:
+            best = (arena, staged_graph, staged_steps)
+    return best[1], best[2]
+
+
 def _io_names(graph: Graph) -> dict[int, str]:
     return {index: c_identifier(graph.tensors[index].name) for index in graph.inputs + graph.outputs}
 
 
 def mlf_files(graph: Graph, steps: list[Lowered], module: str, provenance: Provenance, model_bytes: bytes,
-              export_datetime: str) -> tuple[dict[str, bytes], Layout]:
+              export_datetime: str) -> tuple[dict[str, bytes], Layout, list[Lowered]]:
+    if provenance.memory == MIN_MEMORY:
+        graph, steps = _with_patched_stage(graph, steps)
     layout = plan_layout(graph, steps, provenance.memory)
     calls = [s for s in steps if s.alias_of is None]
     constants = _constants(calls)
@@ -280,7 +295,7 @@ def mlf_files(graph: Graph, steps: list[Lowered], module: str, provenance: Prove
     files = {k: v.encode() if isinstance(v, str) else v for k, v in files.items()}
     meta = _metadata(module, calls, inputs, outputs, layout.plan.arena_bytes, const_bytes, provenance, export_datetime)
     files["metadata.json"] = json.dumps(meta, indent=2, sort_keys=True).encode()
-    return files, layout
+    return files, layout, steps
 
 
 # --- constants -------------------------------------------------------------------------------------
@@ -410,7 +425,7 @@ def _helpers_called(calls: list[Lowered]) -> list[str]:
     """The C helpers (lowering.C_HELPERS) a body names, and those they name in turn, each once, in
     C_HELPERS' order (each after those it calls), before the functions."""
     text = "\n".join(line for step in calls for line in
-                      (step.band_body + step.bands.functions if step.band_order else step.body))
+                      (step.band_body if step.band_order else step.body) + _functions(step))
     named: set[str] = set()
     while True:
         found = {name for name in C_HELPERS if name not in named and re.search(rf"\b{name}\b", text)}
@@ -419,6 +434,10 @@ def _helpers_called(calls: list[Lowered]) -> list[str]:
         named |= found
         text = "\n".join(C_HELPERS[name] for name in found)
     return [f"{code}\n" for name, code in C_HELPERS.items() if name in named]
+
+
+def _functions(step: Lowered) -> list[str]:
+    return step.functions + (step.bands.functions if step.band_order else [])
 
 
 def _lib2(module: str, calls: list[Lowered]) -> str:
@@ -434,11 +453,11 @@ def _lib2(module: str, calls: list[Lowered]) -> str:
         how = f" — {step.note}" if step.note else (" — mlfbuild's kernel, TFLite's reference semantics" if step.kernel else "")
         lines.append(f"/* TFLite operator {op.index}: {op.name}{how} */")
         name = _function_name(module, index)
-        if step.band_order:  # the calls each band makes, one function each (TVM's shape: one call per function)
-            lines += [line.replace(BAND_FUNCTION, name) for line in step.bands.functions]
+        # the calls each band or stripe makes, one function each (TVM's shape: one call per function)
+        lines += [line.replace(BAND_FUNCTION, name) for line in _functions(step)]
         lines.append(f"TVM_DLL int32_t {name}({_prototype(step)}) {{")
         lines += ["  (void)global_const_workspace_var;", "  (void)global_workspace_var;"]
-        lines += [line.replace(BAND_FUNCTION, name) for line in step.band_body] if step.band_order else step.body
+        lines += [line.replace(BAND_FUNCTION, name) for line in (step.band_body if step.band_order else step.body)]
         lines += ["}", ""]
     lines += [_EXTERN_C_CLOSE, ";"]
     return "\n".join(lines) + "\n"

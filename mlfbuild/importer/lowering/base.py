@@ -70,6 +70,8 @@ class Lowered:
     in_place: bool = False
     bands: Bands | None = None  # how to compute it row by row over its dying input (memory "min")
     rows: object | None = None  # rows.ConvRows: a convolution computable over any range of output rows
+    # C definitions the body calls, written before the operator function (names start with BAND_FUNCTION)
+    functions: list[str] = field(default_factory=list)
     band_order: str = ""  # the layout placed the output over the input: "down" or "up" (emit those bands)
 
     @property

@@ -45,9 +45,11 @@ class ConvRows:
             return None
         return low, high - low, low - top
 
-    def operands(self) -> str:
-        """The constant parameters every call function takes after its input and output."""
-        return "filter_, multiplier_" + (", bias_" if self.bias else "") + ", shift_"
+    def operands(self, suffix: str = "") -> str:
+        """The constant parameters every call function takes after its input and output, as the
+        operator function names them (`filter_`, or `filter0_` with suffix "0")."""
+        names = ("filter", "multiplier", "bias", "shift") if self.bias else ("filter", "multiplier", "shift")
+        return ", ".join(f"{name}{suffix}_" for name in names)
 
     def call_function(self, name: str, in_rows: int, above: int, out_rows: int) -> list[str]:
         """A C function computing `out_rows` output rows from `in_rows` input rows below `above`
