@@ -28,6 +28,17 @@ DS_CHAIN = (("CONV_2D", dict(_SAME, out_channels=8)),
             "AVERAGE_POOL_2D")
 
 
+# A MobileNet's first layers (vww's in small): the pointwise layer's output is the largest tensor.
+_STRIDE2 = dict(_SAME, stride_h=2, stride_w=2, kernel_h=3, kernel_w=3)
+MOBILENET_HEAD = (("CONV_2D", dict(_STRIDE2, out_channels=4)),
+                  ("DEPTHWISE_CONV_2D", dict(_SAME, kernel_h=3, kernel_w=3, depth_multiplier=1)),
+                  ("CONV_2D", dict(_SAME, kernel_h=1, kernel_w=1, out_channels=16)),
+                  ("DEPTHWISE_CONV_2D", dict(_STRIDE2, depth_multiplier=1)),
+                  ("CONV_2D", dict(_SAME, kernel_h=1, kernel_w=1, out_channels=16)),
+                  "AVERAGE_POOL_2D")
+HEAD_INPUT = (1, 48, 24, 3)
+
+
 def chains_model(rng: np.random.Generator, count: int) -> GraphBuilder:
     """`count` chains of three to five convolutions side by side, each on its own input (rows enough
     for several bands), each a graph output."""
@@ -77,8 +88,10 @@ def test_random_convolution_chains_over_their_inputs_equal_litert(seed, cmsis_nn
 
 @pytest.mark.qemu
 @pytest.mark.cross
-def test_a_kws_like_chain_over_its_inputs_on_the_m55_equals_litert(cmsis_nn, tmp_path):
-    model = chain_model(np.random.default_rng(5), DS_CHAIN, input_shape=(1, 25, 5, 8)).write(tmp_path / "k.tflite")
+@pytest.mark.parametrize("chain, shape", [(DS_CHAIN, (1, 25, 5, 8)), (MOBILENET_HEAD, (1, 48, 24, 3))],
+                         ids=["row bands", "stripes"])
+def test_min_plans_on_the_m55_equal_litert(chain, shape, cmsis_nn, tmp_path):
+    model = chain_model(np.random.default_rng(5), chain, input_shape=shape).write(tmp_path / "k.tflite")
     mlf = tmp_path / "k.tar"
     assert cli("import", str(model), "-o", str(mlf), "--memory", "min").returncode == 0
     run = cli("run", str(mlf), "-b", "mps3-an547", "--cmsis-nn", str(cmsis_nn("v6.0.0")), "-o", str(tmp_path / "b"),
@@ -101,3 +114,48 @@ def test_an_unknown_memory_plan_is_a_usage_error(tmp_path):
     done = cli("import", str(model), "-o", str(tmp_path / "k.tar"), "--memory", "smallest")
     assert done.returncode == 2 and "--memory" in done.stderr
     assert not (tmp_path / "k.tar").exists()
+
+
+
+
+def test_stripes_cover_every_output_row_once_and_every_row_each_layer_reads():
+    from mlfbuild.importer import patches
+    from mlfbuild.importer.lowering.rows import ConvRows
+
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        height, layers = int(rng.integers(8, 40)), []
+        for _ in range(int(rng.integers(2, 5))):
+            k, s, d = int(rng.integers(1, 6)), int(rng.integers(1, 3)), int(rng.integers(1, 3))
+            pad = int(rng.integers(0, (k - 1) * d + 1))
+            out = (height + 2 * pad - (k - 1) * d - 1) // s + 1
+            if out < 2:
+                break
+            layers.append(ConvRows("f", (), (1, k, 1, 1), False, (height, 1, 1), (out, 1, 1), k, s, d, pad, 0))
+            height = out
+        if len(layers) < 2:
+            continue
+        for stripes in patches.STRIPE_COUNTS:
+            ranges = patches._stripe_ranges(layers, stripes)
+            if ranges is None:
+                continue
+            last_rows = [row for stripe in ranges for row in range(*stripe[-1])]
+            assert last_rows == list(range(layers[-1].out_hwc[0]))
+            for stripe in ranges:
+                for position in range(1, len(layers)):
+                    low, rows, _ = layers[position].window(*stripe[position])
+                    first, end = stripe[position - 1]
+                    assert first <= low and low + rows <= end  # every row read was computed
+
+
+@pytest.mark.cross
+def test_a_mobilenet_head_run_in_stripes_equals_litert(cmsis_nn, tmp_path):
+    model = chain_model(np.random.default_rng(8), MOBILENET_HEAD, input_shape=HEAD_INPUT).write(tmp_path / "m.tflite")
+    floor = import_tflite(model, tmp_path / "floor.tar")
+    least = import_tflite(model, tmp_path / "min.tar", memory="min")
+    assert any("stripes of rows" in step.note for step in least.steps)
+    assert least.pool_bytes < floor.pool_bytes
+    run = cli("run", str(tmp_path / "min.tar"), "-b", "host", "--cmsis-nn", str(cmsis_nn("v6.0.0")),
+              "-o", str(tmp_path / "b"), "--samples", "3", "--json")
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["status"] == "pass" and "not proven" not in run.stderr
