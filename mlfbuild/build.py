@@ -118,7 +118,8 @@ def _build(mlf: Path, board: Board, outdir: Path, *, options: ProjectOptions, jo
            renames: list[tuple[str, str]]) -> BuildResult:
     from .importer import imported_if_tflite
 
-    mlf = imported_if_tflite(Path(mlf), outdir / f"{Path(mlf).stem}.mlf.tar")
+    ram = board.memory.ram.length if board.memory else None
+    mlf = imported_if_tflite(Path(mlf), outdir / f"{Path(mlf).stem}.mlf.tar", ram)
     tools = toolchain_names(board, options.toolchain_prefix)
     library = _read_before_replacing(mlf, outdir, max_mlf_bytes, max_graph_nodes, renames,
                                      symbol_renamer(tools["objcopy"], None if board.is_host else options.toolchain_prefix))

@@ -159,3 +159,20 @@ def test_a_mobilenet_head_run_in_stripes_equals_litert(cmsis_nn, tmp_path):
               "-o", str(tmp_path / "b"), "--samples", "3", "--json")
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout)["status"] == "pass" and "not proven" not in run.stderr
+
+
+@pytest.mark.qemu
+@pytest.mark.cross
+def test_a_tflite_too_big_for_the_board_at_the_floor_is_planned_smallest_and_runs(models_dir, cmsis_nn, tmp_path):
+    """MLPerf Tiny's kws needs 16,000 B of pool at the floor, too much beside its io on the micro:bit's
+    16 KiB: given as a .tflite, it is imported with the smallest plan, and runs there bit-exact."""
+    run = cli("run", str(models_dir / "kws_ref_model.tflite"), "-b", "microbit", "--cmsis-nn", str(cmsis_nn("v6.0.0")),
+              "-o", str(tmp_path / "b"), "--samples", "2", "--json")
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["status"] == "pass"
+    record = json.loads((tmp_path / "b" / "build.json").read_text())
+    assert record["models"][0]["imported_from"]["memory"] == "min"
+    host = cli("build", str(models_dir / "kws_ref_model.tflite"), "-b", "host", "--cmsis-nn", str(cmsis_nn("v6.0.0")),
+               "-o", str(tmp_path / "h"))
+    assert host.returncode == 0, host.stderr
+    assert json.loads((tmp_path / "h" / "build.json").read_text())["models"][0]["imported_from"]["memory"] == "floor"

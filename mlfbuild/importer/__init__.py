@@ -22,7 +22,7 @@ from .. import __version__
 from ..errors import InvalidInputError, UsageError
 from ..mlf.writer import tar_bytes
 from ..untrusted import read_regular
-from .emit import FLOOR_MEMORY, IO_DTYPES, MEMORY_PLANS, ROUNDINGS, TFLITE_ROUNDING, Layout, Provenance, mlf_files
+from .emit import FLOOR_MEMORY, IO_DTYPES, MEMORY_PLANS, MIN_MEMORY, ROUNDINGS, TFLITE_ROUNDING, Layout, Provenance, mlf_files
 from .lowering import Lowered, UnsupportedModelError, lower, refusal
 from .tflite import Graph, parse_model
 
@@ -72,10 +72,17 @@ def is_tflite(path: Path) -> bool:
         return False
 
 
-def imported_if_tflite(model: Path, out: Path) -> Path:
-    """A .tflite given where an MLF is expected (build, run, export): imported into `out` first; an
-    MLF as it is."""
-    return import_tflite(model, out).mlf if is_tflite(model) else model
+def imported_if_tflite(model: Path, out: Path, ram_bytes: int | None = None) -> Path:
+    """A .tflite given where an MLF is expected (build, run, export): imported into `out` first (with
+    the floor's memory plan, the faster; with the smallest where the floor's pool and io buffers alone
+    exceed the board's `ram_bytes`); an MLF as it is."""
+    if not is_tflite(model):
+        return model
+    result = import_tflite(model, out)
+    io_bytes = sum(result.graph.tensors[i].nbytes for i in (*result.graph.inputs, *result.graph.outputs))
+    if ram_bytes is not None and result.pool_bytes + io_bytes > ram_bytes:
+        result = import_tflite(model, out, memory=MIN_MEMORY)
+    return result.mlf
 
 
 def default_module_name(model: Path) -> str:
