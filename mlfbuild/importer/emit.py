@@ -252,7 +252,51 @@ def _apply_band_joins(graph: Graph, calls: list[Lowered], shared: _SharedBytes, 
         joined.join(step.output, source, placements[order] - start)
         if made is not None:
             made[index] = order
+    _nest_one_call_tensors(graph, calls, joined, io_names)
     return joined
+
+
+def _nest_one_call_tensors(graph: Graph, calls: list[Lowered], shared: _SharedBytes, io_names: dict[int, str]) -> None:
+    """A merged buffer spans what its tensors need over its whole life, and is idle in parts at each
+    call: a tensor that lives during one call alone (a patch stage's stripe buffers) takes bytes of a
+    merged buffer no member uses during that call, where it fits, largest first."""
+    life: dict[int, list[int]] = {}
+    for index, step in enumerate(calls):
+        for operand in step.operands:
+            if operand.tensor is not None:
+                life.setdefault(operand.tensor, [index, index])[1] = index
+    members: dict[int, list[int]] = {}
+    for tensor in shared.members():
+        members.setdefault(shared.root(tensor), []).append(tensor)
+    lonely = sorted((t for t, (first, last) in life.items() if first == last and t not in io_names
+                     and shared.root(t) == t and len(members.get(t, [t])) == 1),
+                    key=lambda t: -graph.tensors[t].nbytes)
+    spans = shared.spans(graph)
+    for tensor in lonely:
+        step, size = life[tensor][0], graph.tensors[tensor].nbytes
+        for root, tensors in members.items():
+            if root == tensor or root in io_names or len(tensors) < 2:
+                continue
+            busy = sorted((shared.offset(m), shared.offset(m) + graph.tensors[m].nbytes) for m in tensors
+                          if m in life and life[m][0] <= step <= life[m][1])
+            if not busy:
+                continue
+            at = _gap(spans[root], busy, size)
+            if at is not None:
+                shared.join(tensor, root, at - shared.offset(root))
+                tensors.append(tensor)
+                break
+
+
+def _gap(span: tuple[int, int], busy: list[tuple[int, int]], size: int) -> int | None:
+    """The first 16-byte-aligned offset in `span` where `size` bytes meet none of `busy`."""
+    at = align(span[0], ALIGNMENT) if span[0] >= 0 else -(-span[0] // ALIGNMENT) * -ALIGNMENT * -1
+    at = span[0] + (-(span[0]) % ALIGNMENT)
+    for low, high in busy + [(span[1], span[1])]:
+        if at + size <= low:
+            return at
+        at = max(at, high + (-high) % ALIGNMENT)
+    return None
 
 
 def _arena(graph: Graph, calls: list[Lowered], shared: _SharedBytes, io_names: dict[int, str], joins: set[int]) -> int:
