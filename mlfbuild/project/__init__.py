@@ -29,7 +29,8 @@ from .lowering import Lowered
 from .lowering.aot_c import io_tensors
 from .runtime import RuntimeChoice, RuntimeFiles, builtin_runtime_files
 from .tvm_runtime import tvm_runtime_files
-from .sizes import DEFAULT_MAX_CODE_BYTES, Bounds, check_lowered, check_module
+from .sizes import (DEFAULT_MAX_CODE_BYTES, Bounds, check_constants_fit, check_lowered, check_module,
+                    check_plan_fits)
 
 _TOOLCHAIN_DEFAULT_PREFIX = "arm-none-eabi-"
 
@@ -147,14 +148,18 @@ def render_project(lib: ModelLibrary, board: Board, dest: Path, options: Project
     """`stack_bytes`: the .stack reserve to link with when options do not fix one (default: the board's)."""
     check_library(lib, board, options)
     bounds = Bounds.of(board)
+    check_constants_fit(lib.modules, bounds)      # the firmware's own memory map: not an export's
     env = template_environment()
     writer = Writer(dest)
     dest.mkdir(parents=True, exist_ok=True)
 
+    def check(lowered: list[Lowered]) -> None:
+        check_lowered(lowered, sum(item.workspace_bytes for item in lowered), bounds, options.max_code_bytes)
+        check_plan_fits(lowered, bounds, own_io=options.app is None)
+
     float_abi = float_abi_for(board, [o for m in lib.modules for o in m.objects])
     arch_flags = arch_flags_for(board, float_abi)
-    library = render_library(lib, writer, env, options.runtime, check=lambda lowered: check_lowered(
-        lowered, sum(item.workspace_bytes for item in lowered), bounds, options.max_code_bytes),
+    library = render_library(lib, writer, env, options.runtime, check=check,
         cmsis_nn=lambda: render_cmsis_nn(lib, board, arch_flags, options.cmsis_nn, options.cmsis_core, writer,
                                        options.build_memory, optimize=options.cmsis_nn_optimize),
         cmsis_nn_tree=options.cmsis_nn, cmsis_core=options.cmsis_core)
