@@ -358,11 +358,16 @@ def test_planned_ram_beyond_the_board_is_refused_before_compiling(tmp_path, caps
 
 @pytest.mark.cross
 def test_a_model_whose_certain_bytes_fit_is_built(tmp_path):
-    """Half the io of the refused RELU fits lm3s6965evb: nothing is refused that the linker would take."""
-    mlf = _imported(_relu(tmp_path / "relu.tflite", 20_000))
-    done = cli("build", str(mlf), "-b", "lm3s6965evb", "-o", str(tmp_path / "out"))
+    """Half the io of the refused RELU fits lm3s6965evb: nothing is refused that the linker would take.
+    A model refused for its constants then leaves that build as it was."""
+    out = tmp_path / "out"
+    done = cli("build", str(_imported(_relu(tmp_path / "relu.tflite", 20_000))), "-b", "lm3s6965evb", "-o", str(out))
     assert done.returncode == 0, done.stderr
-    assert (tmp_path / "out" / "firmware.elf").is_file()
+    kept = {name: (out / name).read_bytes() for name in ("firmware.elf", "build.json", "size.json")}
+    wide = _imported(_fully_connected(tmp_path / "wide.tflite", depth=1024, units=300))
+    refused = cli("build", str(wide), "-b", "lm3s6965evb", "-o", str(out))
+    assert refused.returncode == 5 and "refused before compiling" in refused.stderr, refused.stderr
+    assert {name: (out / name).read_bytes() for name in kept} == kept
 
 
 def test_unknown_board_and_bad_board_file(tmp_path):
