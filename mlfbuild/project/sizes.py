@@ -13,6 +13,7 @@ fails here in seconds rather than in the compiler after minutes.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Iterable
 
 from ..boards import Board
 from ..errors import InvalidInputError, OverBudgetError
@@ -137,7 +138,7 @@ def certain_constant_bytes(module: Module) -> tuple[int, str]:
     return 0, ""
 
 
-def check_constants_fit(modules, bounds: Bounds) -> None:
+def check_constants_fit(modules: Iterable[Module], bounds: Bounds) -> None:
     """The modules' constants, summed, against the board's flash (before any lowering)."""
     parts = [(module.name, what, nbytes) for module in modules for nbytes, what in [certain_constant_bytes(module)]]
     bounds.check_total("flash", "the constants", [part for part in parts if part[2]])
