@@ -24,6 +24,7 @@ from .mlf.rename import parse_renames, renamed_libraries
 from .errors import OverBudgetError
 from .project import (Project, ProjectOptions, linked_stack_bytes, linker_script_text, render_oversize_linker_script,
                       render_project, toolchain_names)
+from .project.sizes import Bounds, check_constants_fit
 from .size.stack import STACK_MARGIN, compute_stack_bound, stack_reserve
 from .size import SizeReport, size_report
 from .toolchain import (DEFAULT_BUILD_TIMEOUT, MakeResult, count_compiles, find_tools, numbered, run_make,
@@ -90,15 +91,17 @@ def _check_stack_bytes(stack_bytes: int | None, board: Board) -> None:
                          f"from 8 to {ram:,} B (its RAM)")
 
 
-def _read_before_replacing(mlf: Path, outdir: Path, max_mlf_bytes: int, max_graph_nodes: int,
+def _read_before_replacing(mlf: Path, outdir: Path, board: Board, max_mlf_bytes: int, max_graph_nodes: int,
                            renames: list[tuple[str, str]], redefine_symbols):
     """The MLF read and checked in a staging folder first: only a good input replaces the previous
-    build's files (a wrong file given by mistake must not cost the user the last firmware). Renamed
-    modules make a renamed copy, which becomes OUT/mlf (a folder MLF is never written to)."""
+    build's files (a wrong file given by mistake, or a model whose constants alone overflow the
+    board's flash, must not cost the user the last firmware). Renamed modules make a renamed copy,
+    which becomes OUT/mlf (a folder MLF is never written to)."""
     staging = outdir / ".mlf-staging"
     shutil.rmtree(staging, ignore_errors=True)
     try:
         library = read_mlf(mlf, staging, max_total_bytes=max_mlf_bytes, max_graph_nodes=max_graph_nodes)
+        check_constants_fit(library.modules, Bounds.of(board))
         library = renamed_libraries([library], renames, staging, redefine_symbols)[0]
         build_folder.forget_previous_build(outdir)
         if mlf.is_dir() and not renames:
@@ -121,7 +124,7 @@ def _build(mlf: Path, board: Board, outdir: Path, *, options: ProjectOptions, jo
     ram = board.memory.ram.length if board.memory else None
     mlf = imported_if_tflite(Path(mlf), outdir / f"{Path(mlf).stem}.mlf.tar", ram)
     tools = toolchain_names(board, options.toolchain_prefix)
-    library = _read_before_replacing(mlf, outdir, max_mlf_bytes, max_graph_nodes, renames,
+    library = _read_before_replacing(mlf, outdir, board, max_mlf_bytes, max_graph_nodes, renames,
                                      symbol_renamer(tools["objcopy"], None if board.is_host else options.toolchain_prefix))
     for warning in library.warnings:
         if progress:

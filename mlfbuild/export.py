@@ -112,13 +112,34 @@ def _remove_leftovers(folder: Path) -> None:
 
 
 def _quantizations(libraries: list[ModelLibrary], models: list[str]) -> dict[str, dict[str, tuple[float, int]]]:
-    if not models:
-        return {}
-    from .run.references import resolve
+    """(scale, zero point) of each module's inputs and outputs, by module: from the original model
+    `--model` names, else from the one an imported MLF carries; a TVM MLF without --model has none."""
+    found = {}
+    if models:
+        from .run.references import resolve
 
-    modules = [m.to_json() for lib in libraries for m in lib.modules]
-    chosen = resolve(models, modules)
-    return {m["name"]: chosen[m["name"]].quantization_of(m) for m in modules if m["name"] in chosen}
+        modules = [m.to_json() for lib in libraries for m in lib.modules]
+        chosen = resolve(models, modules)
+        found = {m["name"]: chosen[m["name"]].quantization_of(m) for m in modules if m["name"] in chosen}
+    for lib in libraries:
+        for module in lib.modules:
+            carried = lib.carried_model(module)
+            if module.name not in found and carried is not None:
+                found[module.name] = _carried_quantization(carried, module)
+    return found
+
+
+def _carried_quantization(model: Path, module) -> dict[str, tuple[float, int]]:
+    from .reference.signature import module_quantization
+    from .reference.tflite import read_tflite
+
+    where = f"module {module.name}: the model its MLF carries ({module.imported_from.get('model_path')})"
+    try:
+        return module_quantization(read_tflite(model), module.to_json())
+    except InvalidInputError as exc:
+        raise InvalidInputError(f"{where} is unusable: {str(exc).replace(str(model) + ': ', '')}") from None
+    except ValueError as exc:       # it describes another graph: the MLF was altered after import
+        raise InvalidInputError(f"{where} describes another graph: {exc}") from None
 
 
 def _check_folder(folder: Path) -> None:

@@ -8,8 +8,10 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from conftest import REPO, cli, entry_id, fixture_boards
@@ -271,20 +273,101 @@ def test_compiler_error_is_one_readable_line(tmp_path):
 
 @pytest.mark.cross
 def test_model_too_big_for_the_board_exits_5(fixtures_dir, tmp_path):
-    # kws's workspace pool (56 KB at its floor) on the small board cut to 48 KB of RAM.
+    # kws's workspace pool (56,192 B at its floor) and io buffers (502 B) fit the small board cut to
+    # 56 KiB of RAM, so the build compiles; the stack, the runtime and the rest do not.
     mlf = fixtures_dir / "tvm-0.13" / "kws_aot_c_unpacked_usmp.tar"
-    board = tmp_path / "small48k.toml"
+    board = tmp_path / "small56k.toml"
     board.write_text((REPO / "boards" / "lm3s6965evb.toml").read_text()
-                     .replace('name = "lm3s6965evb"', 'name = "small48k"').replace('aliases = ["qemu_cortex_m3"]', "")
-                     .replace("length = 0x10000", "length = 0xC000"))
-    result = cli("build", str(mlf), "--board", "small48k", "--board-file", str(board), "-o", str(tmp_path / "cli"))
+                     .replace('name = "lm3s6965evb"', 'name = "small56k"').replace('aliases = ["qemu_cortex_m3"]', "")
+                     .replace("length = 0x10000", "length = 0xE000"))
+    result = cli("build", str(mlf), "--board", "small56k", "--board-file", str(board), "-o", str(tmp_path / "cli"))
     assert result.returncode == 5
     first = next(line for line in result.stderr.splitlines() if line.startswith("mlfbuild: error:"))
+    assert "refused before compiling" not in first and (tmp_path / "cli" / "build.log").is_file()
     # One number per region, the size report's (the linker counts its own way): the table's numbers.
-    assert re.search(r"does not fit the board: ram [\d,]+ B > 49,152 B by ([\d,]+) B", first), first
+    assert re.search(r"does not fit the board: ram [\d,]+ B > 57,344 B by ([\d,]+) B", first), first
     assert "overflowed" not in first
     # The linker's overflow comes with the size table: by how much, and what is biggest.
     assert "over by" in result.stderr and "global_workspace" in result.stderr
+
+
+def _fully_connected(path: Path, depth: int, units: int) -> Path:
+    """An int8 model of one fully connected layer: its weights (units x depth bytes) are its constants."""
+    from tflitewriter import GraphBuilder, schema
+
+    graph = GraphBuilder()
+    x = graph.add_input("x", "int8", (1, depth), scale=0.05, zero_point=0)
+    weights = graph.add_constant("w", np.ones((units, depth), np.int8), scale=0.01, zero_point=0)
+    y = graph.add_tensor("y", "int8", (1, units), scale=0.5, zero_point=0)
+    graph.add_operator("FULLY_CONNECTED", [x, weights, -1], [y], schema.FullyConnectedOptionsT(keepNumDims=False))
+    graph.mark_output(y)
+    return graph.write(path)
+
+
+def _relu(path: Path, elements: int) -> Path:
+    """An int8 RELU of `elements` bytes in and out: no constants, no workspace, only io buffers."""
+    from tflitewriter import GraphBuilder
+
+    graph = GraphBuilder()
+    x = graph.add_input("x", "int8", (1, elements), scale=0.05, zero_point=0)
+    y = graph.add_tensor("y", "int8", (1, elements), scale=0.05, zero_point=0)
+    graph.add_operator("RELU", [x], [y])
+    graph.mark_output(y)
+    return graph.write(path)
+
+
+def _imported(model: Path) -> Path:
+    mlf = model.with_suffix(".tar")
+    done = cli("import", str(model), "-o", str(mlf))
+    assert done.returncode == 0, done.stderr
+    return mlf
+
+
+def _timed_build(mlf: Path, board: str, out: Path, capsys) -> tuple[int, float, str]:
+    from mlfbuild import cli as mlfbuild_cli
+
+    started = time.perf_counter()
+    code = mlfbuild_cli.main(["build", str(mlf), "-b", board, "-o", str(out)])
+    return code, time.perf_counter() - started, capsys.readouterr().err
+
+
+def test_constants_beyond_the_flash_are_refused_before_compiling(tmp_path, capsys):
+    """300 KiB of weights for lm3s6965evb's 256 KiB of flash: exit 5 at once, with the figures."""
+    mlf = _imported(_fully_connected(tmp_path / "wide.tflite", depth=1024, units=300))
+    code, seconds, err = _timed_build(mlf, "lm3s6965evb", tmp_path / "out", capsys)
+    assert code == 5 and seconds < 1.0, (seconds, err)
+    first = err.splitlines()[0]
+    assert first == ("mlfbuild: error: the firmware does not fit the board: flash 307,200 B > 262,144 B by 45,056 B "
+                     "(lm3s6965evb), refused before compiling: the constants alone need that much (largest: wide's "
+                     "USMP constant pool global_const_workspace, 307,200 B)")
+    assert "over by" in err and "Traceback" not in err
+    assert not (tmp_path / "out" / "project").exists() and not (tmp_path / "out" / "build.log").exists()
+
+
+def test_planned_ram_beyond_the_board_is_refused_before_compiling(tmp_path, capsys):
+    """Two 40,000-byte io buffers, each within lm3s6965evb's 64 KiB of RAM, together beyond it."""
+    mlf = _imported(_relu(tmp_path / "wide_relu.tflite", 40_000))
+    code, seconds, err = _timed_build(mlf, "lm3s6965evb", tmp_path / "out", capsys)
+    assert code == 5 and seconds < 1.0, (seconds, err)
+    assert err.startswith("mlfbuild: error: the firmware does not fit the board: ram 80,000 B > 65,536 B by "
+                          "14,464 B (lm3s6965evb), refused before compiling: the planned workspace pools and io "
+                          "buffers alone need that much"), err
+    assert "input and output buffers" in err
+    assert not (tmp_path / "out" / "build.log").exists() and not (tmp_path / "out" / "firmware.elf").exists()
+
+
+@pytest.mark.cross
+def test_a_model_whose_certain_bytes_fit_is_built(tmp_path):
+    """Half the io of the refused RELU fits lm3s6965evb: nothing is refused that the linker would take.
+    A model refused for its constants then leaves that build as it was."""
+    out = tmp_path / "out"
+    done = cli("build", str(_imported(_relu(tmp_path / "relu.tflite", 20_000))), "-b", "lm3s6965evb", "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    kept = {name: (out / name).read_bytes() for name in ("firmware.elf", "build.json", "size.json")}
+    wide = _imported(_fully_connected(tmp_path / "wide.tflite", depth=1024, units=300))
+    refused = cli("build", str(wide), "-b", "lm3s6965evb", "-o", str(out))
+    assert refused.returncode == 5 and "refused before compiling" in refused.stderr, refused.stderr
+    assert {name: (out / name).read_bytes() for name in kept} == kept
 
 
 def test_unknown_board_and_bad_board_file(tmp_path):

@@ -9,6 +9,7 @@ TVM's reference), float ones within 1e-5 (check-app exits 0 only when every outp
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import shutil
@@ -16,6 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from elftools.elf.elffile import ELFFile
 
@@ -432,6 +434,61 @@ def test_quantization_from_the_original_model(fixtures_dir, models_dir, tmp_path
     wrong = cli("export", str(fixtures_dir / "tvm-0.13" / "kws_aot_c_unpacked_usmp.tar"), "-b", BOARD,
                 "-o", str(tmp_path / "e"), "--model", str(models_dir / "ad01_int8.tflite"))
     assert wrong.returncode == 3 and len(wrong.stderr.strip().splitlines()) == 1, wrong.stderr
+
+
+def _header_quantization(folder: Path, module: str, inputs: int, outputs: int, work: Path) -> list[tuple]:
+    """(scale, zero point) of each input then output as a C program sees mlf_<module>.h's macros."""
+    macro = module.upper()
+    lines = [f'printf("%.9g %d\\n", (double)MLF_{macro}_{kind}_{i}_SCALE, MLF_{macro}_{kind}_{i}_ZERO_POINT);'
+             for kind, count in (("INPUT", inputs), ("OUTPUT", outputs)) for i in range(count)]
+    source = work / "quantization.c"
+    source.write_text(f'#include <stdio.h>\n#include "mlf_{module}.h"\nint main(void) {{\n' + "\n".join(lines) +
+                      "\nreturn 0;\n}\n")
+    program = work / "quantization"
+    includes = [f"-I{folder / d}" for d in ("include", "model/codegen/host/include", "crt/include")]
+    subprocess.run(["gcc", "-std=c11", "-Werror", *includes, str(source), "-o", str(program)], check=True)
+    printed = subprocess.run([str(program)], capture_output=True, text=True, check=True).stdout.split()
+    return [(np.float32(float(scale)), int(zero)) for scale, zero in zip(printed[::2], printed[1::2])]
+
+
+def test_an_imported_model_exports_the_quantization_it_carries(cmsis_nn, tmp_path):
+    """An MLF made by `mlfbuild import` carries its .tflite: export gives its inputs' and outputs'
+    scale and zero point in mlf_<mod>.h with no --model, as from a .tflite given directly."""
+    from tflitewriter import bundle_model
+    from mlfbuild.reference.tflite import read_tflite
+
+    model = bundle_model(np.random.default_rng(7), ["CONV_2D", "FULLY_CONNECTED"]).write(tmp_path / "small.tflite")
+    tflite = read_tflite(model)
+    expected = [(np.float32(t.scale), t.zero_point) for t in tflite.inputs + tflite.outputs]
+    assert len(expected) == 4 and all(t.quantized for t in tflite.inputs + tflite.outputs)
+    assert cli("import", str(model), "-o", str(tmp_path / "small.tar")).returncode == 0
+    for source in (tmp_path / "small.tar", model):
+        folder = tmp_path / f"export-{source.suffix[1:]}"
+        done = cli("export", str(source), "-b", BOARD, "--cmsis-nn", str(cmsis_nn("v6.0.0")), "-o", str(folder))
+        assert done.returncode == 0, done.stderr
+        assert _header_quantization(folder, "small", 2, 2, tmp_path) == expected
+
+
+def test_an_imported_mlf_whose_model_was_swapped_is_refused(cmsis_nn, tmp_path):
+    import tarfile
+
+    from tflitewriter import bundle_model
+
+    model = bundle_model(np.random.default_rng(7), ["CONV_2D"]).write(tmp_path / "small.tflite")
+    other = bundle_model(np.random.default_rng(8), ["FULLY_CONNECTED"]).write(tmp_path / "other.tflite")
+    assert cli("import", str(model), "-o", str(tmp_path / "small.tar")).returncode == 0
+    swapped = tmp_path / "swapped.tar"
+    with tarfile.open(tmp_path / "small.tar") as original, tarfile.open(swapped, "w") as out:
+        for member in original.getmembers():
+            data = original.extractfile(member).read() if member.isfile() else None
+            if member.name.endswith("src/model.tflite"):
+                data = other.read_bytes()
+                member.size = len(data)
+            out.addfile(member, io.BytesIO(data) if data is not None else None)
+    done = cli("export", str(swapped), "-b", BOARD, "--cmsis-nn", str(cmsis_nn("v6.0.0")), "-o", str(tmp_path / "e"))
+    assert done.returncode == 3 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "module small: the model its MLF carries (src/model.tflite) describes another graph" in done.stderr
+    assert not (tmp_path / "e").exists()
 
 
 def test_export_refuses_a_folder_that_is_not_an_export(fixtures_dir, tmp_path):

@@ -48,15 +48,17 @@ class FlashCommand(Command):
                             help="flash even when the chip's id is not the board's (warns instead)")
 
     def run(self, args: argparse.Namespace) -> int:
+        from ..flash import FlashOptions, Progress, flash, load_job
+        from ..flash_methods import uses_port
         from ..serialport import find_port
-        from ..flash import FlashOptions, Progress, flash, flasher_class, load_job
 
         job = load_job(args.target, address=args.address)
+        method = args.method or job.flashing.method
+        _refuse_unused_link_options(args, method, job)
         job.check()                                  # refuse before looking for or opening a port
         for warning in job.warnings:
             print(f"mlfbuild: warning: {warning}", file=sys.stderr)
-        method = args.method or job.flashing.method
-        needs_port = getattr(flasher_class(method), "needs_port", True)
+        needs_port = uses_port(method)
         port = (args.port or find_port()) if needs_port else ""
         options = FlashOptions(port=port, baud=args.baud or job.flashing.baud, parity=args.parity,
                                verify=not args.no_verify, reset=args.reset or job.flashing.reset,
@@ -73,3 +75,16 @@ class FlashCommand(Command):
         started = ", application started" if result.started else ""
         print(f"flashed {result.size} bytes to {job.board} at 0x{result.address:08X}: {state}{started}")
         return 0
+
+
+def _refuse_unused_link_options(args: argparse.Namespace, method: str, job) -> None:
+    """--port, --probe and --drive each choose one kind of link: given to a method that uses another,
+    it would be ignored without a word, so it is refused before anything runs."""
+    from ..errors import UsageError
+    from ..flash_methods import link_option_problem
+
+    for option in ("port", "probe", "drive"):
+        problem = getattr(args, option) and link_option_problem(option, method, job.flashing,
+                                                               job.board or "the board")
+        if problem:
+            raise UsageError(problem)

@@ -89,7 +89,6 @@ def sign(job: FlashJob, key: str | None = None, run: Callable = subprocess.run) 
 
 class McubootSerialFlasher:
     method = "mcuboot-serial"
-    needs_port = True
 
     def __init__(self, *, run: Callable = subprocess.run, key: str | None = None):
         self._run, self._key = run, key

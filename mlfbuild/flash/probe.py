@@ -7,12 +7,14 @@ board's data (flashing.pyocd_target, flashing.openocd_config), run it, and repor
     openocd -f CFG... [-c "adapter serial PROBE"] -c "program {firmware.bin} ADDR [verify] [reset] exit"
 
 A missing tool is a BuildError (exit 4) with how to install it; a tool that fails (no probe, wrong
-target, flash error) is a FlashError (exit 8) quoting the tool's own error line.
+target, flash error) is a FlashError (exit 8) quoting the tool's own error line, led by "no debug probe
+found" when the tool says it found none.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import re
 import shutil
 import subprocess
 import sys
@@ -26,6 +28,7 @@ from .image import FlashJob
 from .options import FlashOptions
 from .progress import Progress
 
+ANSI_COLOUR = re.compile(r"\x1b\[[0-9;]*m")   # pyOCD colours its messages
 TOOL_TIMEOUT = 300.0   # seconds for one tool run (a whole-chip erase + write of a few MiB fits)
 
 
@@ -36,6 +39,26 @@ class ProbeResult:
     verified: bool
     started: bool
     commands: list[list[str]]
+
+
+# What the tools print when no probe answers: OpenOCD's ST-LINK (hla and dapdirect), CMSIS-DAP, J-Link
+# and FTDI adapter drivers, and pyOCD.
+NO_PROBE_TEXTS = ("Error: open failed", "unable to find a matching CMSIS-DAP device", "No J-Link device found",
+                  "unable to open ftdi device", "No connected debug probe")
+# libusb found the probe but may not open it: the USB device's permissions (udev rules).
+NO_ACCESS_TEXT = "LIBUSB_ERROR_ACCESS"
+
+
+def probe_problem(output: str, serial: str | None) -> str | None:
+    """The user's words for a tool's failure to reach any probe (None when it failed for another reason)."""
+    if NO_ACCESS_TEXT in output:
+        return ("a debug probe was found but cannot be opened (permission denied): install the probe's "
+                "udev rules (OpenOCD ships 60-openocd.rules) or add yourself to the group that owns it")
+    if not any(text in output for text in NO_PROBE_TEXTS):
+        return None
+    if serial:
+        return f"no debug probe with serial number {serial} found: check --probe (`mlfbuild ports` lists probes)"
+    return "no debug probe found: connect the board's debug probe (a Nucleo's ST-LINK USB port) with a data cable"
 
 
 def tool_error_line(output: str) -> str:
@@ -50,7 +73,6 @@ def tool_error_line(output: str) -> str:
 
 class _ProbeFlasher:
     method = ""
-    needs_port = False
     tool = ""
     install_hint = ""
 
@@ -79,7 +101,7 @@ class _ProbeFlasher:
             raise BuildError(f"{self.tool} not found: {self.install_hint}")
         return [path]
 
-    def call(self, cmd: list[str], step: str, progress: Progress) -> str:
+    def call(self, cmd: list[str], step: str, progress: Progress, probe: str | None = None) -> str:
         progress.note(f"{step}: {' '.join(cmd)}")
         try:
             result = self._run(cmd, capture_output=True, text=True, timeout=TOOL_TIMEOUT)
@@ -87,9 +109,11 @@ class _ProbeFlasher:
             raise FlashError(f"{self.tool} did not finish {step} within {TOOL_TIMEOUT:.0f} s") from None
         except OSError as exc:
             raise BuildError(f"cannot run {cmd[0]}: {exc.strerror or exc}") from None
-        output = (result.stdout or "") + (result.stderr or "")
+        output = ANSI_COLOUR.sub("", (result.stdout or "") + (result.stderr or ""))
         if result.returncode != 0:
-            raise FlashError(f"{self.tool} failed to {step} (exit {result.returncode}): {tool_error_line(output)}")
+            failure = f"{self.tool} failed to {step} (exit {result.returncode}): {tool_error_line(output)}"
+            problem = probe_problem(output, probe)
+            raise FlashError(f"{problem} ({failure})" if problem else failure)
         return output
 
 
@@ -125,12 +149,12 @@ class PyocdFlasher(_ProbeFlasher):
 
     def program(self, exe, job, options, progress) -> ProbeResult:
         commands = [self.load_command(exe, job, options)]
-        self.call(commands[0], "write", progress)
+        self.call(commands[0], "write", progress, options.probe)
         if options.verify:
             with tempfile.TemporaryDirectory(prefix="mlfbuild-pyocd-") as tmp:
                 readback = Path(tmp) / "readback.bin"
                 commands.append(self.readback_command(exe, job, options, readback))
-                self.call(commands[1], "read back", progress)
+                self.call(commands[1], "read back", progress, options.probe)
                 data = readback.read_bytes() if readback.is_file() else b""
             if data != job.image:
                 raise FlashError(f"verify failed: the {len(data)} bytes read back from 0x{job.address:08X} differ "
@@ -163,7 +187,7 @@ class OpenocdFlasher(_ProbeFlasher):
 
     def program(self, exe, job, options, progress) -> ProbeResult:
         cmd = self.command(exe, job, options)
-        self.call(cmd, "program", progress)
+        self.call(cmd, "program", progress, options.probe)
         return ProbeResult(job.address, len(job.image), options.verify, options.start, [cmd])
 
 

@@ -114,7 +114,6 @@ class Uf2Result:
 
 class Uf2Flasher:
     method = "uf2"
-    needs_port = False
 
     def __init__(self, *, mounts: Callable[[], list[Path]] = mounted_folders, sleep=time.sleep):
         self._mounts = mounts

@@ -245,6 +245,18 @@ class ModelLibrary:
                 return module
         raise KeyError(name)
 
+    def carried_model(self, module: Module) -> Path | None:
+        """The .tflite an MLF made by `mlfbuild import` carries for `module` (metadata.json's
+        mlfbuild_import.model_path): a regular file inside the MLF, or None."""
+        relative = (module.imported_from or {}).get("model_path")
+        if not relative:
+            return None
+        root = self.root.resolve()
+        path = (root / relative).resolve()
+        if not path.is_relative_to(root) or not path.is_file():
+            return None
+        return path
+
     def to_json(self) -> dict[str, Any]:
         return {
             "mlf_version": self.version,

@@ -11,25 +11,26 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
 
-from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from jinja2 import Environment
 
 from ..boards import Board
 from ..errors import BuildError, InvalidInputError, UsageError
-from ..mlf.model import ModelLibrary, c_identifier
+from ..mlf.model import ModelLibrary
 from ..resources import data_dir
 from ..toolchain import DEFAULT_BUILD_MEMORY
 from ..untrusted import read_regular
 from .abi import check_c_code, float_abi_for
 from .cmsis_nn import CmsisNnLibrary, describe_features, render_cmsis_nn
-from .ctext import c_comment_text, c_string_body
 from .library import render_library
 from .lowering import Lowered
 from .lowering.aot_c import io_tensors
 from .runtime import RuntimeChoice, RuntimeFiles, builtin_runtime_files
 from .tvm_runtime import tvm_runtime_files
-from .sizes import DEFAULT_MAX_CODE_BYTES, Bounds, check_lowered, check_module
+from .templating import template_environment
+from .writer import Writer
+from .sizes import (DEFAULT_MAX_CODE_BYTES, Bounds, check_constants_fit, check_lowered, check_module,
+                    check_plan_fits)
 
 _TOOLCHAIN_DEFAULT_PREFIX = "arm-none-eabi-"
 
@@ -72,17 +73,6 @@ class Project:
     cxx: bool = False  # the application has C++ sources: compiled and linked with the board's g++
 
 
-def template_environment() -> Environment:
-    env = Environment(loader=FileSystemLoader(str(data_dir("templates"))), undefined=StrictUndefined,
-                      trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
-    env.filters["format_include"] = lambda path: f"-I{path}"
-    env.filters["c_string"] = c_string_body
-    env.filters["c_comment"] = c_comment_text
-    env.filters["c_macro"] = lambda name: c_identifier(name).upper()
-    env.filters["c_identifier"] = c_identifier
-    return env
-
-
 def templates_hash() -> str:
     """Identifies the template and runtime versions that went into a build (recorded in build.json)."""
     digest = hashlib.sha256()
@@ -93,68 +83,23 @@ def templates_hash() -> str:
     return digest.hexdigest()[:16]
 
 
-class Writer:
-    """Writes files under the project root, only when their bytes differ (keeps make's mtimes)."""
-
-    def __init__(self, root: Path):
-        self.root = root
-        self.written: set[str] = set()
-
-    def write(self, relative: str, data: bytes | str) -> None:
-        payload = data.encode() if isinstance(data, str) else data
-        target = self.root / relative
-        self.written.add(relative)
-        if target.is_file() and target.read_bytes() == payload:
-            return
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(payload)
-
-    def copy(self, source: Path, relative: str) -> None:
-        self.write(relative, source.read_bytes())
-
-    def prune_owned(self, owned: Iterable[str]) -> None:
-        """Remove the files of `owned` (what an earlier render recorded writing) that this render did
-        not write, and the folders that leaves empty; nothing else in the folder is touched."""
-        for relative in sorted(set(owned) - self.written):
-            path = self.root / relative
-            if path.is_file() or path.is_symlink():
-                path.unlink()
-            parent = path.parent
-            while parent != self.root and parent.is_dir() and not any(parent.iterdir()):
-                parent.rmdir()
-                parent = parent.parent
-
-    def prune(self, folder: str) -> None:
-        """Remove files a previous render wrote under `folder` that this render did not."""
-        base = self.root / folder
-        if not base.is_dir():
-            return
-        for path in sorted(base.rglob("*"), reverse=True):
-            relative = str(path.relative_to(self.root))
-            if path.is_file() and relative not in self.written:
-                path.unlink()
-            elif path.is_dir() and not any(path.iterdir()):
-                path.rmdir()
-        if not any(base.iterdir()):
-            base.rmdir()
-
-
-_Writer = Writer  # the name project/cmsis_nn.py's annotations use
-
-
 def render_project(lib: ModelLibrary, board: Board, dest: Path, options: ProjectOptions = ProjectOptions(),
                    stack_bytes: int | None = None) -> Project:
     """`stack_bytes`: the .stack reserve to link with when options do not fix one (default: the board's)."""
     check_library(lib, board, options)
     bounds = Bounds.of(board)
+    check_constants_fit(lib.modules, bounds)      # the firmware's own memory map: not an export's
     env = template_environment()
     writer = Writer(dest)
     dest.mkdir(parents=True, exist_ok=True)
 
+    def check(lowered: list[Lowered]) -> None:
+        check_lowered(lowered, sum(item.workspace_bytes for item in lowered), bounds, options.max_code_bytes)
+        check_plan_fits(lowered, bounds, own_io=options.app is None)
+
     float_abi = float_abi_for(board, [o for m in lib.modules for o in m.objects])
     arch_flags = arch_flags_for(board, float_abi)
-    library = render_library(lib, writer, env, options.runtime, check=lambda lowered: check_lowered(
-        lowered, sum(item.workspace_bytes for item in lowered), bounds, options.max_code_bytes),
+    library = render_library(lib, writer, env, options.runtime, check=check,
         cmsis_nn=lambda: render_cmsis_nn(lib, board, arch_flags, options.cmsis_nn, options.cmsis_core, writer,
                                        options.build_memory, optimize=options.cmsis_nn_optimize),
         cmsis_nn_tree=options.cmsis_nn, cmsis_core=options.cmsis_core)

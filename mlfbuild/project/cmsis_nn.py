@@ -28,7 +28,7 @@ from .pool_plan import header_dirs
 from .cmsis_nn_scratch import KERNEL_SUMS, ScratchPlan, plan_scratch
 
 if TYPE_CHECKING:
-    from . import _Writer
+    from .writer import Writer
 
 FEATURE_MACROS = {"dsp": "__ARM_FEATURE_DSP", "mve": "__ARM_FEATURE_MVE"}
 
@@ -132,7 +132,7 @@ def fix_status_checks(source: bytes) -> tuple[bytes, int]:
 
 
 def render_cmsis_nn(lib: ModelLibrary, board: Board, arch_flags: list[str], tree: Path | None,
-                    core: Path | None, writer: "_Writer", memory: int,
+                    core: Path | None, writer: "Writer", memory: int,
                     probe_dir: Path | None = None, optimize: str | None = None) -> CmsisNnLibrary | None:
     """Check that `tree` can serve the model's CMSIS-NN code on this board, then copy it under lib/.
     `probe_dir`: where the buffer-size probe is built (default: the project's build/ folder);
@@ -288,7 +288,7 @@ def _source_texts(tree: Path) -> dict[str, str]:
     return {path.relative_to(source).as_posix(): _text(path) for path in _library_files(source, ".c")}
 
 
-def _copy_sources(writer: "_Writer", tree: Path, texts: dict[str, str], headers: dict[str, str],
+def _copy_sources(writer: "Writer", tree: Path, texts: dict[str, str], headers: dict[str, str],
                   called: set[str]) -> list[str]:
     """Copy the library's .c files the model needs under lib/cmsis-nn/Source (compiling all of them
     takes several times longer and the linker drops the rest anyway)."""
@@ -321,10 +321,10 @@ static int32_t __attribute__((noinline)) mlf_requantize_once(int32_t value, int3
 """
 
 
-def _rounding_once(writer: "_Writer", sources: list[str], functions: set[str]) -> list[str]:
+def _rounding_once(writer: "Writer", sources: list[str], functions: set[str]) -> list[str]:
     """Compile the files that requantise for `functions` with CMSIS_NN_USE_SINGLE_ROUNDING, the
     library's own switch (Include/arm_nnsupportfunctions.h: arm_nn_requantize rounds once). The switch
-    acts per translation unit, so a one-line wrapper that sets it and includes the file is compiled in
+    acts per translation unit, so a small wrapper that sets it and includes the file is compiled in
     its place: every build system that compiles the source list gets the same arithmetic."""
     replaced = list(sources)
     for function in sorted(functions):
@@ -390,7 +390,7 @@ def _inline_function_uses(headers: dict[str, str]) -> dict[str, set[str]]:
     return uses
 
 
-def _copy(writer: "_Writer", source: Path, relative: str, suffix: str) -> tuple[str, list[str]]:
+def _copy(writer: "Writer", source: Path, relative: str, suffix: str) -> tuple[str, list[str]]:
     copied = []
     for path in _library_files(source, suffix):
         target = f"{relative}/{path.relative_to(source).as_posix()}"

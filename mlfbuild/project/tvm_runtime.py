@@ -251,5 +251,5 @@ def _drop_our_backend(writer) -> None:
 
 
 def _environment():
-    from . import template_environment
+    from .templating import template_environment
     return template_environment()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 
 import signal
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,12 +25,12 @@ from ..schemas import RUN as RUN_SCHEMA
 from ..units import tolerance
 from .compare import Comparison, compare, is_classifier
 from .references import HOST, HostTwinReference, ModelReference, Reference, pick, resolve as resolve_references
-from .twin import twin_outputs, twin_source
+from .twin import build_twin, save_feeds, twin_outputs, twin_source
 from .samples import as_input_dtype, check_sample_bytes, dequantize as dequantize_values, random_samples, sample_axis
 from ..project.runtime import fault_exit_code
 from .profile import Profile, profiled_transport, with_profile
 from .tensorfile import load_tensors
-from .transports import HostTransport, QemuTransport, SerialTransport, Transport
+from .transports import QemuTransport, Transport, make_transport
 
 
 Progress = Callable[[str, int, int], None]  # (model, inferences done, inferences in all)
@@ -171,20 +172,6 @@ class RunResult:
         return with_profile(document, self.profile) if self.profile is not None else document
 
 
-def make_transport(build_dir: Path, record: dict, *, port: str | None = None, baud: int = 115200,
-                   icount_shift: int = 0) -> Transport:
-    board = record["board"]
-    elf = build_dir / "firmware.elf"
-    if port:
-        return SerialTransport(port, baud)
-    if board["kind"] == "host":
-        return HostTransport(elf)
-    if board.get("qemu"):
-        return QemuTransport(elf, board["qemu"]["machine"], icount_shift=icount_shift,
-                             extra_args=tuple(board["qemu"].get("extra_args", ())))
-    raise InvalidInputError(f"board {board['name']} is real hardware: flash it (mlfbuild flash) and run with --port")
-
-
 def _sample_inputs(model: dict, given: dict[str, np.ndarray], inputs_path, reference: Reference | None,
                    samples: int | None, seed: int, warnings: list[str]) -> dict[str, np.ndarray]:
     """Input name → [samples, *shape] in the input's dtype: from --input, else the reference's tensors,
@@ -257,6 +244,15 @@ def _imported_models(build_dir: Path, models: list[dict], warnings: list[str]) -
     return [str(model)]
 
 
+def _twin_outputs(build_dir: Path, record: dict, feeds: dict[str, dict[str, np.ndarray]],
+                  timeout: float) -> dict[str, list[np.ndarray]]:
+    """Build the host twin (run/twin.py) and run it on `feeds`: each model's outputs, every sample."""
+    twin_dir = build_twin(build_dir, record)
+    with tempfile.TemporaryDirectory(prefix="mlfbuild-twin-") as scratch:
+        result = run_build(twin_dir, inputs=save_feeds(feeds, Path(scratch)), timeout=timeout)
+    return twin_outputs(result, record)
+
+
 def unrunnable_model_note(model: Path) -> str | None:
     """For a model LiteRT cannot run: what a run checks instead (the firmware against its host twin)."""
     from ..reference.litert import cannot_run
@@ -288,7 +284,7 @@ def run_build(build_dir: Path, *, port: str | None = None, baud: int = 115200, i
     twins = {id(ref): ref for ref in refs.values() if isinstance(ref, HostTwinReference)}.values()
     # The original model: which link differs? (needs the MLF beside the firmware, to build its twin)
     chain = any(ref.model_derived for ref in refs.values()) and twin_source(Path(build_dir)) is not None
-    twin_out = twin_outputs(Path(build_dir), record, feeds, timeout) if twins or chain else {}
+    twin_out = _twin_outputs(Path(build_dir), record, feeds, timeout) if twins or chain else {}
     for twin in twins:  # one twin run serves every model it is the reference of
         twin.outputs = twin_out
     expected = {m["name"]: refs[m["name"]].expected(m, feeds[m["name"]]) for m in models if m["name"] in refs}

@@ -79,7 +79,7 @@ def profiled_transport(build_dir: Path, *, port: str | None = None, baud: int = 
     """(transport, finish) for a profiled run of `build_dir`: QEMU with the plugin attached, else the
     ordinary transport and a profile that says why there is none. finish(result) → Profile."""
     from .. import record as build_folder
-    from . import make_transport
+    from .transports import make_transport
 
     record = build_folder.load(Path(build_dir)).data
     transport = make_transport(Path(build_dir), record, port=port, baud=baud)

@@ -18,7 +18,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import RunError
+from ..errors import InvalidInputError, RunError
 from ..project.runtime import fault_exit_code
 from ..resources import setup_hint
 
@@ -265,3 +265,17 @@ class SerialTransport(Transport):
 
     def describe(self) -> str:
         return f"serial port {self.device}"
+
+
+def make_transport(build_dir: Path, record: dict, *, port: str | None = None, baud: int = 115200,
+                   icount_shift: int = 0) -> Transport:
+    board = record["board"]
+    elf = build_dir / "firmware.elf"
+    if port:
+        return SerialTransport(port, baud)
+    if board["kind"] == "host":
+        return HostTransport(elf)
+    if board.get("qemu"):
+        return QemuTransport(elf, board["qemu"]["machine"], icount_shift=icount_shift,
+                             extra_args=tuple(board["qemu"].get("extra_args", ())))
+    raise InvalidInputError(f"board {board['name']} is real hardware: flash it (mlfbuild flash) and run with --port")

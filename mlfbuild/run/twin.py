@@ -10,7 +10,6 @@ fixtures measured in docs/references.md).
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -31,19 +30,25 @@ def twin_source(build_dir: Path) -> Path | None:
     return packed if packed.is_file() else None
 
 
-def twin_outputs(build_dir: Path, record: dict, feeds: dict[str, dict[str, np.ndarray]],
-                 timeout: float) -> dict[str, list[np.ndarray]]:
-    """Build the twin (incrementally, in BUILD/host-twin) and run it on `feeds`: each model's outputs,
-    every sample, in output order."""
+def build_twin(build_dir: Path, record: dict) -> Path:
+    """Build the twin (incrementally, in BUILD/host-twin) from the firmware's MLF and options; its folder."""
     from ..build import build
-    from . import run_build
 
     source = twin_source(Path(build_dir))
-    twin = build(source if source is not None else Path(build_dir) / TWIN_MLF, HOST, Path(build_dir) / TWIN_FOLDER, options=_options(record))
-    with tempfile.TemporaryDirectory(prefix="mlfbuild-twin-") as scratch:
-        inputs = Path(scratch) / "inputs.npz"
-        np.savez(inputs, **{f"{model}/{name}": value for model, values in feeds.items() for name, value in values.items()})
-        result = run_build(twin.outdir, inputs=inputs, timeout=timeout)
+    twin = build(source if source is not None else Path(build_dir) / TWIN_MLF, HOST, Path(build_dir) / TWIN_FOLDER,
+                 options=_options(record))
+    return twin.outdir
+
+
+def save_feeds(feeds: dict[str, dict[str, np.ndarray]], folder: Path) -> Path:
+    """The firmware's inputs, every model's, as the twin's --input file (keys MODEL/NAME)."""
+    inputs = folder / "inputs.npz"
+    np.savez(inputs, **{f"{model}/{name}": value for model, values in feeds.items() for name, value in values.items()})
+    return inputs
+
+
+def twin_outputs(result, record: dict) -> dict[str, list[np.ndarray]]:
+    """The twin's run (a RunResult) as each model's outputs, every sample, in the firmware's output order."""
     by_model = {run.name: run for run in result.models}
     return {m["name"]: [by_model[m["name"]].all_outputs[spec["name"]] for spec in m["outputs"]]
             for m in record["models"]}

@@ -13,7 +13,8 @@ from .attribution import CATEGORIES, CATEGORY_LABELS
 from .diff import SizeDiff, diff
 from .html import format_html
 from .render import budget_table, format_markdown, format_short, format_text
-from .report import SCHEMA, SizeReport, board_regions, size_report
+from ..schemas import SIZE as SCHEMA
+from .report import SizeReport, board_regions, size_report
 from .snapshot import load_snapshot
 
 __all__ = ["CATEGORIES", "CATEGORY_LABELS", "SCHEMA", "SizeDiff", "SizeReport", "board_regions", "budget_table",

@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 from ..schemas import SIZE_DIFF
 from .attribution import CATEGORIES
-from .report import SizeReport
+from .facts import SizeFacts
 from .snapshot import check_snapshot
 from .markdown import md_code, md_text
 from .difftext import d as _d, flag_differences as _flag_differences, identity as _identity, pct as _pct
@@ -112,7 +112,7 @@ def _bold(delta: int) -> str:
 
 
 def _snapshot(value) -> dict:
-    return value.to_json() if isinstance(value, SizeReport) else check_snapshot(value)
+    return value.to_json() if isinstance(value, SizeFacts) else check_snapshot(value)
 
 
 def _module_names(snapshot: dict) -> list[str]:

@@ -11,7 +11,7 @@ from .render import pool_kind, pool_verdict
 
 if TYPE_CHECKING:  # the report calls these forms; they only read its fields
     from .diff import SizeDiff
-    from .report import RegionUsage, SizeReport
+    from .facts import RegionUsage, SizeFacts
 
 COLOURS = {"model": "#4e79a7", "runtime": "#f28e2b", "board": "#59a14f", "app": "#e15759", "libc": "#9c755f",
            "stack": "#76b7b2", "heap": "#edc948", "padding": "#bab0ac", "other": "#ff9da7"}
@@ -112,7 +112,7 @@ def _shared_prefix(names: list[str]) -> str:
     return first[:cut] if cut > 3 else ""
 
 
-def _treemap(report: SizeReport, region: str) -> str:
+def _treemap(report: SizeFacts, region: str) -> str:
     attr = "flash" if region == "flash" else "ram"
     groups = []
     for category in CATEGORIES:
@@ -187,7 +187,7 @@ document.querySelectorAll('svg.treemap').forEach(function(svg){
 """
 
 
-def format_html(report: SizeReport, changes: SizeDiff | None = None) -> str:
+def format_html(report: SizeFacts, changes: SizeDiff | None = None) -> str:
     """The page; with `changes` (size --diff) it opens with what changed from the base."""
     b = report.build
     mlf = b.get("mlf") or {}

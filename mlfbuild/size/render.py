@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from .markdown import md_code, md_text
 
 if TYPE_CHECKING:  # the report calls these forms; they only read its fields
-    from .report import ModuleReport, RegionUsage, SizeReport
+    from .facts import ModuleReport, RegionUsage, SizeFacts
 
 _BAR_CELLS = 10
 
@@ -51,7 +51,7 @@ def _short_symbol(name: str, module: str, width: int = 60) -> str:
 
 # --- text ------------------------------------------------------------------------------------------
 
-def format_short(report: SizeReport) -> str:
+def format_short(report: SizeFacts) -> str:
     """Three or four lines for the end of `mlfbuild build`."""
     board = report.build.get("board") or "?"
     lines = [f"size of {report.elf_name} ({board}):"]
@@ -75,7 +75,7 @@ def _loop_headline(loop: dict) -> str:
     return f"{loop.get('function')}: {str(loop.get('kind')).replace('_', ' ')} -> {loop.get('replacement')}"
 
 
-def replaced_loop_lines(report: SizeReport) -> list[str]:
+def replaced_loop_lines(report: SizeFacts) -> list[str]:
     """Each loop of TVM's code replaced at build time: which, why, and what the function costs per
     inference where this build was profiled."""
     if not report.replaced_loops:
@@ -113,7 +113,7 @@ def _profiled_instructions(profiles: list[dict]) -> dict[str, int]:
             if isinstance(row.get("instructions"), int)}
 
 
-def prepared_lines(report: SizeReport) -> list[str]:
+def prepared_lines(report: SizeFacts) -> list[str]:
     """Each CMSIS-NN call prepared at build time: which, why, the flash it adds, and what the call
     costs per inference where this build was profiled (`run --profile`)."""
     if not report.prepared:
@@ -131,7 +131,7 @@ def prepared_lines(report: SizeReport) -> list[str]:
     return out
 
 
-def format_text(report: SizeReport, top: int = 20) -> str:
+def format_text(report: SizeFacts, top: int = 20) -> str:
     out: list[str] = []
     b = report.build
     mlf = b.get("mlf") or {}
@@ -246,7 +246,7 @@ def pool_figures(pool: dict) -> str:
             f"floor {floor} ({pool_verdict(pool)})")
 
 
-def budget_table(report: SizeReport, top: int = 8) -> str:
+def budget_table(report: SizeFacts, top: int = 8) -> str:
     """The table OverBudgetError carries: by how much, and what is biggest in each region over."""
     lines = [f"{'region':<8}{'used':>12}{'budget':>12}{'over by':>12}{'use':>9}"]
     for region in (report.flash, report.ram):
@@ -267,7 +267,7 @@ def budget_table(report: SizeReport, top: int = 8) -> str:
 
 # --- markdown --------------------------------------------------------------------------------------
 
-def format_markdown(report: SizeReport, top: int = 10) -> str:
+def format_markdown(report: SizeFacts, top: int = 10) -> str:
     b = report.build
     mlf = b.get("mlf") or {}
     out = [f"### Firmware size: {md_code(mlf.get('name') or report.elf_name)} on {md_code(b.get('board') or '?')}", ""]
