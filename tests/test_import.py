@@ -353,7 +353,6 @@ def test_imported_names_keep_the_models_own_and_are_unique_c_fields(tmp_path):
     assert "input  a-b (C: a_b_1)" in text and "output 0in (C: t_0in)" in text
 
 
-@pytest.mark.cross
 def test_a_model_whose_names_clash_in_c_builds_and_equals_litert(tmp_path):
     """`a-b`, `a_b`, `a.b` all sanitise to a_b and `0in` starts with a digit: the firmware compiles, and
     each name reaches its own buffer (the reference pairs them by the model's names)."""
