@@ -249,9 +249,13 @@ def renamed_libraries(libraries: list, pairs: list[tuple[str, str]], workdir: Pa
     return result
 
 
-# The sections TVM puts a module's pools in: one name for every module, so no linker script could
-# place one model's pool apart from another's. Each module's copy gets its own.
-POOL_SECTIONS = (".rodata.tvm", ".bss.noinit.tvm")
+# The section TVM puts a module's workspace pool in: one name for every module, so no linker script
+# could place one model's pool apart from another's. Each module's copy gets its own, which a rule
+# for TVM's name written as `*(.bss.noinit.tvm*)` still catches. The constants keep TVM's
+# `.rodata.tvm`: ld matches a pattern without a wildcard exactly, so `*(.rodata.tvm)` — the rule
+# scripts were written with — placed nothing once it was `.rodata.tvm.<mod>`; one model's constants
+# are told apart by their object files instead (`kws_lib*(.rodata.tvm)`).
+POOL_SECTIONS = (".bss.noinit.tvm",)
 
 
 def module_pool_sections(text: str, module: str) -> str:
