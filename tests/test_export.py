@@ -964,3 +964,61 @@ def test_a_host_export_has_no_stack_figure(tmp_path):
     header = (folder / "include" / "mlf_tiny.h").read_text()
     assert "#define MLF_TINY_STACK_BYTES" not in header and "computed by `mlfbuild export` for Cortex-M boards" in header
     assert json.loads((folder / MARKER).read_text())["models"][0]["stack"] is None
+
+
+# Rules as earlier versions of docs/export.md gave them (and TVM's own section names): a script written
+# from them placed 0 B once the constants were in .rodata.tvm.<mod>.
+_OLD_RULES = ("  .model_const : { *(.rodata.tvm) } > FLASH :text\n",
+              "  .model_pool (NOLOAD) : { *(.bss.noinit.tvm*) } > RAM AT> RAM :bss\n")
+_NEW_RULES = ("  .tiny_const : { tiny_lib*(.rodata.tvm) */tiny_lib*(.rodata.tvm) } > FLASH :text\n"
+              "  .model_const : { *(.rodata.tvm) } > FLASH :text\n",
+              "  .tiny_pool (NOLOAD) : { *(.bss.noinit.tvm.tiny) } > RAM AT> RAM :bss\n"
+              "  .model_pool (NOLOAD) : { *(.bss.noinit.tvm*) } > RAM AT> RAM :bss\n")
+
+
+def _placed(folder: Path, rules: tuple[str, str], tmp_path: Path) -> dict[str, set[str]]:
+    """The export's example linked (prebuilt library) with the board's script plus `rules` before its
+    .rodata and .bss; for each output section, the model's pool and constant symbols it holds."""
+    base = (folder / "board" / "linker.ld").read_text()
+    script = base.replace("  .rodata (READONLY) :", rules[0] + "  .rodata (READONLY) :", 1)
+    script = script.replace("  .bss (NOLOAD) :", rules[1] + "  .bss (NOLOAD) :", 1)
+    tmp_path.mkdir()
+    (tmp_path / "user.ld").write_text(script)
+    variables = _mk_variables(folder)
+    app = tmp_path / "main.c"
+    app.write_text('#include "mlf_tiny.h"\n#include "tvmgen_tiny.h"\n'
+                   "static int8_t input[MLF_TINY_INPUT_0_BYTES], output[MLF_TINY_OUTPUT_0_BYTES];\n"
+                   "int main(void) {\n"
+                   "  struct tvmgen_tiny_inputs in = {.MLF_TINY_INPUT_0_C_NAME = input};\n"
+                   "  struct tvmgen_tiny_outputs out = {.MLF_TINY_OUTPUT_0_C_NAME = output};\n"
+                   "  return (int)tvmgen_tiny_run(&in, &out);\n}\n")
+    elf = tmp_path / "app.elf"
+    command = ["arm-none-eabi-gcc", *variables["MLF_TINY_CPU_FLAGS"].split(),
+               *variables["MLFBUILD_BOARD_CFLAGS"].replace("$(MLF_TINY_CPU_FLAGS)", "").split(), "-Os",
+               *variables["MLF_TINY_INCLUDES"].split(), str(app), *variables["MLFBUILD_BOARD_SOURCES"].split(),
+               f"-T{tmp_path / 'user.ld'}", "-nostartfiles", "--specs=nano.specs", "-Wl,--gc-sections",
+               *variables["MLF_TINY_LIBRARIES"].split(), "-o", str(elf)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    placed: dict[str, set[str]] = {}
+    with elf.open("rb") as stream:
+        image = ELFFile(stream)
+        for symbol in image.get_section_by_name(".symtab").iter_symbols():
+            if symbol.name == "global_workspace" or symbol.name.startswith("fused_constant"):
+                section = image.get_section(symbol["st_shndx"])
+                assert symbol["st_size"] > 0 and section["sh_size"] >= symbol["st_size"]
+                placed.setdefault(section.name, set()).add(symbol.name)
+    return placed
+
+
+@pytest.mark.cross
+def test_linker_scripts_of_earlier_docs_still_place_the_models_sections(tmp_path):
+    """`*(.rodata.tvm)` matches only that name: once the constants were in .rodata.tvm.<mod>, a script
+    written from the docs put them with every other .rodata (its .model_const was 0 B)."""
+    folder = tmp_path / "e"
+    assert cli("export", str(REPO / "examples" / "tiny_aot.tar"), "-b", BOARD, "-o", str(folder)).returncode == 0
+    constants = {f"fused_constant{suffix}" for suffix in ("", "_1", "_2", "_3")}
+    old = _placed(folder, _OLD_RULES, tmp_path / "old")
+    assert old == {".model_const": constants, ".model_pool": {"global_workspace"}}
+    new = _placed(folder, _NEW_RULES, tmp_path / "new")  # one model's constants and pool apart
+    assert new == {".tiny_const": constants, ".tiny_pool": {"global_workspace"}}

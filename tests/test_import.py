@@ -302,3 +302,66 @@ def test_a_pool_kept_as_laid_out_names_the_importer_not_tvm(cmsis_nn, tmp_path):
     said = [line for line in (built.stdout + built.stderr).splitlines() if "USMP workspace pool" in line]
     assert said and all("TVM" not in line for line in said), said
     assert any("mlfbuild's importer" in line or "re-planned" in line for line in said), said
+
+
+# --- input and output names --------------------------------------------------------------------------
+
+def _model_of_names(tmp_path: Path, inputs: list[str], output: str) -> Path:
+    """output = ((in0 - in1) - in2) ...: each input counts differently, so a swapped pairing of names and
+    buffers cannot go unseen; of mlfbuild's own kernels, so no CMSIS-NN tree is needed."""
+    from ai_edge_litert import schema_py_generated as schema
+    from tflitewriter import GraphBuilder
+
+    graph = GraphBuilder()
+    x = [graph.add_input(name, "int8", (1, 8), scale=0.1 * (i + 1), zero_point=i) for i, name in enumerate(inputs)]
+    y = x[0]
+    for i, other in enumerate(x[1:]):
+        last = i == len(x) - 2
+        y_next = graph.add_tensor(output if last else f"partial{i}", "int8", (1, 8), scale=0.25 + 0.05 * i,
+                                  zero_point=-3)
+        graph.add_operator("SUB", [y, other], [y_next], schema.SubOptionsT())
+        y = y_next
+    graph.mark_output(y)
+    return graph.write(tmp_path / "names.tflite")
+
+
+def test_io_names_become_distinct_c_identifiers_deterministically():
+    from mlfbuild.importer.emit import unique_c_identifiers
+
+    assert unique_c_identifiers(["a-b", "a_b", "a.b", "0in"]) == ["a_b_1", "a_b", "a_b_2", "t_0in"]
+    # a name already an identifier keeps its own, even after a name that sanitises to it
+    assert unique_c_identifiers(["x y", "x_y", "x_y_1"]) == ["x_y_2", "x_y", "x_y_1"]
+    # names equal but for case (the header's SIZE macros are upper case), C/C++ keywords, empty names
+    assert unique_c_identifiers(["in", "IN", "int", "class", "", "9"]) == ["in", "IN_1", "int_", "class_", "t_", "t_9"]
+    assert unique_c_identifiers(["same", "same"]) == ["same", "same_1"]
+
+
+def test_imported_names_keep_the_models_own_and_are_unique_c_fields(tmp_path):
+    model = _model_of_names(tmp_path, ["a-b", "a_b", "a.b"], "0in")
+    out = tmp_path / "names.tar"
+    assert cli("import", str(model), "-o", str(out)).returncode == 0
+    with tarfile.open(out) as tar:
+        header = tar.extractfile("./codegen/host/include/tvmgen_names.h").read().decode()
+    assert "void* a_b_1;" in header and "void* a_b;" in header and "void* a_b_2;" in header
+    assert "void* t_0in;" in header and "TVMGEN_NAMES_T_0IN_SIZE 8" in header
+    inspected = cli("inspect", str(out), "--json")
+    assert inspected.returncode == 0, inspected.stderr
+    module = json.loads(inspected.stdout)["modules"][0]
+    assert [(t["name"], t["c_name"]) for t in module["inputs"] + module["outputs"]] == \
+        [("a-b", "a_b_1"), ("a_b", "a_b"), ("a.b", "a_b_2"), ("0in", "t_0in")]
+    text = cli("inspect", str(out)).stdout
+    assert "input  a-b (C: a_b_1)" in text and "output 0in (C: t_0in)" in text
+
+
+def test_a_model_whose_names_clash_in_c_builds_and_equals_litert(tmp_path):
+    """`a-b`, `a_b`, `a.b` all sanitise to a_b and `0in` starts with a digit: the firmware compiles, and
+    each name reaches its own buffer (the reference pairs them by the model's names)."""
+    pytest.importorskip("ai_edge_litert")
+    model = _model_of_names(tmp_path, ["a-b", "a_b", "a.b"], "0in")
+    run = cli("run", str(model), "-b", "host", "-o", str(tmp_path / "build"), "--samples", "4", "--reference",
+              str(model), "--json")
+    assert run.returncode == 0, run.stderr
+    result = json.loads(run.stdout)
+    assert result["status"] == "pass"
+    outputs = result["models"][0]["outputs"]
+    assert [o["name"] for o in outputs] == ["0in"] and outputs[0]["max_abs_error"] == 0

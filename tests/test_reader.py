@@ -119,6 +119,8 @@ def test_unsupported_versions_are_refused(tmp_path, version):
     (lambda m: m["modules"].update({"../evil": m["modules"]["tiny"]}), "not a C identifier"),
     (lambda m: m["modules"]["tiny"]["memory"]["functions"]["main"][0]["inputs"]["input"].update(dtype="bfloat16"),
      "unsupported dtype"),
+    (lambda m: m["modules"]["tiny"]["memory"]["functions"]["main"][0]["inputs"]["input"].update(c_name="in;put"),
+     "c_name: 'in;put' is not a C identifier"),
 ])
 def test_broken_metadata_is_one_clear_line(tmp_path, mutate, message):
     files = TinyModel().files()

@@ -494,3 +494,67 @@ def test_reference_qemu_vww_through_cmsis_nn_passes_the_rule(build_firmware, fix
     # was more than 1 LSB from LiteRT's, so a few samples must all agree, within that LSB
     assert output["top1_agreement"] == VWW_SAMPLES
     assert output["max_abs_error"] <= 1
+
+
+def _with_scale(models_dir: Path, dest: Path, role: str, scale: float) -> Path:
+    """kws_ref_model.tflite with its graph input's or output's scale set to `scale`."""
+    from tflitewriter import pack_model, read_model
+
+    model = read_model((models_dir / KWS_MODEL).read_bytes())
+    graph = model.subgraphs[0]
+    index = (graph.inputs if role == "input" else graph.outputs)[0]
+    graph.tensors[index].quantization.scale = np.array([scale], dtype=np.float32)
+    dest.write_bytes(pack_model(model))
+    return dest
+
+
+@pytest.mark.parametrize("role, name", [("input", "input_1"), ("output", "Identity")])
+def test_a_reference_model_of_scale_zero_is_refused_in_one_line(build_firmware, fixtures_dir, models_dir, tmp_path,
+                                                                role, name):
+    """Scale 0 makes every real value 0 (LiteRT then computed garbage, or crashed): refused, exit 3,
+    before anything runs, naming the tensor."""
+    build = build_firmware(fixtures_dir / KWS_AOT, "host")
+    model = _with_scale(models_dir, tmp_path / "zero.tflite", role, 0.0)
+    said = f"graph {role} '{name}' (int8[{'1,49,10,1' if role == 'input' else '1,12'}]) has scale 0"
+    done = cli("run", str(build), "--reference", str(model), "--samples", "2")
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert said in done.stderr and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    made = cli("reference", str(model), "-o", str(tmp_path / "r.npz"))
+    assert made.returncode == 3 and said in made.stderr and not (tmp_path / "r.npz").exists()
+
+
+def test_scale_zero_on_a_float_tensor_is_tflites_mark_of_no_quantization(models_dir, tmp_path):
+    from tflitewriter import pack_model, read_model
+
+    model = read_model((models_dir / KWS_MODEL).read_bytes())
+    tensor = model.subgraphs[0].tensors[model.subgraphs[0].inputs[0]]
+    tensor.type = 0  # float32, with the quantization table TFLite writes for a tensor not quantized
+    tensor.quantization.scale = np.array([0.0], dtype=np.float32)
+    tensor.quantization.zeroPoint = np.array([0], dtype=np.int64)
+    read = parse_tflite(pack_model(model))
+    assert read.inputs[0].dtype == "float32" and not read.inputs[0].quantized
+
+
+def _sub_model(in_scale: float, out_scale: float):
+    from ai_edge_litert import schema_py_generated as schema
+    from tflitewriter import GraphBuilder
+
+    graph = GraphBuilder()
+    x = graph.add_input("x", "int8", (1, 8), scale=in_scale, zero_point=0)
+    w = graph.add_input("w", "int8", (1, 8), scale=0.1, zero_point=0)
+    y = graph.add_tensor("y", "int8", (1, 8), scale=out_scale, zero_point=0)
+    graph.add_operator("SUB", [x, w], [y], schema.SubOptionsT())
+    graph.mark_output(y)
+    return graph
+
+
+def test_an_output_of_scale_zero_that_litert_runs_is_refused_too(tmp_path):
+    """LiteRT runs SUB into an output of scale 0, and its outputs then passed the comparison."""
+    pytest.importorskip("ai_edge_litert")
+    good = _sub_model(0.1, 0.2).write(tmp_path / "good.tflite")
+    zero = _sub_model(0.1, 0.0).write(tmp_path / "zero.tflite")
+    build = tmp_path / "b"
+    assert cli("build", str(good), "-b", "host", "-o", str(build)).returncode == 0
+    done = cli("run", str(build), "--reference", str(zero), "--samples", "2")
+    assert done.returncode == 3 and "graph output 'y' (int8[1,8]) has scale 0" in done.stderr, done.stderr
+    assert done.stderr.count("\n") == 1

@@ -53,6 +53,15 @@ def test_bad_rename_items_are_refused():
         plan_renames([["default"]], [("kws", "x")])
     with pytest.raises(UsageError, match="already has a module named 'ad'"):
         plan_renames([["kws", "ad"]], [("kws", "ad")])
+    # a new name equal to another module's but for case shares its include guard and macros
+    with pytest.raises(UsageError, match="'AD' and the module 'ad' differ only in case"):
+        plan_renames([["kws", "ad"]], [("kws", "AD")])
+    with pytest.raises(UsageError, match="'Ad' and the module 'ad' differ only in case"):
+        plan_renames([["kws"], ["ad"]], [("kws", "Ad")])
+    with pytest.raises(UsageError, match="another MLF has a module named 'ad' too"):
+        plan_renames([["kws"], ["ad"]], [("kws", "ad")])
+    # the names after renaming count: ad renamed frees its name for kws
+    assert plan_renames([["ad"], ["kws"]], [("ad", "x"), ("kws", "ad")]) == [[("ad", "x")], [("kws", "ad")]]
     # each OLD=NEW takes the next module of that name, in the order the MLFs come
     assert plan_renames([["default"], ["x"], ["default"]], [("default", "a"), ("default", "b")]) == \
         [[("default", "a")], [], [("default", "b")]]
@@ -133,3 +142,56 @@ def test_a_renamed_build_computes_what_the_model_does(fixtures_dir, tmp_path):
     import json
     record = json.loads((out / "build.json").read_text())
     assert record["mlf"]["modules_renamed"] == {"default": "kws"} and record["models"][0]["name"] == "kws"
+
+
+def _two_module_mlf(names: tuple[str, str], dest: Path) -> Path:
+    """One MLF of two tiny modules (as TVM writes a multi-module export: one metadata, one tree)."""
+    import json
+
+    from mlfwriter import TinyModel, tar_tree
+
+    files: dict[str, bytes] = {}
+    modules = {}
+    for seed, name in enumerate(names):
+        model_files = TinyModel(name, seed=seed).files()
+        modules.update(json.loads(model_files.pop("metadata.json"))["modules"])
+        files.update(model_files)
+    files["metadata.json"] = json.dumps({"modules": modules, "version": 7}).encode()
+    return tar_tree(files, dest)
+
+
+def _refused_before_compiling(done, out: Path, code: int, said: str) -> None:
+    assert done.returncode == code, done.stdout + done.stderr
+    assert said in done.stderr and len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+    assert not (out / "build.log").exists() and not (out / "firmware.elf").exists()
+
+
+def test_a_rename_to_a_case_twin_of_another_module_is_refused_before_compiling(tmp_path):
+    """kws=AD beside ad: both headers would be guarded by TVMGEN_AD_H_ (gcc then failed, exit 4)."""
+    mlf = _two_module_mlf(("kws", "ad"), tmp_path / "pair.tar")
+    out = tmp_path / "b"
+    done = cli("build", str(mlf), "-b", "host", "-o", str(out), "--module", "kws=AD")
+    _refused_before_compiling(done, out, 2, "--module kws=AD: 'AD' and the module 'ad' differ only in case")
+    apart = [tar_of(("kws",), tmp_path / "kws.tar"), tar_of(("ad",), tmp_path / "ad.tar")]
+    done = cli("export", *map(str, apart), "-b", "host", "-o", str(tmp_path / "e"), "--module", "kws=AD")
+    assert done.returncode == 2 and "'AD' and the module 'ad' differ only in case" in done.stderr, done.stderr
+    assert not (tmp_path / "e").exists()
+
+
+def test_the_fixture_of_two_models_refuses_a_case_twin_rename(fixtures_dir, tmp_path):
+    out = tmp_path / "b"
+    done = cli("build", str(fixtures_dir / "tvm-0.13" / "multi_kws_ad_aot_c_usmp.tar"), "-b", "host", "-o", str(out),
+               "--module", "kws=AD")
+    _refused_before_compiling(done, out, 2, "--module kws=AD: 'AD' and the module 'ad' differ only in case")
+
+
+def test_one_mlf_whose_modules_differ_only_in_case_is_refused_before_compiling(tmp_path):
+    out = tmp_path / "b"
+    done = cli("build", str(_two_module_mlf(("tiny", "TINY"), tmp_path / "twins.tar")), "-b", "host", "-o", str(out))
+    _refused_before_compiling(done, out, 3, "modules 'tiny' and 'TINY' differ only in case")
+
+
+def tar_of(names: tuple[str, ...], dest: Path) -> Path:
+    from mlfwriter import TinyModel, tar_tree
+
+    return tar_tree(TinyModel(names[0]).files(), dest) if len(names) == 1 else _two_module_mlf(names, dest)

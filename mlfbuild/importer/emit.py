@@ -12,13 +12,13 @@ constants — so the reader, the build and every later stage take it as they tak
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..mlf.model import c_identifier
 from ..project.memory_plan import Buffer, MemoryPlan, align, plan_memory
 from .lowering import BAND_FUNCTION, C_HELPERS, Lowered
 from .patches import apply_stage, stage_candidates
@@ -316,7 +316,45 @@ def _with_patched_stage(graph: Graph, steps: list[Lowered]) -> tuple[Graph, list
 
 
 def _io_names(graph: Graph) -> dict[int, str]:
-    return {index: c_identifier(graph.tensors[index].name) for index in graph.inputs + graph.outputs}
+    io = graph.inputs + graph.outputs
+    return dict(zip(io, unique_c_identifiers([graph.tensors[index].name for index in io])))
+
+
+# Words a struct field cannot be: the header is included from C and C++ alike.
+_KEYWORDS = frozenset("""
+    alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t char16_t char32_t class
+    compl complex concept const consteval constexpr constinit const_cast continue co_await co_return co_yield
+    decltype default delete do double dynamic_cast else enum explicit export extern false float for friend goto
+    if imaginary inline int long mutable namespace new noexcept not not_eq nullptr operator or or_eq private
+    protected public register reinterpret_cast requires restrict return short signed sizeof static
+    static_assert static_cast struct switch template this thread_local throw true try typedef typeid typename
+    typeof union unsigned using virtual void volatile wchar_t while xor xor_eq""".split())
+
+
+def unique_c_identifiers(names: list[str]) -> list[str]:
+    """Each graph input/output name as a C identifier of its own: TVM's sanitisation (every character
+    but a letter, digit or '_' becomes '_'), 't_' before a leading digit (or for an empty name), '_'
+    after a C/C++ keyword; then names equal ignoring case — the header's SIZE macros are upper case —
+    get '_1', '_2', ... in order, a name already a valid identifier keeping its own."""
+    bases = []
+    for name in names:
+        base = re.sub(r"[^0-9A-Za-z_]", "_", name)
+        if not base or base[0].isdigit():
+            base = f"t_{base}"
+        bases.append(f"{base}_" if base in _KEYWORDS else base)
+    reserved = {b.lower() for b, n in zip(bases, names) if b == n}  # names already fine keep themselves
+    every_base = {b.lower() for b in bases}
+    chosen: list[str] = []
+    claimed: set[str] = set()
+    for base, name in zip(bases, names):
+        key = base.lower()
+        if key not in claimed and (base == name or key not in reserved):
+            chosen.append(base)
+        else:  # the first suffix neither claimed nor another name's own
+            chosen.append(next(f"{base}_{n}" for n in itertools.count(1)
+                               if f"{base}_{n}".lower() not in claimed | every_base))
+        claimed.add(chosen[-1].lower())
+    return chosen
 
 
 def mlf_files(graph: Graph, steps: list[Lowered], module: str, provenance: Provenance, model_bytes: bytes,
@@ -521,8 +559,13 @@ def _single_rounding(calls: list[Lowered], rounding: str) -> list[str]:
 def _metadata(module: str, calls: list[Lowered], inputs, outputs, workspace: int, constants: int,
               provenance: Provenance, export_datetime: str) -> dict:
     def tensors(items) -> dict:
-        # keyed by the model's own names, as TVM keeps them (the header has their C identifiers)
-        return {t.name: {"dtype": t.dtype, "size": t.nbytes, "shape": list(t.shape)} for _, t in items}
+        # keyed by the model's own names, as TVM keeps them (a name the model repeats: by its C name),
+        # each with its field in the header's structs
+        keyed: dict[str, dict] = {}
+        for c_name, t in items:
+            keyed[c_name if t.name in keyed else t.name] = {"dtype": t.dtype, "size": t.nbytes,
+                                                            "shape": list(t.shape), "c_name": c_name}
+        return keyed
 
     main = {"constants_size_bytes": constants, "device": 1, "inputs": tensors(inputs), "outputs": tensors(outputs),
             "io_size_bytes": sum(t.nbytes for _, t in inputs + outputs), "workspace_size_bytes": workspace}

@@ -47,25 +47,26 @@ class Target:
 
 @dataclass(frozen=True)
 class TensorSpec:
-    name: str
+    name: str  # the model's own name
     dtype: str
     shape: tuple[int, ...] | None
     nbytes: int
+    c_field: str = ""  # its field in the C structs, when not c_identifier(name) (mlfbuild import's)
 
     @property
     def c_name(self) -> str:
-        return c_identifier(self.name)
+        return self.c_field or c_identifier(self.name)
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "c_name": self.c_name, "dtype": self.dtype,
                 "shape": list(self.shape) if self.shape is not None else None, "size_bytes": self.nbytes}
 
 
-def spec_from_shape(name: str, dtype: str, shape: tuple[int, ...]) -> TensorSpec:
+def spec_from_shape(name: str, dtype: str, shape: tuple[int, ...], c_field: str = "") -> TensorSpec:
     count = 1
     for dim in shape:
         count *= dim
-    return TensorSpec(name=name, dtype=dtype, shape=shape, nbytes=count * dtype_nbytes(dtype))
+    return TensorSpec(name=name, dtype=dtype, shape=shape, nbytes=count * dtype_nbytes(dtype), c_field=c_field)
 
 
 @dataclass(frozen=True)

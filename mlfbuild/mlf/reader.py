@@ -234,14 +234,15 @@ class _IoFacts:
         self.relay_text = ""
 
     def _spec(self, c_name: str, meta: dict[str, dict], shape=None, dtype=None) -> TensorSpec:
-        meta_name = next((n for n in meta if c_identifier(n) == c_name), None)
+        meta_name = next((n for n in meta if _meta_c_name(n, meta[n]) == c_name), None)
         relay_name, relay_shape, relay_dtype = self.relay_by_c.get(c_name, (None, None, None))
         name = meta_name or relay_name or c_name
         shape = shape if shape is not None else relay_shape
         if shape is None and meta_name:  # mlfbuild's own MLFs state shapes in metadata (TVM's do not)
             shape = _meta_shape(meta[meta_name].get("shape"))
         dtype = dtype or (meta[meta_name]["dtype"] if meta_name else None) or relay_dtype or "unknown"
-        return _tensor(self.name, name, dtype, shape, meta[meta_name]["size"] if meta_name else 0)
+        c_field = c_name if c_name != c_identifier(name) else ""
+        return _tensor(self.name, name, dtype, shape, meta[meta_name]["size"] if meta_name else 0, c_field)
 
     def _outputs_by_position(self, names: list[str]) -> list[TensorSpec]:
         specs = []
@@ -309,16 +310,23 @@ def _meta_shape(value) -> tuple[int, ...] | None:
     return None
 
 
-def _tensor(module: str, name: str, dtype: str, shape: tuple[int, ...] | None, nbytes: int = 0) -> TensorSpec:
+def _tensor(module: str, name: str, dtype: str, shape: tuple[int, ...] | None, nbytes: int = 0,
+            c_field: str = "") -> TensorSpec:
     """A tensor from what the MLF says of it: a dtype of unknown size is refused, not guessed; the
     dtype may still be unknown ("unknown") until every source was asked (see _check_tensors)."""
     if dtype != "unknown":
         _check_dtype(dtype, f"{module}: tensor {name[:80]!r}")
     if shape is None or dtype == "unknown":
-        return TensorSpec(name=name, dtype=dtype, shape=shape, nbytes=nbytes)
+        return TensorSpec(name=name, dtype=dtype, shape=shape, nbytes=nbytes, c_field=c_field)
     if any(dim < 0 or dim > MAX_BYTES for dim in shape):
         raise MetadataError(f"{module}: tensor {name[:80]!r} has an impossible shape {list(shape)[:8]}")
-    return spec_from_shape(name, dtype, shape)
+    return spec_from_shape(name, dtype, shape, c_field)
+
+
+def _meta_c_name(name: str, entry: dict) -> str:
+    """The C identifier of a metadata tensor: as mlfbuild import records it (made unique), else TVM's
+    sanitisation of its name."""
+    return entry.get("c_name") or c_identifier(name)
 
 
 def _check_tensors(module: str, inputs: list[TensorSpec], outputs: list[TensorSpec]) -> None:
@@ -521,6 +529,11 @@ def _tensor_map(tensors: _Obj | dict) -> dict[str, dict]:
         dtype = item.str("dtype")
         _check_dtype(dtype, item.where)
         result[name] = {"size": item.int("size"), "dtype": dtype, "shape": item.value.get("shape")}
+        c_name = item.str("c_name", None)  # mlfbuild import's: the struct field, made unique
+        if c_name is not None:
+            if not is_c_identifier(c_name):
+                raise MetadataError(f"{item.where}.c_name: {c_name[:80]!r} is not a C identifier")
+            result[name]["c_name"] = c_name
     return result
 
 

@@ -70,7 +70,26 @@ def plan_renames(modules_per_mlf: list[list[str]], pairs: list[tuple[str, str]])
         if new in modules_per_mlf[index] or any(n == new for _, n in plan[index]):
             raise UsageError(f"--module {old}={new}: the MLF already has a module named '{new}'")
         plan[index].append((old, new))
+    _check_renamed_names(modules_per_mlf, plan)
     return plan
+
+
+def _check_renamed_names(modules_per_mlf: list[list[str]], plan: list[list[tuple[str, str]]]) -> None:
+    """A new name must differ from every other module's in the image, case aside: `AD` beside `ad`
+    shares the include guard TVMGEN_AD_H_ and every MLF_AD_* macro, so the compiler would refuse it."""
+    final = [(index, dict(renames).get(name, name)) for index, (names, renames) in enumerate(zip(modules_per_mlf, plan))
+             for name in names]
+    for index, renames in enumerate(plan):
+        for old, new in renames:
+            twin = next((name for i, name in final if name.casefold() == new.casefold() and (i, name) != (index, new)),
+                        None)
+            if twin == new:
+                raise UsageError(f"--module {old}={new}: another MLF has a module named '{new}' too; their "
+                                 f"symbols (tvmgen_{new}_*) would clash: choose another name")
+            if twin is not None:
+                raise UsageError(f"--module {old}={new}: '{new}' and the module '{twin}' differ only in case; their "
+                                 f"headers would share the guard TVMGEN_{new.upper()}_H_ and every "
+                                 f"MLF_{new.upper()}_* macro: choose a name that differs otherwise")
 
 
 def rename_modules(root: Path, dest: Path, pairs: list[tuple[str, str]],
@@ -230,9 +249,13 @@ def renamed_libraries(libraries: list, pairs: list[tuple[str, str]], workdir: Pa
     return result
 
 
-# The sections TVM puts a module's pools in: one name for every module, so no linker script could
-# place one model's pool apart from another's. Each module's copy gets its own.
-POOL_SECTIONS = (".rodata.tvm", ".bss.noinit.tvm")
+# The section TVM puts a module's workspace pool in: one name for every module, so no linker script
+# could place one model's pool apart from another's. Each module's copy gets its own, which a rule
+# for TVM's name written as `*(.bss.noinit.tvm*)` still catches. The constants keep TVM's
+# `.rodata.tvm`: ld matches a pattern without a wildcard exactly, so `*(.rodata.tvm)` — the rule
+# scripts were written with — placed nothing once it was `.rodata.tvm.<mod>`; one model's constants
+# are told apart by their object files instead (`kws_lib*(.rodata.tvm)`).
+POOL_SECTIONS = (".bss.noinit.tvm",)
 
 
 def module_pool_sections(text: str, module: str) -> str:

@@ -247,6 +247,13 @@ def render_console_app(lowered: list[Lowered], writer: Writer, env: Environment,
 
 
 def _check_link_collisions(lib: ModelLibrary) -> None:
+    seen: dict[str, str] = {}
+    for module in lib.modules:  # tiny and TINY: one include guard, one set of MLF_TINY_* macros
+        other = seen.setdefault(module.name.casefold(), module.name)
+        if other != module.name:
+            raise InvalidInputError(f"modules '{other}' and '{module.name}' differ only in case: their headers' "
+                                    f"guards and MLF_{module.name.upper()}_* macros would be one; build them with "
+                                    f"names that differ otherwise (--module {module.name}=NEW)")
     system_libs = [m.name for m in lib.modules if m.system_lib]
     if len(system_libs) > 1:
         raise InvalidInputError(f"modules {', '.join(system_libs)} each define TVMSystemLibEntryPoint and cannot "

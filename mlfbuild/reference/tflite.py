@@ -30,6 +30,9 @@ MAX_TENSORS = 1 << 20
 # TensorType values of schema.fbs, for the element types an MLF can have.
 TENSOR_TYPES = {0: "float32", 1: "float16", 2: "int32", 3: "uint8", 4: "int64", 6: "bool", 7: "int16",
                 9: "int8", 10: "float64", 12: "uint64", 15: "uint32", 16: "uint16"}
+# The element types TFLite quantizes a graph's inputs and outputs in; on any other, a scale of 0 is
+# TFLite's own mark of a tensor that is not quantized (LiteRT reports its quantization as (0.0, 0)).
+QUANTIZED_TYPES = ("int8", "uint8", "int16")
 
 
 @dataclass(frozen=True)
@@ -84,7 +87,18 @@ def parse_tflite(data: bytes, path: str = "model.tflite") -> TfliteModel:
         raise InvalidInputError(f"{path}: not a readable TFLite model ({exc})") from None
     if not inputs or not outputs:
         raise InvalidInputError(f"{path}: the model's graph has no {'inputs' if not inputs else 'outputs'}")
+    _check_scales(path, inputs, outputs)
     return TfliteModel(path=path, inputs=inputs, outputs=outputs)
+
+
+def _check_scales(path: str, inputs: tuple[TensorInfo, ...], outputs: tuple[TensorInfo, ...]) -> None:
+    """An integer input or output of scale 0 stands for no real value at all: LiteRT's kernels divide by
+    it or make every value 0, so such a model cannot be the reference of anything."""
+    for kind, tensors in (("input", inputs), ("output", outputs)):
+        for tensor in tensors:
+            if tensor.scale == 0.0:
+                raise InvalidInputError(f"{path}: graph {kind} '{tensor.name[:60]}' ({tensor.describe()}) has scale 0; "
+                                        f"a quantized {tensor.dtype} tensor needs a positive scale")
 
 
 def _tensor(tensors: list[Table], index: int) -> TensorInfo:
@@ -104,7 +118,7 @@ def _tensor(tensors: list[Table], index: int) -> TensorInfo:
         scales, zero_points = quantization.vector(2, "<f", MAX_TENSORS), quantization.vector(3, "<q", MAX_TENSORS)
         if not all(math.isfinite(v) and v >= 0 for v in scales):
             raise Malformed(f"tensor '{name}' has a scale that is negative or not a number")
-        if len(scales) == 1:
+        if len(scales) == 1 and (scales[0] != 0.0 or TENSOR_TYPES[code] in QUANTIZED_TYPES):
             scale, zero_point = float(scales[0]), int(zero_points[0]) if zero_points else 0
     return TensorInfo(name=name, dtype=TENSOR_TYPES[code], shape=shape, scale=scale, zero_point=zero_point)
 
