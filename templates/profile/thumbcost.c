@@ -299,8 +299,9 @@ static unsigned tc_cycles(int model, const struct tc_insn* insn, const struct tc
   }
   if (prev == 0) return cycles;
   /* Cortex-M4 TRM 3.3.2: a load or store right after a single load whose result it does not use as
-   * an address is pipelined with it (one cycle less)... */
-  if (tc_is_single_memory(insn->cls) && prev->cls == TC_LOAD && prev->rt != insn->rn && prev->rt != insn->rm)
+   * an address is pipelined with it (one cycle less; a store with an immediate offset already takes one)... */
+  if (tc_is_single_memory(insn->cls) && prev->cls == TC_LOAD && prev->rt != insn->rn && prev->rt != insn->rm &&
+      cycles > 1)
     cycles -= 1;
   /* ...and one whose address depends on the data-processing instruction just before stalls a cycle. */
   if (tc_is_memory(insn->cls) && (prev->cls == TC_ALU || prev->cls == TC_MUL) && prev->rd >= 0 &&
