@@ -178,3 +178,47 @@ def test_an_imported_model_on_the_m4_reports_cycles_beside_instructions(tflm_mod
     data = json.loads(cli("run", str(out), "--profile", "--json").stdout)["models"][0]
     assert data["cycles"] >= data["instructions"] > 0
     assert f"{data['cycles']:,} cycles" in head
+
+
+# Operators in hand-written Thumb whose cost the Cortex-M4 table fixes: a counted loop (SUBS; BNE
+# back) and an IT-conditional return. Each block's cost is summed at translation; a BNE's refill is
+# added only when the next block run is not its fall-through.
+LOOPS = """
+#include <stdint.h>
+__attribute__((naked, noinline)) int32_t tiny_loop_once(void) {
+  __asm__ volatile("movs r0, #1\\n1: subs r0, #1\\n bne 1b\\n bx lr\\n");
+}
+__attribute__((naked, noinline)) int32_t tiny_loop_thrice(void) {
+  __asm__ volatile("movs r0, #3\\n1: subs r0, #1\\n bne 1b\\n bx lr\\n");
+}
+__attribute__((naked, noinline)) int32_t tiny_it_return(int32_t x) {
+  __asm__ volatile("cmp r0, #0\\n it eq\\n bxeq lr\\n movs r0, #0\\n bx lr\\n");
+}
+"""
+
+
+@pytest.mark.cross
+@pytest.mark.qemu
+def test_conditional_branches_are_charged_the_refill_only_when_taken(build_firmware, tmp_path):
+    from mlfwriter import TinyModel, tar_tree
+
+    model = TinyModel()
+    model.behaviour = ("  { volatile int32_t sink = tiny_loop_once() + tiny_loop_thrice() + tiny_it_return(0)"
+                       " + tiny_it_return(1); (void)sink; }\n")
+    files = model.files()
+    lib0, lib1 = (f"codegen/host/src/{model.name}_lib{n}.c" for n in (0, 1))
+    files[lib0] = files[lib0] + LOOPS.encode()
+    files[lib1] = files[lib1].replace(b"#include <stdbool.h>\n", b"#include <stdbool.h>\nint32_t tiny_loop_once(void);\n"
+                                      b"int32_t tiny_loop_thrice(void);\nint32_t tiny_it_return(int32_t x);\n")
+    out = build_firmware(tar_tree(files, tmp_path / "loops.tar"), "mps2-an386")
+    result = cli("run", str(out), "--profile", "--json")
+    assert result.returncode == 0, result.stderr
+    rows = {row["function"]: row for row in json.loads(result.stdout)["models"][0]["profile"]}
+    # movs 1, subs 1, bne not taken 1, bx lr 1+P: 4 instructions, 6 cycles.
+    assert (rows["tiny_loop_once"]["instructions"], rows["tiny_loop_once"]["cycles"]) == (4, 6)
+    # movs 1, 3 x (subs 1 + bne 1), 2 taken x P, bx lr 3: 8 instructions, 14 cycles.
+    assert (rows["tiny_loop_thrice"]["instructions"], rows["tiny_loop_thrice"]["cycles"]) == (8, 14)
+    # Called twice: x = 0 returns at the IT's BXEQ (cmp 1, it 1, bxeq 1+P = 5 cycles); x = 1 goes on
+    # (cmp, it, bxeq not taken 1, movs 1, bx lr 3 = 7): 3 + 5 instructions, 5 + 7 cycles.
+    assert rows["tiny_it_return"]["calls"] == 2
+    assert (rows["tiny_it_return"]["instructions"], rows["tiny_it_return"]["cycles"]) == (8, 12)
