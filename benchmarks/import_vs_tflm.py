@@ -8,11 +8,13 @@ micro_speech is TFLM's own example (tensorflow/lite/micro/examples/micro_speech/
 micro_speech_quantized.tflite in the tflite-micro repository); it is measured when --tflm-models holds it
 (for it only TFLM's instruction count is known). Each model is imported (`mlfbuild import --rounding
 R`) and built at -Os
-and run with `mlfbuild run --profile`: instructions per inference from QEMU's TCG plugin, outputs
-checked against the model with LiteRT. Flash is what `mlfbuild size` reports; RAM is data + bss + the
+and run with `mlfbuild run --profile`: instructions per inference from QEMU's TCG plugin and the
+plugin's cycle estimate (the core's documented timings, docs/benchmarks.md), outputs checked against
+the model with LiteRT. Flash is what `mlfbuild size` reports; RAM is data + bss + the
 measured stack peak, the measure of the TFLM figures below (arena at the smallest size AllocateTensors
 accepts, the same QEMU machines, arm-none-eabi-gcc at -Os, only the model's operators registered).
-Prints a Markdown table with the ratio to TFLM in each cell.
+Prints a Markdown table with the ratio to TFLM in each cell, then the estimate in milliseconds at
+the clock of the boards MLPerf Tiny published latencies for (PUBLISHED) beside those latencies.
 """
 
 from __future__ import annotations
@@ -35,6 +37,19 @@ TFLM = {
     ("ic", "mps2-an386"): (141_928, 56_476, 41_072_850), ("ic", "mps3-an547"): (136_772, 56_548, 5_301_235),
     ("ad", "mps2-an386"): (299_924, 3_960, 843_335), ("ad", "mps3-an547"): (296_224, 10_792, 243_152),
     ("micro_speech", "mps2-an386"): (None, None, 2_394_462), ("micro_speech", "mps3-an547"): (None, None, 1_281_811),
+}
+
+# Published MLPerf Tiny latencies (ms per inference) of Cortex-M4 boards running these models with
+# CMSIS-NN: (label, clock in Hz, {model: ms}, source). Median throughput as the results report it, inverted.
+PUBLISHED = {
+    "mps2-an386": [
+        ("MLPerf Tiny v0.5 reference, NUCLEO-L4R5ZI, TFLM 2.3.1", 120_000_000,
+         {"kws": 1000 / 5.497, "vww": 1000 / 1.665, "ic": 1000 / 1.420, "ad": 1000 / 99.487},
+         "https://github.com/mlcommons/tiny_results_v0.5/tree/main/closed/reference/results/Nucleo-L4R5ZI"),
+        ("MLPerf Tiny v1.0 OctoML, NUCLEO-L4R5ZI, microTVM + CMSIS-NN", 120_000_000,
+         {"kws": 1000 / 10.019, "vww": 1000 / 3.320, "ic": 1000 / 2.567, "ad": 1000 / 116.212},
+         "https://github.com/mlcommons/tiny_results_v1.0/tree/main/closed/OctoML/results/microtvm_cmsis_nn/NUCLEO_L4R5ZI"),
+    ],
 }
 
 
@@ -61,12 +76,28 @@ def measure(model: Path, board: str, tree: Path, samples: int, folder: Path, rou
     kinds = size["ram"]["by_kind"]
     outputs = record.get("outputs", [])
     return {"flash": size["flash"]["used"], "ram": kinds.get("data", 0) + kinds.get("bss", 0) + record["stack_peak"],
-            "instructions": record["instructions"], "status": result["status"],
+            "instructions": record["instructions"], "cycles": record["cycles"], "cycle_model": record["cycle_model"],
+            "status": result["status"],
             "max_diff": max((o.get("max_abs_error", 0) for o in outputs), default=0)}
 
 
 def cell(ours: int, theirs: int | None) -> str:
     return f"{ours:,} ({ours / theirs:.3f}×)" if theirs else f"{ours:,}"
+
+
+def published_table(measured: dict[tuple[str, str], dict]) -> None:
+    """The cycle estimate at each published board's clock beside its published latency."""
+    print()
+    print("| model | estimate (model) | at the board's clock | published | error | source |")
+    print("|---|---|---:|---:|---:|---|")
+    for (name, board), m in measured.items():
+        for label, clock, latencies, url in PUBLISHED.get(board, []):
+            if name not in latencies or m["cycles"] is None:
+                continue
+            ms = 1000 * m["cycles"] / clock
+            error = 100 * (ms - latencies[name]) / latencies[name]
+            print(f"| {name} | {m['cycles']:,} cycles ({m['cycle_model']}) | {ms:.1f} ms at {clock / 1e6:g} MHz | "
+                  f"{latencies[name]:.1f} ms ({label}) | {error:+.0f} % | {url} |", flush=True)
 
 
 def main() -> int:
@@ -82,8 +113,10 @@ def main() -> int:
     parser.add_argument("--memory", choices=("floor", "min"), default="floor",
                         help="mlfbuild import --memory (floor: the liveness floor; min: convolutions over their inputs)")
     args = parser.parse_args()
-    print("| model | board | flash (ratio to TFLM) | RAM | instructions / inference | vs the .tflite (LiteRT) |")
-    print("|---|---|---|---|---|---|")
+    print("| model | board | flash (ratio to TFLM) | RAM | instructions / inference | cycles / inference (estimate) "
+          "| vs the .tflite (LiteRT) |")
+    print("|---|---|---|---|---|---|---|")
+    measured = {}
     with tempfile.TemporaryDirectory(prefix="mlfbuild-bench-") as work:
         models = {name: args.models / file for name, file in MODELS.items()}
         if args.tflm_models:
@@ -94,9 +127,13 @@ def main() -> int:
             for board in args.boards:
                 m = measure(path, board, args.cmsis_nn, args.samples, Path(work) / f"{name}-{board}", args.rounding,
                             args.memory)
+                measured[(name, board)] = m
                 flash, ram, insns = TFLM[(name, board)]
+                cycles = f"{m['cycles']:,} ({m['cycle_model']})" if m["cycles"] is not None else "no model"
                 print(f"| {name} | {board} | {cell(m['flash'], flash)} | {cell(m['ram'], ram)} | "
-                      f"{cell(m['instructions'], insns)} | {m['status']}, max diff {m['max_diff']} LSB |", flush=True)
+                      f"{cell(m['instructions'], insns)} | {cycles} | {m['status']}, max diff {m['max_diff']} LSB |",
+                      flush=True)
+    published_table(measured)
     return 0
 
 

@@ -1,11 +1,11 @@
-"""The MLPerf Tiny models' TVM CMSIS-NN builds on the Cortex-M4F and the Cortex-M55: instructions per
-inference, flash, RAM with the measured stack, and the calls prepared at build time.
+"""The MLPerf Tiny models' TVM CMSIS-NN builds on the Cortex-M4F and the Cortex-M55: instructions and
+estimated cycles per inference, flash, RAM with the measured stack, and the calls prepared at build time.
 
     .venv/bin/python benchmarks/mlperf_tiny.py [--fixtures ../shared/fixtures] [--third-party ../shared/third_party]
                                                [--tree v7.0.0=PATH ...] [--mlf ic=PATH_M4.tar,PATH_M55.tar ...]
 
 Every build is `mlfbuild build --opt=-Os`; every run `mlfbuild run --profile` (instructions counted by
-the TCG plugin in QEMU) against TVM's reference (within 2 LSB, CMSIS-NN's requantisation) and again
+the TCG plugin in QEMU, cycles estimated by it from the core's documented timings, docs/benchmarks.md) against TVM's reference (within 2 LSB, CMSIS-NN's requantisation) and again
 against the host twin (`--reference host`: the same MLF on the host with the library's generic C,
 exactly). Flash as `mlfbuild size` reports it; RAM = data + bss + the stack peak the run measured.
 The models whose MLF is not found (ic is not among the shared fixtures) are listed as such.
@@ -100,7 +100,7 @@ def measure(mlf: Path, reference: Path, board: str, tree: Path, out: Path, plugi
     kinds = size["ram"]["by_kind"]
     prepared = json.loads((out / "build.json").read_text())["cmsis_nn"].get("scratch", {}).get("prepared", [])
     return {"flash": size["flash"]["used"], "ram": kinds.get("data", 0) + kinds.get("bss", 0) + model["stack_peak"],
-            "instructions": model["instructions"], "reference": run["status"], "twin": twin["status"],
+            "instructions": model["instructions"], "cycles": model.get("cycles"), "reference": run["status"], "twin": twin["status"],
             "max_diff": max(o["max_abs_error"] for o in model["outputs"]),
             "prepared": [p["kind"] for p in prepared], "preparation": preparation_per_inference(out, plugin)}
 
@@ -122,8 +122,9 @@ def main() -> None:
         m4, m55 = paths.split(",")
         models[name] = (Path(m4), Path(m55), models[name][2])
     print("| model | board | CMSIS-NN | flash B | RAM B (measured stack) | instructions / inference | "
-          "vs TVM's reference | vs host twin | prepared at build time | transpose + vector sum / inference |")
-    print("|---|---|---|---:|---:|---:|---|---|---|---:|")
+          "cycles / inference (estimate) | vs TVM's reference | vs host twin | prepared at build time | "
+          "transpose + vector sum / inference |")
+    print("|---|---|---|---:|---:|---:|---:|---|---|---|---:|")
     with tempfile.TemporaryDirectory() as scratch:
         plugin = Path(scratch) / "libinsncount.so"
         subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-o", str(plugin), str(REPO / "benchmarks" / "insncount.c")],
@@ -132,14 +133,15 @@ def main() -> None:
             for (board, core), mlf in zip(BOARDS.items(), (m4, m55)):
                 for version, tree in trees.items():
                     if not mlf.is_file():
-                        print(f"| {name} | {board} ({core}) | {version} | | | | no MLF ({mlf.name}) | | | |")
+                        print(f"| {name} | {board} ({core}) | {version} | | | | | no MLF ({mlf.name}) | | | |")
                         continue
                     row = measure(mlf, reference, board, tree, Path(scratch) / f"{name}-{board}-{version}", plugin)
                     prepared = ", ".join(f"{row['prepared'].count(k)} {k.replace('_', ' ')}"
                                          for k in sorted(set(row["prepared"]))) or "none"
                     preparation = "not linked" if row["preparation"] is None else f"{row['preparation']:,}"
+                    cycles = "no model" if row["cycles"] is None else f"{row['cycles']:,}"
                     print(f"| {name} | {board} ({core}) | {version} | {row['flash']:,} | {row['ram']:,} | "
-                          f"{row['instructions']:,} | {row['reference']} (max {row['max_diff']} LSB) | {row['twin']} | "
+                          f"{row['instructions']:,} | {cycles} | {row['reference']} (max {row['max_diff']} LSB) | {row['twin']} | "
                           f"{prepared} | {preparation} |", flush=True)
 
 

@@ -139,10 +139,12 @@ def measured_peaks(folder: Path) -> dict[str, int] | None:
 
 def measured_profiles(folder: Path) -> list[dict]:
     """The per-operator profiles of the last `run --profile` of this build: one
-    {"model", "instructions", "rows"} per model that has one (rows as run.json gives them)."""
+    {"model", "instructions", "cycles", "cycle_model", "rows"} per model that has one (rows as run.json
+    gives them; cycles and cycle_model: the estimate and its label, null where there is none)."""
     try:
         models = json.loads((Path(folder) / RUN_RECORD).read_text())["models"]
-        return [{"model": str(m["name"]), "instructions": m.get("instructions"), "rows": [r for r in m["profile"] if isinstance(r, dict)]}
+        return [{"model": str(m["name"]), "instructions": m.get("instructions"), "cycles": m.get("cycles"),
+                 "cycle_model": m.get("cycle_model"), "rows": [r for r in m["profile"] if isinstance(r, dict)]}
                 for m in models if m.get("profile")]
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return []

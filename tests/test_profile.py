@@ -83,10 +83,13 @@ def test_the_size_report_shows_the_last_runs_profile(build_firmware, fixtures_di
     report = tmp_path / "size.html"
     sized = cli("size", str(out), "--json", "--html", str(report))
     assert sized.returncode == 0, sized.stderr
-    assert json.loads(sized.stdout)["profiles"] == [{"model": "default", "instructions": json.loads(run.stdout)[
-        "models"][0]["instructions"], "rows": rows}]
+    measured = json.loads(run.stdout)["models"][0]
+    assert json.loads(sized.stdout)["profiles"] == [{"model": "default", "instructions": measured["instructions"],
+                                                     "cycles": measured["cycles"], "cycle_model": measured["cycle_model"],
+                                                     "rows": rows}]
     page = report.read_text()
     assert "Per-operator profile: default" in page and rows[0]["function"] in page
+    assert f"{measured['cycles']:,} cycles (estimate: Cortex-M4 TRM timings)" in page and "cycles (est.)" in page
 
 
 def test_a_damaged_profile_in_run_json_is_shown_as_far_as_it_goes(tmp_path):
@@ -96,7 +99,8 @@ def test_a_damaged_profile_in_run_json_is_shown_as_far_as_it_goes(tmp_path):
         {"name": "m", "instructions": "many", "profile": [7, {"function": "<f>", "calls": "x", "share": None}]},
         {"name": "n", "profile": []}]}))
     profiles = record.measured_profiles(tmp_path)
-    assert profiles == [{"model": "m", "instructions": "many", "rows": [{"function": "<f>", "calls": "x", "share": None}]}]
+    assert profiles == [{"model": "m", "instructions": "many", "cycles": None, "cycle_model": None,
+                         "rows": [{"function": "<f>", "calls": "x", "share": None}]}]
     html = "".join(_profiles(profiles))
     assert "&lt;f&gt;" in html and "<f>" not in html and "—" in html
 

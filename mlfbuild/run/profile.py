@@ -1,4 +1,4 @@
-"""`mlfbuild run --profile`: instructions and calls per operator function, per model, in QEMU.
+"""`mlfbuild run --profile`: instructions, estimated cycles and calls per operator function, per model, in QEMU.
 
 A TCG plugin (templates/profile/opprofile.c, compiled with the host gcc into the build folder) counts
 the instructions of every translation block QEMU executes and charges them to the firmware function
@@ -6,6 +6,10 @@ they belong to; code outside the model's own functions (runtime, libc, CMSIS-NN)
 operator that called it. The function map comes from the ELF's symbol table: the model's executor
 (its run function: the start of an inference), the functions of the model's generated code
 (operators), and main.c's (the application: an inference is over).
+
+Cycles are an estimate, not a measurement: the plugin classifies every instruction (Thumb-2 decoding,
+templates/profile/thumbcost.c) and adds up each class's cost from the core's documented timings
+(docs/benchmarks.md, "Cycle estimate"). Cores without a model (M0, M3, M7, M33) get none.
 
 On a flashed board or the host there are no instruction counts: the profile says so.
 """
@@ -25,6 +29,16 @@ from ..errors import RunError
 from ..resources import data_dir
 
 PLUGIN_SOURCE = ("profile", "opprofile.c")
+PLUGIN_INCLUDES = (("profile", "thumbcost.c"),)
+
+# The board's core -> (the plugin's cycle model, its label). A core not here gets no cycle estimate:
+# the M4's table would be wrong for the M0's 2-stage pipeline, the M7's dual issue and the M33's
+# different load timings, and a wrong figure with a plausible label is worse than none.
+CYCLE_MODELS = {
+    "cortex-m4": ("m4", "Cortex-M4 TRM timings"),
+    "cortex-m4f": ("m4", "Cortex-M4 TRM timings"),
+    "cortex-m55": ("m55", "Cortex-M55: M4 scalar timings, MVE dual-beat"),
+}
 PLUGIN_COMPILE_SECONDS = 120
 
 
@@ -34,12 +48,14 @@ class ProfileRow:
     calls: int  # per inference
     instructions: int  # per inference, including what the function calls outside the model's code
     share: float  # of the inference's instructions
+    cycles: int | None = None  # estimated, per inference, with what it calls (None: no model for this core)
     folded_into: str | None = None  # the twin the compiler folded this function into (its work is counted there)
     folded: list[str] = field(default_factory=list)  # functions folded into this one (their work is counted here)
 
     def to_json(self) -> dict:
         return {"function": self.function, "calls": self.calls, "instructions": self.instructions,
-                "share": round(self.share, 6), "folded_into": self.folded_into, "folded": self.folded}
+                "cycles": self.cycles, "share": round(self.share, 6), "folded_into": self.folded_into,
+                "folded": self.folded}
 
 
 @dataclass
@@ -48,9 +64,13 @@ class ModelProfile:
     instructions: int | None  # per inference (None: not measured here)
     rows: list[ProfileRow] = field(default_factory=list)
     executor_instructions: int = 0  # the executor's own glue between the operators
+    cycles: int | None = None  # estimated per inference (None: no model for this core)
+    cycle_model: str | None = None  # the estimate's label, e.g. "Cortex-M4 TRM timings"
+    executor_cycles: int = 0
 
     def to_json(self) -> dict:
-        return {"instructions": self.instructions, "profile": [row.to_json() for row in self.rows]}
+        return {"instructions": self.instructions, "cycles": self.cycles, "cycle_model": self.cycle_model,
+                "profile": [row.to_json() for row in self.rows]}
 
 
 @dataclass
@@ -97,6 +117,8 @@ def with_profile(run_json: dict, profile: Profile) -> dict:
     for model in run_json.get("models", []):
         measured = by_name.get(model["name"])
         model["instructions"] = measured.instructions if measured else None
+        model["cycles"] = measured.cycles if measured else None
+        model["cycle_model"] = measured.cycle_model if measured else None
         model["profile"] = [row.to_json() for row in measured.rows] if measured else []
     if not profile.available:
         run_json["profile_note"] = profile.reason
@@ -115,7 +137,9 @@ def profile_transport(build_dir: Path, record: dict, transport):
     ranges_path, out_path = workdir / "ranges.txt", workdir / "counts.txt"
     ranges_path.write_text("".join(f"{r.low:x} {r.high:x} {r.kind} {r.model}\n" for r in ranges))
     out_path.unlink(missing_ok=True)
-    transport.extra_args = tuple(transport.extra_args) + ("-plugin", f"{library},ranges={ranges_path},out={out_path}")
+    model, _ = cycle_model(record)
+    transport.extra_args = tuple(transport.extra_args) + (
+        "-plugin", f"{library},ranges={ranges_path},out={out_path},model={model or 'none'}")
 
     def finish(result) -> Profile:
         return read_counts(out_path, ranges, record, {m.name: len(m.ticks) for m in result.models})
@@ -123,10 +147,18 @@ def profile_transport(build_dir: Path, record: dict, transport):
     return transport, finish
 
 
+def cycle_model(record: dict) -> tuple[str | None, str | None]:
+    """(the plugin's model name, its label) for the build's core; (None, None) where there is none."""
+    core = str(((record.get("board") or {}).get("cpu") or {}).get("core", "")).lower()
+    return CYCLE_MODELS.get(core, (None, None))
+
+
 def _compile_plugin(workdir: Path) -> Path:
-    source = data_dir("templates").joinpath(*PLUGIN_SOURCE)
+    templates = data_dir("templates")
+    source = templates.joinpath(*PLUGIN_SOURCE)
     library = workdir / "libopprofile.so"
-    if library.is_file() and library.stat().st_mtime >= source.stat().st_mtime:
+    newest = max(templates.joinpath(*part).stat().st_mtime for part in (PLUGIN_SOURCE, *PLUGIN_INCLUDES))
+    if library.is_file() and library.stat().st_mtime >= newest:
         return library
     if shutil.which("gcc") is None:
         raise RunError("--profile needs the host gcc to compile its QEMU plugin (Debian package gcc)")
@@ -246,25 +278,29 @@ def _defined_functions(path: Path) -> set[str]:
 def read_counts(path: Path, ranges: list[_Range], record: dict, runs: dict[str, int]) -> Profile:
     if not path.is_file():
         raise RunError("the profiling plugin wrote no counts (did QEMU exit normally?)")
-    counts, model_totals = {}, {}
+    counts, model_totals, model_cycles = {}, {}, {}
     for line in path.read_text().splitlines():
         parts = line.split()
         if parts[0] == "model":
-            model_totals[int(parts[1])] = int(parts[3])
+            model_totals[int(parts[1])], model_cycles[int(parts[1])] = int(parts[3]), int(parts[4])
         else:
-            counts[int(parts[0])] = (int(parts[1]), int(parts[2]), int(parts[3]))
+            counts[int(parts[0])] = (int(parts[1]), int(parts[2]), int(parts[3]), int(parts[4]))
+    _, label = cycle_model(record)
     profile = Profile(True, "")
     for index, model in enumerate(record["models"]):
         n = max(runs.get(model["name"], 1), 1)
         total = model_totals.get(index, 0) // n
         mine = _model_functions(ranges, counts, index)
-        result = ModelProfile(model["name"], total)
+        result = ModelProfile(model["name"], total, cycles=model_cycles.get(index, 0) // n if label else None,
+                              cycle_model=label)
         for i in sorted(mine, key=lambda i: counts[i][2]):
-            calls, insns, _ = counts[i]
+            calls, insns, _, cycles = counts[i]
             if ranges[i].kind == "E":
                 result.executor_instructions += insns // n
+                result.executor_cycles += cycles // n
                 continue
             result.rows.append(ProfileRow(ranges[i].name, calls // n, insns // n, (insns / n) / total if total else 0.0,
+                                          cycles=cycles // n if label else None,
                                           folded_into=ranges[i].folded_into or None, folded=list(ranges[i].aliases)))
         _name_twins(result.rows)
         profile.models.append(result)
@@ -284,7 +320,7 @@ def _model_functions(ranges: list[_Range], counts: dict, model: int) -> list[int
     shared by two models in one firmware is charged to whichever ran it)."""
     chosen = []
     for i, r in enumerate(ranges):
-        calls = counts.get(i, (0, 0, 0))[0]
+        calls = counts.get(i, (0, 0, 0, 0))[0]
         if r.kind == "E" and r.model == model and calls:
             chosen.append(i)
         elif r.kind == "O" and calls and model == _owner(r.name, ranges, model):
@@ -302,12 +338,17 @@ def _owner(name: str, ranges: list[_Range], default: int) -> int:
     return default
 
 
-def _row_line(row: ProfileRow) -> str:
+def _cycles_cell(cycles: int | None, estimated: bool) -> str:
+    return f" {cycles:>14,}" if estimated and cycles is not None else (f" {'':>14}" if estimated else "")
+
+
+def _row_line(row: ProfileRow, estimated: bool) -> str:
     if row.folded_into:
-        return (f"  {row.calls:>6} {'—':>14} {'':>7}  {row.function}: folded into {row.folded_into} by the "
-                "compiler (identical code; its work is counted there)")
+        return (f"  {row.calls:>6} {'—':>14}{_cycles_cell(None, estimated)} {'':>7}  {row.function}: folded into "
+                f"{row.folded_into} by the compiler (identical code; its work is counted there)")
     twins = f"  (with {', '.join(row.folded)}: identical code folded into this one)" if row.folded else ""
-    return f"  {row.calls:>6} {row.instructions:>14,} {100 * row.share:>6.2f}%  {row.function}{twins}"
+    return (f"  {row.calls:>6} {row.instructions:>14,}{_cycles_cell(row.cycles, estimated)} {100 * row.share:>6.2f}%  "
+            f"{row.function}{twins}")
 
 
 def format_profile(profile: Profile) -> str:
@@ -315,13 +356,19 @@ def format_profile(profile: Profile) -> str:
         return profile.reason
     lines = []
     for model in profile.models:
-        lines.append(f"profile of {model.name}: {model.instructions:,} instructions per inference (QEMU)")
-        lines.append(f"  {'calls':>6} {'instructions':>14} {'share':>7}  function")
+        estimated = model.cycles is not None
+        estimate = (f", {model.cycles:,} cycles (estimate: {model.cycle_model})" if estimated
+                    else ", no cycle estimate for this core")
+        lines.append(f"profile of {model.name}: {model.instructions:,} instructions per inference (QEMU){estimate}")
+        header = f" {'cycles (est.)':>14}" if estimated else ""
+        lines.append(f"  {'calls':>6} {'instructions':>14}{header} {'share':>7}  function")
         for row in model.rows:
-            lines.append(_row_line(row))
+            lines.append(_row_line(row, estimated))
         covered = sum(r.instructions for r in model.rows)
         if model.instructions:
-            lines.append(f"  {'':>6} {model.executor_instructions:>14,} "
+            lines.append(f"  {'':>6} {model.executor_instructions:>14,}{_cycles_cell(model.executor_cycles, estimated)} "
                          f"{100 * model.executor_instructions / model.instructions:>6.2f}%  (executor between operators)")
             lines.append(f"  operators: {100 * covered / model.instructions:.2f} % of the inference")
+            if estimated and model.instructions:
+                lines.append(f"  cycles per instruction (estimate): {model.cycles / model.instructions:.2f}")
     return "\n".join(lines)

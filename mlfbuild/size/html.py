@@ -307,13 +307,19 @@ def _profiles(profiles: list[dict]) -> list[str]:
     """The last `run --profile`: per model, each operator function in call order."""
     out = []
     for profile in profiles:
-        total = profile.get("instructions")
+        total, cycles = profile.get("instructions"), profile.get("cycles")
         head = f"{_count(total)} instructions per inference (QEMU)" if isinstance(total, int) else "last run"
+        estimated = isinstance(cycles, int)
+        if estimated:
+            head += f", {_count(cycles)} cycles (estimate: {profile.get('cycle_model')})"
         out.append(f"<h2>Per-operator profile: {_e(profile['model'])}</h2><p class='note'>{_e(head)}</p>")
-        out.append("<table><tr><th>calls</th><th>instructions</th><th>share</th><th class='l'>function</th></tr>")
+        cycles_head = "<th>cycles (est.)</th>" if estimated else ""
+        out.append(f"<table><tr><th>calls</th><th>instructions</th>{cycles_head}<th>share</th>"
+                   "<th class='l'>function</th></tr>")
         for row in profile["rows"]:
             share = row.get("share")
-            out.append(f"<tr><td>{_count(row.get('calls'))}</td><td>{_count(row.get('instructions'))}</td>"
+            cycles_cell = f"<td>{_count(row.get('cycles'))}</td>" if estimated else ""
+            out.append(f"<tr><td>{_count(row.get('calls'))}</td><td>{_count(row.get('instructions'))}</td>{cycles_cell}"
                        f"<td>{_e(f'{100 * share:.2f} %' if isinstance(share, (int, float)) else '—')}</td>"
                        f"<td class='l'>{_e(_profiled_function(row))}</td></tr>")
         out.append("</table>")

@@ -1,5 +1,5 @@
-/* QEMU TCG plugin (plugin API version 1, QEMU >= 6) behind `mlfbuild run --profile`: instructions
- * and calls per operator function, and per inference, of every model in a firmware.
+/* QEMU TCG plugin (plugin API version 1, QEMU >= 6) behind `mlfbuild run --profile`: instructions,
+ * estimated cycles and calls per operator function, and per inference, of every model in a firmware.
  *
  * ranges=PATH lists the firmware's functions, one per line: "lo hi kind model" (hex addresses,
  * half-open; kind E = a model's executor (its run function), O = an operator, I = the application
@@ -8,21 +8,33 @@
  * that was running before it, so an operator's figure includes what it calls. Blocks executed while
  * no model runs (kind I last) are not counted. A block that starts at a function's first address
  * is a call.
- * out=PATH receives one line per range at exit: "index calls instructions first-call", then "model M runs
- * instructions" per model (runs = calls of its executor).
+ * model=m4|m55|none chooses the cycle model (thumbcost.c): every instruction is classified once, when
+ * QEMU translates its block, and the block's cycles are summed then; a block ending in a conditional
+ * branch adds the taken-branch penalty when the next block executed does not start where it falls
+ * through (the plugin sees the next block's address anyway, so this costs nothing extra).
+ * out=PATH receives one line per range at exit: "index calls instructions first-call cycles", then
+ * "model M runs instructions cycles" per model (runs = calls of its executor).
  * Debian ships no qemu-plugin.h, so the few declarations used are written here from QEMU's
- * include/qemu/qemu-plugin.h (API version 1). Build: gcc -O2 -shared -fPIC -o libopprofile.so opprofile.c */
+ * include/qemu/qemu-plugin.h (API version 1). Build: gcc -O2 -shared -fPIC -o libopprofile.so opprofile.c (thumbcost.c beside it) */
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "thumbcost.c"
 
 typedef uint64_t qemu_plugin_id_t;
 typedef struct qemu_info_t qemu_info_t;
 struct qemu_plugin_tb;
+struct qemu_plugin_insn;
 enum qemu_plugin_cb_flags { QEMU_PLUGIN_CB_NO_REGS };
 
 extern size_t qemu_plugin_tb_n_insns(const struct qemu_plugin_tb* tb);
 extern uint64_t qemu_plugin_tb_vaddr(const struct qemu_plugin_tb* tb);
+extern struct qemu_plugin_insn* qemu_plugin_tb_get_insn(const struct qemu_plugin_tb* tb, size_t idx);
+extern const void* qemu_plugin_insn_data(const struct qemu_plugin_insn* insn);
+extern size_t qemu_plugin_insn_size(const struct qemu_plugin_insn* insn);
+extern uint64_t qemu_plugin_insn_vaddr(const struct qemu_plugin_insn* insn);
 extern void qemu_plugin_register_vcpu_tb_trans_cb(qemu_plugin_id_t id,
                                                   void (*cb)(qemu_plugin_id_t, struct qemu_plugin_tb*));
 extern void qemu_plugin_register_vcpu_tb_exec_cb(struct qemu_plugin_tb* tb, void (*cb)(unsigned int, void*),
@@ -39,10 +51,12 @@ static struct {
   char kind;
   int model;
   uint64_t calls, insns, first_call; /* first_call: 1 + how many calls came before (0: never called) */
+  uint64_t cycles;
 } ranges[MAX_RANGES];
 static uint64_t calls_so_far;
 static size_t n_ranges;
-static uint64_t model_insns[MAX_MODELS];
+static uint64_t model_insns[MAX_MODELS], model_cycles[MAX_MODELS];
+static int cycle_model = -1; /* TC_MODEL_*; -1: no cycle estimate */
 static int running_model = -1; /* the model whose code runs now; -1: none */
 static long current = -1;      /* the range charged for code outside every range */
 static char out_path[1024];
@@ -58,13 +72,33 @@ static long find(uint64_t address) {
   return -1;
 }
 
-/* Block facts packed into the callback's pointer (no allocation): range + 1, entry flag, length. */
+/* What the plugin knows of a translated block (one per translation, never freed: QEMU keeps few). */
+struct block {
+  uint64_t start, fallthrough; /* fallthrough: the address after its last instruction */
+  long range;                  /* the range it starts in, -1: none */
+  int entry;                   /* it starts at its range's first address: a call */
+  uint32_t insns, cycles;      /* cycles: the estimate with every conditional branch not taken */
+  uint32_t taken_penalty;      /* added when its last instruction, a conditional branch, is taken */
+};
+
+/* The block that ran last, when it ended in a conditional branch, and whom it was charged to. */
+static const struct block* pending;
+static long pending_range = -1;
+static int pending_model = -1;
+
+static void charge_taken_branch(uint64_t start) {
+  if (pending && start != pending->fallthrough) {
+    ranges[pending_range].cycles += pending->taken_penalty;
+    model_cycles[pending_model] += pending->taken_penalty;
+  }
+  pending = NULL;
+}
+
 static void on_exec(unsigned int vcpu, void* userdata) {
   (void)vcpu;
-  uintptr_t packed = (uintptr_t)userdata;
-  long index = (long)(packed >> 16) - 1;
-  int entry = (int)((packed >> 15) & 1u);
-  uint64_t n = packed & 0x7fffu;
+  const struct block* block = userdata;
+  charge_taken_branch(block->start);
+  long index = block->range;
   if (index >= 0) {
     if (ranges[index].kind == 'I') {
       running_model = -1;
@@ -74,23 +108,62 @@ static void on_exec(unsigned int vcpu, void* userdata) {
     if (ranges[index].kind == 'E') running_model = ranges[index].model;
     if (running_model < 0) return;
     current = index;
-    if (entry) {
+    if (block->entry) {
       if (ranges[index].calls++ == 0) ranges[index].first_call = ++calls_so_far;
     }
   }
   if (running_model < 0 || current < 0) return;
-  ranges[current].insns += n;
-  model_insns[running_model] += n;
+  ranges[current].insns += block->insns;
+  ranges[current].cycles += block->cycles;
+  model_insns[running_model] += block->insns;
+  model_cycles[running_model] += block->cycles;
+  if (block->taken_penalty) {
+    pending = block;
+    pending_range = current;
+    pending_model = running_model;
+  }
+}
+
+/* The block's cycles: each instruction's class cost after the one before it; the last instruction
+ * decides the taken-branch penalty (a branch inside an IT block is conditional too). */
+static void estimate_cycles(struct qemu_plugin_tb* tb, size_t n, struct block* block) {
+  struct tc_insn prev, insn;
+  unsigned it_left = 0, in_it = 0;
+  for (size_t i = 0; i < n; i++) {
+    struct qemu_plugin_insn* handle = qemu_plugin_tb_get_insn(tb, i);
+    size_t size = qemu_plugin_insn_size(handle);
+    if (i + 1 == n) block->fallthrough = qemu_plugin_insn_vaddr(handle) + size;
+    if (size != 2 && size != 4) {
+      block->cycles += 1;
+      continue;
+    }
+    insn = tc_decode(qemu_plugin_insn_data(handle), (unsigned)size);
+    in_it = it_left > 0;
+    if (it_left) it_left--;
+    if (insn.cls == TC_IT) it_left = insn.it_count;
+    block->cycles += tc_cycles(cycle_model, &insn, i ? &prev : NULL);
+    prev = insn;
+  }
+  if (n == 0 || !tc_is_branch(insn.cls)) return;
+  if (tc_is_conditional_branch(insn.cls)) {
+    block->taken_penalty = tc_taken_penalty(cycle_model, &insn);
+  } else if (in_it) { /* tc_cycles counted it taken: count it not taken, and charge the refill if it is */
+    block->cycles -= TC_REFILL;
+    block->taken_penalty = TC_REFILL;
+  }
 }
 
 static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb* tb) {
   (void)id;
-  uint64_t start = qemu_plugin_tb_vaddr(tb);
-  long index = find(start);
-  uintptr_t packed = ((uintptr_t)(index + 1) << 16) |
-                     ((index >= 0 && ranges[index].lo == start) ? (1u << 15) : 0u) |
-                     (qemu_plugin_tb_n_insns(tb) & 0x7fffu);
-  qemu_plugin_register_vcpu_tb_exec_cb(tb, on_exec, QEMU_PLUGIN_CB_NO_REGS, (void*)packed);
+  struct block* block = calloc(1, sizeof *block);
+  if (block == NULL) return;
+  size_t n = qemu_plugin_tb_n_insns(tb);
+  block->start = qemu_plugin_tb_vaddr(tb);
+  block->range = find(block->start);
+  block->entry = block->range >= 0 && ranges[block->range].lo == block->start;
+  block->insns = (uint32_t)n;
+  if (cycle_model >= 0) estimate_cycles(tb, n, block);
+  qemu_plugin_register_vcpu_tb_exec_cb(tb, on_exec, QEMU_PLUGIN_CB_NO_REGS, block);
 }
 
 static void at_exit(qemu_plugin_id_t id, void* userdata) {
@@ -99,15 +172,18 @@ static void at_exit(qemu_plugin_id_t id, void* userdata) {
   FILE* out = fopen(out_path, "w");
   if (out == NULL) return;
   for (size_t i = 0; i < n_ranges; i++) {
-    fprintf(out, "%zu %llu %llu %llu\n", i, (unsigned long long)ranges[i].calls, (unsigned long long)ranges[i].insns,
-            (unsigned long long)ranges[i].first_call);
+    fprintf(out, "%zu %llu %llu %llu %llu\n", i, (unsigned long long)ranges[i].calls,
+            (unsigned long long)ranges[i].insns, (unsigned long long)ranges[i].first_call,
+            (unsigned long long)ranges[i].cycles);
   }
   for (int m = 0; m < MAX_MODELS; m++) {
     uint64_t runs = 0;
     for (size_t i = 0; i < n_ranges; i++) {
       if (ranges[i].kind == 'E' && ranges[i].model == m) runs += ranges[i].calls;
     }
-    if (runs) fprintf(out, "model %d %llu %llu\n", m, (unsigned long long)runs, (unsigned long long)model_insns[m]);
+    if (runs)
+      fprintf(out, "model %d %llu %llu %llu\n", m, (unsigned long long)runs, (unsigned long long)model_insns[m],
+              (unsigned long long)model_cycles[m]);
   }
   fclose(out);
 }
@@ -136,6 +212,8 @@ __attribute__((visibility("default"))) int qemu_plugin_install(qemu_plugin_id_t 
   for (int i = 0; i < argc; i++) {
     if (strncmp(argv[i], "ranges=", 7) == 0 && read_ranges(argv[i] + 7) != 0) return -1;
     if (strncmp(argv[i], "out=", 4) == 0) snprintf(out_path, sizeof out_path, "%s", argv[i] + 4);
+    if (strcmp(argv[i], "model=m4") == 0) cycle_model = TC_MODEL_M4;
+    if (strcmp(argv[i], "model=m55") == 0) cycle_model = TC_MODEL_M55;
   }
   if (n_ranges == 0 || out_path[0] == '\0') return -1;
   qemu_plugin_register_vcpu_tb_trans_cb(id, on_translate);
