@@ -1022,3 +1022,17 @@ def test_linker_scripts_of_earlier_docs_still_place_the_models_sections(tmp_path
     assert old == {".model_const": constants, ".model_pool": {"global_workspace"}}
     new = _placed(folder, _NEW_RULES, tmp_path / "new")  # one model's constants and pool apart
     assert new == {".tiny_const": constants, ".tiny_pool": {"global_workspace"}}
+
+
+@pytest.mark.cross
+def test_a_host_export_of_a_cmsis_nn_model_compiles(cmsis_nn, tmp_path):
+    """The host's CMSIS-NN flags include a header first (-include stdint.h): two arguments, as the
+    export's own compiler runs and CMake take them, not one with a space."""
+    import tflitecases  # noqa: F401
+    from tflitewriter import KWS_CHAIN, chain_model
+
+    model = chain_model(np.random.default_rng(2), KWS_CHAIN).write(tmp_path / "k.tflite")
+    done = cli("export", str(model), "-b", "host", "--cmsis-nn", str(cmsis_nn("v6.0.0")), "-o", str(tmp_path / "out"))
+    assert done.returncode == 0, done.stderr
+    cmake = (tmp_path / "out" / "cmake").rglob("*.cmake") if (tmp_path / "out" / "cmake").is_dir() else []
+    assert not any('"-include stdint.h' in path.read_text() for path in cmake)

@@ -181,7 +181,7 @@ def render_cmsis_nn(lib: ModelLibrary, board: Board, arch_flags: list[str], tree
     flags = tuple(f"-U{macro}" for feature, macro in FEATURE_MACROS.items() if feature not in features)
     # v4.1.0's Internal/arm_nn_compiler.h names uint8_t before anything includes <stdint.h> on a host
     # compiler (arm_convolve_get_buffer_sizes_s8.c includes it first); Arm's headers include it themselves.
-    flags += ("-include stdint.h",) if board.is_host else ()
+    flags += ("-include", "stdint.h") if board.is_host else ()  # two arguments: a compiler run without a shell takes them so
     flags += (optimize,) if optimize else ()
     return CmsisNnLibrary(tree=tree.resolve(), sha256=_tree_sha256(tree, ("Include", "Source")), features=features,
                           flags=flags, sources=tuple(sources), includes=tuple(includes), core_include=core_include,
