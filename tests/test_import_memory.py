@@ -176,3 +176,25 @@ def test_a_tflite_too_big_for_the_board_at_the_floor_is_planned_smallest_and_run
                "-o", str(tmp_path / "h"))
     assert host.returncode == 0, host.stderr
     assert json.loads((tmp_path / "h" / "build.json").read_text())["models"][0]["imported_from"]["memory"] == "floor"
+
+
+@pytest.mark.cross
+def test_size_shows_the_memory_over_the_inference_and_the_plan(cmsis_nn, tmp_path):
+    model = chain_model(np.random.default_rng(5), DS_CHAIN, input_shape=(1, 25, 5, 8)).write(tmp_path / "k.tflite")
+    least = import_tflite(model, tmp_path / "k.tar", memory="min")
+    built = cli("build", str(tmp_path / "k.tar"), "-b", "host", "--cmsis-nn", str(cmsis_nn("v6.0.0")), "-o", str(tmp_path / "b"))
+    assert built.returncode == 0, built.stderr
+    text = cli("size", str(tmp_path / "b")).stdout
+    line = next(line for line in text.splitlines() if "live over the inference" in line)
+    assert f"peak {least.pool_bytes:,} B" in line and "(memory plan min)" in line
+    pool = json.loads(cli("size", str(tmp_path / "b"), "--json").stdout)["modules"][0]["workspace_pool"]
+    assert max(pool["live_bytes"]) == least.pool_bytes and len(pool["live_bytes"]) == len(least.steps)
+    assert cli("size", str(tmp_path / "b"), "--html", str(tmp_path / "s.html")).returncode == 0
+    assert "<svg" in (tmp_path / "s.html").read_text()
+
+
+def test_a_long_inference_is_shown_in_columns_of_its_calls_most():
+    from mlfbuild.size.render import live_columns
+
+    assert live_columns([1, 5, 2]) == [1, 5, 2]
+    assert live_columns(list(range(128)), 64) == [2 * i + 1 for i in range(64)]

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..canalysis.pool import Region, UsmpPool, read_usmp_pool
-from .memory_plan import Buffer, MemoryPlan, floor_bytes, plan_memory
+from .memory_plan import Buffer, MemoryPlan, align, floor_bytes, plan_memory
 
 ALIGNMENT = 16  # TVM's USMP aligns the pool and every region to 16 bytes
 
@@ -35,6 +35,7 @@ class PoolPlan:
     plan: MemoryPlan | None = None
     scratch: dict[str, str] = field(default_factory=dict)  # operator -> its CMSIS-NN scratch buffer in the pool (C)
     producer: str = "TVM"  # what laid the pool out (Module.producer)
+    live: list[int] = field(default_factory=list)  # bytes of its regions live during each call (where proven)
 
     def note(self, module: str) -> str:
         if self.kind == "allocator" and self.floor_bytes is None:
@@ -51,6 +52,7 @@ class PoolPlan:
     def to_json(self) -> dict:
         return {"kind": self.kind, "producer": self.producer, "tvm_bytes": self.tvm_bytes, "bytes": self.bytes,
                 "floor_bytes": self.floor_bytes, "replanned": self.replanned, "reason": self.reason or None,
+                "live_bytes": list(self.live),
                 "regions": ([{"name": b.name, "size": b.size, "first": b.first, "last": b.last,
                               "offset": self.plan.offsets[b.name]} for b in self.plan.buffers]
                             if self.plan else [])}
@@ -75,6 +77,7 @@ def plan_usmp_pool(sources: dict[str, str], module_name: str, scratch: dict[str,
     placed = {function: nbytes for function, nbytes in (scratch or {}).items() if function in pool.operators and nbytes}
     buffers += [Buffer(f"{function}:scratch", nbytes, *pool.operators[function][1:]) for function, nbytes in placed.items()]
     floor = floor_bytes(buffers, ALIGNMENT)
+    live = _live_per_call(buffers, pool)
     overlap = _overlap_in_tvm_layout(pool.regions)
     if overlap:
         return PoolPlan("usmp", pool.tvm_bytes, pool.tvm_bytes, floor, False,
@@ -84,11 +87,19 @@ def plan_usmp_pool(sources: dict[str, str], module_name: str, scratch: dict[str,
     if plan.arena_bytes >= pool.tvm_bytes:
         return PoolPlan("usmp", pool.tvm_bytes, pool.tvm_bytes, floor, False,
                         f"{producer}'s layout is already as small as the re-plan ({plan.arena_bytes:,} B)", plan=None,
-                        producer=producer)
+                        producer=producer, live=live)
     buffer = {function: f"(void*)(&({pool.operators[function][0]}[{plan.offsets[f'{function}:scratch']}]))"
               for function in placed}
     return PoolPlan("usmp", pool.tvm_bytes, plan.arena_bytes, floor, True, "",
-                    _rewrite(sources, pool, plan), plan, buffer, producer=producer)
+                    _rewrite(sources, pool, plan), plan, buffer, producer=producer, live=live)
+
+
+def _live_per_call(buffers: list[Buffer], pool: UsmpPool) -> list[int]:
+    """The bytes of the pool's regions live during each operator call, in the order of the calls:
+    the memory over the inference."""
+    calls = sorted((first, last) for _, first, last in pool.operators.values())
+    return [sum(align(b.size, ALIGNMENT) for b in buffers if b.first <= last and first <= b.last)
+            for first, last in calls]
 
 
 def header_dirs(root: Path, cmsis_nn: Path | None = None, cmsis_core: Path | None = None) -> tuple[Path, ...]:

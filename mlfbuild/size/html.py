@@ -7,7 +7,7 @@ import html
 from typing import TYPE_CHECKING
 
 from .attribution import CATEGORIES, CATEGORY_LABELS
-from .render import pool_kind, pool_verdict
+from .render import live_columns, live_summary, pool_kind, pool_verdict
 
 if TYPE_CHECKING:  # the report calls these forms; they only read its fields
     from .diff import SizeDiff
@@ -242,6 +242,9 @@ def format_html(report: SizeFacts, changes: SizeDiff | None = None) -> str:
                        f'<td>{_e(_n(pool.get("tvm_bytes")))}</td><td>{_e(_n(pool.get("bytes")))}</td>'
                        f'<td>{_e(_n(pool.get("floor_bytes")))}</td><td class="l">{_e(pool_verdict(pool))}</td></tr>')
         out.append("</table>")
+        for module in pools:
+            if module.pool.get("live_bytes"):
+                out.append(_live_chart(module.name, module.pool))
     out.append("<h2>Top symbols</h2>")
     out.append('<table><tr><th>flash</th><th>RAM</th><th class="l">category</th><th class="l">symbol</th><th class="l">file</th></tr>')
     for item in report.top_items(n=30):
@@ -343,3 +346,14 @@ def _count(value) -> str:
 
 def _n(value) -> str:
     return "—" if value is None else f"{value:,}"
+
+
+def _live_chart(name: str, pool: dict) -> str:
+    """The pool's bytes live over the inference as bars (inline SVG), the peak marked."""
+    live = live_columns(pool["live_bytes"])
+    peak, width, height = max(live) or 1, 6, 80
+    bars = "".join(f'<rect x="{i * width}" y="{height - value * height // peak}" width="{width - 1}" '
+                   f'height="{value * height // peak}" fill="{"#c0392b" if value == peak else "#5b8def"}">'
+                   f'<title>{value:,} B</title></rect>' for i, value in enumerate(live))
+    return (f'<p>{_e(name)}, live over the inference: {_e(live_summary(pool))}</p>'
+            f'<svg width="{len(live) * width}" height="{height}" role="img" aria-label="live bytes over the inference">{bars}</svg>')

@@ -213,6 +213,8 @@ def _module_text(module: ModuleReport) -> list[str]:
                        f"{_signed(row.difference):>12}  {row.explanation}")
     if module.pool:
         out.append(f"  workspace pool: {pool_figures(module.pool)}")
+        if module.pool.get("live_bytes"):
+            out.append(f"  live over the inference: {live_summary(module.pool)}")
     if module.operators:
         listed = sum(1 for o in module.operators if o.in_metadata)
         out.append(f"  operators ({listed} in metadata operator_functions)")
@@ -223,6 +225,27 @@ def _module_text(module: ModuleReport) -> list[str]:
             code = _n(op.code_bytes) if op.code_bytes is not None else "not linked"
             out.append(f"  {code:>9}{_n(op.workspace_bytes):>13}  {_short_symbol(op.name, module.name, 80)}{mark}")
     return out
+
+
+_BARS = "▁▂▃▄▅▆▇█"
+LIVE_COLUMNS = 64  # a long inference's calls are shown as this many columns, each its calls' most
+
+
+def live_columns(live: list[int], columns: int = LIVE_COLUMNS) -> list[int]:
+    """The most bytes live in each of at most `columns` runs of consecutive calls."""
+    if len(live) <= columns:
+        return list(live)
+    return [max(live[i * len(live) // columns:(i + 1) * len(live) // columns]) for i in range(columns)]
+
+
+def live_summary(pool: dict) -> str:
+    """`▁▃█▅▂ peak 24,576 B at call 1 of 28`: the bytes of the pool's regions live during each
+    operator call of the inference."""
+    live = pool.get("live_bytes") or []
+    peak = max(live)
+    bars = "".join(_BARS[min(len(_BARS) - 1, value * len(_BARS) // (peak + 1))] for value in live_columns(live))
+    plan = f" (memory plan {pool['memory_plan']})" if pool.get("memory_plan") else ""
+    return f"{bars} peak {peak:,} B at call {live.index(peak) + 1} of {len(live)}{plan}"
 
 
 def pool_kind(pool: dict) -> str:
@@ -300,6 +323,9 @@ def format_markdown(report: SizeFacts, top: int = 10) -> str:
             pool = module.pool
             out.append(f"| {md_text(module.name)} | {pool_kind(pool)} | {_n(pool.get('tvm_bytes'))} | "
                        f"{_n(pool.get('bytes'))} | {_n(pool.get('floor_bytes'))} | {md_text(pool_verdict(pool))} |")
+        for module in pools:
+            if module.pool.get("live_bytes"):
+                out.append(f"\n{md_text(module.name)}, live over the inference: {md_text(live_summary(module.pool))}")
     out.append("")
     out.append(f"<details><summary>top {top} symbols</summary>")
     out.append("")

@@ -244,8 +244,7 @@ def _modules(record: dict, items: list[Item]) -> list[ModuleReport]:
             name=name, executor=module.get("executor") or "operator", usmp=bool(module.get("usmp")),
             flash=sum(v[0] for v in subs.values()), ram=sum(v[1] for v in subs.values()),
             by_subcategory={s: {"flash": v[0], "ram": v[1]} for s, v in sorted(subs.items())},
-            memory=rows, operators=_operators(module, functions),
-            pool=lowered.get(name, {}).get("workspace_pool")))
+            memory=rows, operators=_operators(module, functions), pool=_pool_with_plan(lowered.get(name, {}))))
     if "(shared)" in by_module and len(modules) > 1:
         subs = by_module["(shared)"]
         out.append(ModuleReport(name="(shared)", executor="", usmp=False, flash=sum(v[0] for v in subs.values()),
@@ -287,6 +286,12 @@ class _LinkedModule:
     plan: dict
     pool_users: list
     pool: dict  # build.json's workspace_pool
+
+
+def _pool_with_plan(model: dict) -> dict | None:
+    """build.json's workspace_pool, with the memory plan an imported model was made with (--memory)."""
+    pool, plan = model.get("workspace_pool"), (model.get("imported_from") or {}).get("memory")
+    return dict(pool, memory_plan=plan) if pool is not None and plan else pool
 
 
 def _memory_rows(module: dict, lowered: dict, linked: dict, pool: int, pool_users: list) -> list[MemoryRow]:
