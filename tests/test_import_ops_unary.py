@@ -7,12 +7,14 @@ LiteRT's reference kernels; and what stays refused, in one line."""
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import numpy as np
 import pytest
 from ai_edge_litert import schema_py_generated as schema
 
 import tflitecases  # noqa: F401 - registers the cases
+from conftest import cli
 from test_import_operators import _assert_refused, check_against_litert
 from tflitewriter import CASE_SHAPES, GraphBuilder, bundle_model
 
@@ -113,10 +115,44 @@ def _leaky_relu(alpha: float) -> GraphBuilder:
     (_one("RELU", "int16", 1e-3, out_scale=1e-9), "overflows TFLite's 32-bit arithmetic"),
     (_one("LOG_SOFTMAX", scale=0.1, out_scale=1 / 16, out_zero_point=0), "scale 16/256 and zero point 127"),
     (_one("LOG_SOFTMAX", scale=40.0, out_scale=1 / 16, out_zero_point=127), "outside TFLite's int8 log softmax"),
-    (_one("ELU"), "operator 0 (ELU) is not supported"),
+    (_one("ELU", "float32"), "a float32 ELU is not compiled"),
     (_one("RELU", scale=1e-30), "outside 1e-15..1e15"),
     (_one("EXP", scale=0.5, zero_point=-128, out_scale=0.01), "past the int32 arithmetic of TFLite's table"),
     (_one("TANH", "int8", out_dtype="int16", out_scale=1 / 32768), "keeps its type"),
 ])
 def test_unsupported_unary_parameters_are_refused_in_one_line(graph, said, tmp_path):
     _assert_refused(graph.write(tmp_path / "m.tflite"), said, tmp_path)
+
+
+def _elu_bundle(seed: int, count: int = 24) -> GraphBuilder:
+    """int8 ELUs side by side, each input scale and zero point its own (negative inputs reach expm1's
+    flat part, positive ones the identity)."""
+    rng = np.random.default_rng(seed)
+    graph = GraphBuilder()
+    for k in range(count):
+        scale = float(np.exp(rng.uniform(np.log(0.005), np.log(0.2))))
+        x = graph.add_input(f"in{k}", "int8", (1, 16), scale=scale, zero_point=int(rng.integers(-128, 128)))
+        y = graph.add_tensor(f"elu{k}", "int8", (1, 16), scale=scale * float(rng.uniform(0.5, 2.0)),
+                             zero_point=int(rng.integers(-128, 128)))
+        graph.add_operator("ELU", [x], [y])
+        graph.mark_output(y)
+    return graph
+
+
+@pytest.mark.cross
+def test_int8_elu_equals_litert_s_table(cmsis_nn, tmp_path):
+    """LiteRT's reference resolver has no ELU; its optimized resolver's kernel (the table TFLite
+    prepares) is the oracle, every input byte of every case through it."""
+    from litert_oracle import seeded_inputs
+    from mlfbuild.reference import litert
+
+    model = _elu_bundle(3).write(tmp_path / "elu.tflite")
+    inputs = seeded_inputs(model, seed=4, samples=16)
+    outputs = litert.run_model(model, inputs, kernels="optimized")
+    np.savez(tmp_path / "elu.npz", **inputs, **{f"output_{i}": o for i, o in enumerate(outputs)})
+    run = cli("run", str(model), "-b", "host", "--cmsis-nn", str(cmsis_nn("v6.0.0")), "-o", str(tmp_path / "b"),
+              "--reference", str(tmp_path / "elu.npz"), "--atol", "0", "--json")
+    assert run.returncode == 0, run.stderr
+    result = json.loads(run.stdout)
+    assert result["status"] == "pass"
+    assert all(o["max_abs_error"] == 0 for m in result["models"] for o in m["outputs"])

@@ -32,7 +32,6 @@ REFUSED = {
              "not compiled yet for those types",
     "COS": "newlib's cosf differs from LiteRT's by an ulp on the Cortex-M4F: not exact on every board",
     "SIN": "newlib's sinf differs from LiteRT's by an ulp on the Cortex-M4F: not exact on every board",
-    "ELU": "LiteRT's reference resolver has no ELU kernel, so no oracle holds it to TFLite's arithmetic",
     "REDUCE_ALL": "bool reductions are not compiled yet",
     "SUM": "LiteRT's reference kernel reads a quantized SUM's tensors as uint8 whatever their type, so no "
            "oracle of TFLite's arithmetic exists to hold an int8 SUM to",

@@ -339,6 +339,18 @@ static inline int8_t mlf_hard_swish_s8(int8_t input, int32_t input_zero_point, i
 C_HELPERS[HARD_SWISH_FUNCTION] = HARD_SWISH_C
 
 
+def _elu(graph: Graph, op: Operator) -> Lowered:
+    """mlfbuild kernel: int8, TFLite's ELU table (its prepare's LUTPopulate of x < 0 ? expm1(x) : x, computed at import); float ELU refused.
+
+    LiteRT's reference resolver has no ELU: its one kernel (activations.cc, the table) is the oracle.
+    A float ELU would run the C library's expm1f on the board, unchecked against LiteRT's there."""
+    if tensor_at(graph, op, 0).dtype == "float32":
+        raise refuse(op, "a float32 ELU is not compiled (the board's expm1f is not held to LiteRT's); "
+                         "the int8 ELU is")
+    x, y = unary_io(graph, op, ("int8",))
+    return table_lookup(op, x, y, lut8(op, x, y, _float_fn(lambda v: math.expm1(v) if v < 0 else v)))
+
+
 def _hard_swish(graph: Graph, op: Operator) -> Lowered:
     """mlfbuild kernel: int8, TFLite's reference HardSwish (16-bit fixed point, its prepare-time multipliers computed at import)."""
     x, y = unary_io(graph, op, ("int8",))
@@ -890,6 +902,7 @@ RULES = {
     "LOG": _log,
     "LEAKY_RELU": _leaky_relu,
     "HARD_SWISH": _hard_swish,
+    "ELU": _elu,
     "ABS": _abs,
     "NEG": _neg,
     "CAST": _cast,
