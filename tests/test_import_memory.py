@@ -39,6 +39,18 @@ MOBILENET_HEAD = (("CONV_2D", dict(_STRIDE2, out_channels=4)),
 HEAD_INPUT = (1, 48, 24, 3)
 
 
+# PyTorch's MobileNetV2 as the converter writes it: explicit PADs before VALID depthwise layers.
+_VALID = dict(_SAME, padding="VALID")
+PADDED_BLOCK = (("CONV_2D", dict(_SAME, kernel_h=1, kernel_w=1, out_channels=4)),
+                ("CONV_2D", dict(_SAME, kernel_h=1, kernel_w=1, out_channels=12)),
+                ("PAD", {"paddings": [[0, 0], [1, 1], [1, 1], [0, 0]]}),
+                ("DEPTHWISE_CONV_2D", dict(_VALID, kernel_h=3, kernel_w=3, stride_h=2, stride_w=2, depth_multiplier=1)),
+                ("CONV_2D", dict(_SAME, kernel_h=1, kernel_w=1, out_channels=4)),
+                ("PAD", {"paddings": [[0, 0], [2, 0], [0, 1], [0, 0]]}),
+                ("DEPTHWISE_CONV_2D", dict(_VALID, kernel_h=3, kernel_w=3, depth_multiplier=1)),
+                "AVERAGE_POOL_2D")
+
+
 def chains_model(rng: np.random.Generator, count: int) -> GraphBuilder:
     """`count` chains of three to five convolutions side by side, each on its own input (rows enough
     for several bands), each a graph output."""
@@ -198,3 +210,18 @@ def test_a_long_inference_is_shown_in_columns_of_its_calls_most():
 
     assert live_columns([1, 5, 2]) == [1, 5, 2]
     assert live_columns(list(range(128)), 64) == [2 * i + 1 for i in range(64)]
+
+
+@pytest.mark.cross
+def test_explicit_pads_move_their_rows_over_their_inputs_and_equal_litert(cmsis_nn, tmp_path):
+    """A PAD writes its output over its dying input, bottom row first (each row moved before its
+    padding is written), uneven paddings included."""
+    model = chain_model(np.random.default_rng(6), PADDED_BLOCK, input_shape=(1, 20, 12, 6)).write(tmp_path / "p.tflite")
+    least = import_tflite(model, tmp_path / "p.tar", memory="min")
+    assert [s.band_order for s in least.steps if s.operator.name == "PAD"] == ["up", "up"]
+    assert least.pool_bytes < import_tflite(model, tmp_path / "f.tar").pool_bytes
+    check_against_litert(model, "host", cmsis_nn("v6.0.0"), tmp_path / "floor", samples=2)
+    run = cli("run", str(tmp_path / "p.tar"), "-b", "host", "--cmsis-nn", str(cmsis_nn("v6.0.0")),
+              "-o", str(tmp_path / "b"), "--samples", "3", "--json")
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["status"] == "pass" and "not proven" not in run.stderr

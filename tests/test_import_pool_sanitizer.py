@@ -19,7 +19,7 @@ from mlfbuild.canalysis.pool import read_usmp_pool
 from mlfbuild.importer import import_tflite
 from mlfbuild.mlf.reader import read_mlf
 from test_import_operators import operator_cases
-from test_import_memory import DS_CHAIN, HEAD_INPUT, MOBILENET_HEAD, chains_model
+from test_import_memory import DS_CHAIN, HEAD_INPUT, MOBILENET_HEAD, PADDED_BLOCK, chains_model
 from test_import_ops_recurrent import _LSTM_CASES, lstm_model
 from tflitewriter import KWS_CHAIN, RESIDUAL_CHAIN, bundle_model, chain_model
 
@@ -36,7 +36,8 @@ def _models(tmp_path):
             "every operator": bundle_model(rng, operator_cases(1)[:60]).write(tmp_path / "ops.tflite"),
             "convolution chains": chains_model(rng, 4).write(tmp_path / "chains.tflite"),
             "depthwise-separable stack": chain_model(rng, DS_CHAIN, input_shape=(1, 25, 5, 8)).write(tmp_path / "ds.tflite"),
-            "mobilenet head": chain_model(rng, MOBILENET_HEAD, input_shape=HEAD_INPUT).write(tmp_path / "mh.tflite")}
+            "mobilenet head": chain_model(rng, MOBILENET_HEAD, input_shape=HEAD_INPUT).write(tmp_path / "mh.tflite"),
+            "padded block": chain_model(rng, PADDED_BLOCK, input_shape=(1, 20, 12, 6)).write(tmp_path / "pb.tflite")}
 
 
 def _checked_against_its_own_layout(model, tree, out, memory="floor"):
@@ -72,7 +73,8 @@ def test_an_imported_models_pool_claims_hold_under_the_sanitizer(name, cmsis_nn,
 
 
 @pytest.mark.cross
-@pytest.mark.parametrize("name", ["convolution chains", "depthwise-separable stack", "kws chain", "mobilenet head"])
+@pytest.mark.parametrize("name", ["convolution chains", "depthwise-separable stack", "kws chain", "mobilenet head",
+                                  "padded block"])
 def test_a_min_memory_plans_claims_hold_under_the_sanitizer(name, cmsis_nn, tmp_path):
     """Outputs written over their inputs row by row: one region each, every access within it."""
     _checked_against_its_own_layout(_models(tmp_path)[name], cmsis_nn("v6.0.0"), tmp_path / "check", memory="min")

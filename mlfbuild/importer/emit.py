@@ -247,7 +247,8 @@ def _apply_band_joins(graph: Graph, calls: list[Lowered], shared: _SharedBytes, 
             continue
         low, high = joined.spans(graph)[root]
         start, size = joined.offset(source), graph.tensors[step.output].nbytes
-        placements = {"down": start - step.bands.reserve, "up": start - step.bands.allow}
+        placements = {order: at for order, at, body in (("down", start - step.bands.reserve, step.bands.body),
+                                                         ("up", start - step.bands.allow, step.bands.reverse_body)) if body}
         order = min(placements, key=lambda o: (max(high, placements[o] + size) - min(low, placements[o]), o))
         joined.join(step.output, source, placements[order] - start)
         if made is not None:
@@ -258,8 +259,9 @@ def _apply_band_joins(graph: Graph, calls: list[Lowered], shared: _SharedBytes, 
 
 def _nest_one_call_tensors(graph: Graph, calls: list[Lowered], shared: _SharedBytes, io_names: dict[int, str]) -> None:
     """A merged buffer spans what its tensors need over its whole life, and is idle in parts at each
-    call: a tensor that lives during one call alone (a patch stage's stripe buffers) takes bytes of a
-    merged buffer no member uses during that call, where it fits, largest first."""
+    call: a tensor of its own whose life lies within a merged buffer's (a patch stage's stripe buffers,
+    a tensor written after the merged buffer's large members died) takes bytes no member uses while
+    it lives, where it fits, largest first."""
     life: dict[int, list[int]] = {}
     for index, step in enumerate(calls):
         for operand in step.operands:
@@ -268,19 +270,19 @@ def _nest_one_call_tensors(graph: Graph, calls: list[Lowered], shared: _SharedBy
     members: dict[int, list[int]] = {}
     for tensor in shared.members():
         members.setdefault(shared.root(tensor), []).append(tensor)
-    lonely = sorted((t for t, (first, last) in life.items() if first == last and t not in io_names
-                     and shared.root(t) == t and len(members.get(t, [t])) == 1),
-                    key=lambda t: -graph.tensors[t].nbytes)
+    alone = sorted((t for t in life if t not in io_names and shared.root(t) == t and len(members.get(t, [t])) == 1),
+                   key=lambda t: (-graph.tensors[t].nbytes, t))
     spans = shared.spans(graph)
-    for tensor in lonely:
-        step, size = life[tensor][0], graph.tensors[tensor].nbytes
+    for tensor in alone:
+        (first, last), size = life[tensor], graph.tensors[tensor].nbytes
         for root, tensors in members.items():
             if root == tensor or root in io_names or len(tensors) < 2:
                 continue
-            busy = sorted((shared.offset(m), shared.offset(m) + graph.tensors[m].nbytes) for m in tensors
-                          if m in life and life[m][0] <= step <= life[m][1])
-            if not busy:
+            lives = [life[m] for m in tensors if m in life]
+            if not lives or not (min(l[0] for l in lives) <= first and last <= max(l[1] for l in lives)):
                 continue
+            busy = sorted((shared.offset(m), shared.offset(m) + graph.tensors[m].nbytes) for m in tensors
+                          if m in life and life[m][0] <= last and first <= life[m][1])
             at = _gap(spans[root], busy, size)
             if at is not None:
                 shared.join(tensor, root, at - shared.offset(root))
@@ -290,8 +292,7 @@ def _nest_one_call_tensors(graph: Graph, calls: list[Lowered], shared: _SharedBy
 
 def _gap(span: tuple[int, int], busy: list[tuple[int, int]], size: int) -> int | None:
     """The first 16-byte-aligned offset in `span` where `size` bytes meet none of `busy`."""
-    at = align(span[0], ALIGNMENT) if span[0] >= 0 else -(-span[0] // ALIGNMENT) * -ALIGNMENT * -1
-    at = span[0] + (-(span[0]) % ALIGNMENT)
+    at = span[0] + (-span[0]) % ALIGNMENT
     for low, high in busy + [(span[1], span[1])]:
         if at + size <= low:
             return at

@@ -52,8 +52,8 @@ class Bands:
     reserve: int
     allow: int
     functions: list[str]
-    body: list[str]  # top to bottom
-    reverse_body: list[str]  # bottom to top
+    body: list[str]  # top to bottom ([]: not this way)
+    reverse_body: list[str]  # bottom to top ([]: not this way)
 
 
 @dataclass

@@ -7,6 +7,7 @@ import numpy as np
 
 from ..tflite import ACTIVATIONS, Graph, Operator, Tensor
 from .base import (
+    Bands,
     Lowered,
     Operand,
     constant_data,
@@ -91,7 +92,30 @@ def _pad(graph: Graph, op: Operator) -> Lowered:
     body += affine_copy("input0_", "output0_", [(d, si, so) for d, si, so in zip(x.shape, in_strides, out_strides)],
                         dst_base=offset)
     operands = [Operand(f"{ctype}*", "input0_", x.index), Operand(f"{ctype}*", "output0_", y.index)]
-    return Lowered(op, "", operands, body + ["  return 0;"], kernel=True)
+    return Lowered(op, "", operands, body + ["  return 0;"], kernel=True, bands=_pad_bands(x, y, pads, literal))
+
+
+def _pad_bands(x: Tensor, y: Tensor, pads: np.ndarray, literal: str) -> Bands | None:
+    """PAD of an image's rows and columns (NHWC, one batch) bottom row first, each input row moved to
+    its place (memmove) before its padding is written: its output may start up to the top padding's
+    bytes before its input, over it — each row's move then lands after every input row not yet moved."""
+    if len(x.shape) != 4 or x.shape[0] != 1 or pads[0].any() or pads[3].any():
+        return None
+    (_, height, width, channels), (_, out_h, out_w, _) = x.shape, y.shape
+    (top, _), (left, right) = (int(v) for v in pads[1]), (int(v) for v in pads[2])
+    size = np.dtype(x.dtype).itemsize
+    in_row, out_row = width * channels, out_w * channels
+    fill = f"for (int32_t i = 0; i < {out_row}; ++i) output0_[r * {out_row} + i] = {literal};"
+    body = [f"  for (int32_t r = {out_h - 1}; r >= {top + height}; --r) {fill}",
+            f"  for (int32_t r = {top + height - 1}; r >= {top}; --r) {{",
+            f"    memmove(&output0_[r * {out_row} + {left * channels}], &input0_[(r - {top}) * {in_row}], {in_row * size});",
+            f"    for (int32_t i = 0; i < {left * channels}; ++i) output0_[r * {out_row} + i] = {literal};",
+            f"    for (int32_t i = 0; i < {right * channels}; ++i) output0_[r * {out_row} + {(left + width) * channels} + i] "
+            f"= {literal};",
+            "  }",
+            f"  for (int32_t r = {top - 1}; r >= 0; --r) {fill}",
+            "  return 0;"]
+    return Bands(reserve=0, allow=top * out_row * size // 16 * 16, functions=[], body=[], reverse_body=body)
 
 
 def _transpose(graph: Graph, op: Operator) -> Lowered:
