@@ -361,3 +361,17 @@ def test_a_model_of_more_inputs_than_the_console_addresses_is_refused_by_the_bui
     model = graph.write(tmp_path / "wide.tflite")
     run = cli("build", str(model), "-b", "host", "-o", str(tmp_path / "b"))
     assert run.returncode == 3 and "256" in run.stderr and run.stderr.count("\n") == 1, run.stderr
+
+
+def test_no_two_c_helpers_define_one_function():
+    """Every helper's functions are written once into a model that names them: two families defining
+    the same C function would not compile side by side (a bundle of every operator is one model)."""
+    import re
+
+    from mlfbuild.importer.lowering import C_HELPERS
+
+    defined: dict[str, str] = {}
+    for key, code in C_HELPERS.items():
+        for name in re.findall(r"^static inline [\w\s*]+?\b(\w+)\(", code, re.M):
+            assert name not in defined, f"{name} is defined by {key} and {defined[name]}"
+            defined[name] = key

@@ -52,7 +52,7 @@ class PoolPlan:
     def to_json(self) -> dict:
         return {"kind": self.kind, "producer": self.producer, "tvm_bytes": self.tvm_bytes, "bytes": self.bytes,
                 "floor_bytes": self.floor_bytes, "replanned": self.replanned, "reason": self.reason or None,
-                "live_bytes": list(self.live),
+                **({"live_bytes": list(self.live)} if self.live else {}),
                 "regions": ([{"name": b.name, "size": b.size, "first": b.first, "last": b.last,
                               "offset": self.plan.offsets[b.name]} for b in self.plan.buffers]
                             if self.plan else [])}

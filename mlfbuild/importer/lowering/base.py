@@ -230,6 +230,22 @@ REQUANTIZE_ONCE_C = """static inline int32_t mlf_requantize_once(int32_t value, 
   return (int32_t)(product >> total_shift);
 }"""
 
+# gemmlowp's fixed point on int16 (SaturatingRoundingDoublingHighMul, RoundingDivideByPOT), which
+# TFLite's 16-bit kernels (hard swish, the integer LSTM's gate activations) compute with.
+FIXED16_FUNCTION = "mlf_srdhm_s16"
+FIXED16_C = """static inline int16_t mlf_srdhm_s16(int16_t a, int16_t b) {
+  if (a == b && a == INT16_MIN) return INT16_MAX;
+  const int32_t product = (int32_t)a * (int32_t)b;
+  const int32_t nudge = product >= 0 ? (1 << 14) : (1 - (1 << 14));
+  return (int16_t)((product + nudge) / (1 << 15));
+}
+static inline int16_t mlf_rounding_divide_s16(int16_t x, int32_t exponent) {
+  const int32_t mask = (1 << exponent) - 1;
+  const int32_t remainder = x & mask, threshold = (mask >> 1) + (x < 0 ? 1 : 0);
+  return (int16_t)((x >> exponent) + (remainder > threshold ? 1 : 0));
+}"""
+
 # C helpers of our kernels, by function name, in an order where each follows those it calls: the
 # generated source gets each one a body names (emit.py).
-C_HELPERS: dict[str, str] = {REQUANTIZE_FUNCTION: REQUANTIZE_C, REQUANTIZE_ONCE_FUNCTION: REQUANTIZE_ONCE_C}
+C_HELPERS: dict[str, str] = {REQUANTIZE_FUNCTION: REQUANTIZE_C, REQUANTIZE_ONCE_FUNCTION: REQUANTIZE_ONCE_C,
+                             FIXED16_FUNCTION: FIXED16_C}

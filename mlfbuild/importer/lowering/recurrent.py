@@ -145,18 +145,6 @@ static inline int16_t mlf_saturating_add_s16(int16_t a, int16_t b) {
   const int32_t sum = (int32_t)a + b;
   return (int16_t)(sum > INT16_MAX ? INT16_MAX : (sum < INT16_MIN ? INT16_MIN : sum));
 }
-/* gemmlowp's SaturatingRoundingDoublingHighMul on int16 */
-static inline int16_t mlf_srdhm_s16(int16_t a, int16_t b) {
-  if (a == INT16_MIN && b == INT16_MIN) return INT16_MAX;
-  const int32_t product = (int32_t)a * b;
-  return (int16_t)((product + (product >= 0 ? (1 << 14) : (1 - (1 << 14)))) / (1 << 15));
-}
-/* gemmlowp's RoundingDivideByPOT on int16 */
-static inline int16_t mlf_rounding_divide_s16(int16_t x, int32_t exponent) {
-  const int32_t mask = (1 << exponent) - 1;
-  const int32_t remainder = x & mask, threshold = (mask >> 1) + (x < 0 ? 1 : 0);
-  return (int16_t)((x >> exponent) + (remainder > threshold ? 1 : 0));
-}
 /* gemmlowp's SaturatingRoundingMultiplyByPOT for a positive exponent on int16 */
 static inline int16_t mlf_saturating_shift_s16(int16_t x, int32_t exponent) {
   const int32_t threshold = (1 << (15 - exponent)) - 1;
@@ -231,7 +219,7 @@ static inline int16_t mlf_lstm_product_s16(int32_t a, int32_t b, int32_t exponen
   const int32_t remainder = x & mask, threshold = (mask >> 1) + (x < 0 ? 1 : 0);
   return mlf_wrap_s16((x >> exponent) + (remainder > threshold ? 1 : 0));
 }"""
-C_HELPERS[LSTM_ACTIVATION_FUNCTION] = LSTM_ACTIVATION_C  # after mlf_requantize, which its gates call
+C_HELPERS[LSTM_ACTIVATION_FUNCTION] = LSTM_ACTIVATION_C  # after mlf_requantize and mlf_srdhm_s16, which it calls
 
 # Operand positions of lstm::full (LiteRT's lstm_shared.h)
 _INPUT_WEIGHTS, _RECURRENT_WEIGHTS, _PEEPHOLES, _BIASES = (1, 2, 3, 4), (5, 6, 7, 8), (9, 10, 11), (12, 13, 14, 15)

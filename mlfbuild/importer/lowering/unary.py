@@ -305,18 +305,7 @@ def _int16_multiplier(real: float) -> tuple[int, int]:
 
 
 HARD_SWISH_FUNCTION = "mlf_hard_swish_s8"
-HARD_SWISH_C = """static inline int16_t mlf_srdhm_s16(int16_t a, int16_t b) {
-  if (a == b && a == INT16_MIN) return INT16_MAX;
-  const int32_t product = (int32_t)a * (int32_t)b;
-  const int32_t nudge = product >= 0 ? (1 << 14) : (1 - (1 << 14));
-  return (int16_t)((product + nudge) / (1 << 15));
-}
-static inline int16_t mlf_rounding_divide_s16(int16_t x, int32_t exponent) {
-  const int32_t mask = (1 << exponent) - 1;
-  const int32_t remainder = x & mask, threshold = (mask >> 1) + (x < 0 ? 1 : 0);
-  return (int16_t)((x >> exponent) + (remainder > threshold ? 1 : 0));
-}
-static inline int16_t mlf_saturating_left_shift_s16(int16_t value, int32_t amount) {
+HARD_SWISH_C = """static inline int16_t mlf_saturating_left_shift_s16(int16_t value, int32_t amount) {
   const int64_t result = (int64_t)value * ((int64_t)1 << amount);
   return (int16_t)(result > INT16_MAX ? INT16_MAX : (result < INT16_MIN ? INT16_MIN : result));
 }
