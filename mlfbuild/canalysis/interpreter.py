@@ -97,7 +97,7 @@ class _Frame:
     held_below: int = 0  # bytes the callers hold on the allocator's stack when this call starts
     returns: list = field(default_factory=list)
     loops: list = field(default_factory=list)  # (breaks, continues, their scope depths) of the enclosing loops
-    gotos: dict = field(default_factory=dict)  # label -> the states of the `goto`s still to land there
+    gotos: dict = field(default_factory=dict)  # label -> (goto, its state) of the jumps still to land there
     labels: set = field(default_factory=set)  # the labels already passed (a goto to one would go back)
 
 
@@ -293,13 +293,13 @@ class Interpreter:
         the state at the label joins the jumps' states. A jump back would be a loop: not followed."""
         if node.name in frame.labels:
             raise self._refuse(node, frame, f"`goto {node.name}` jumps back")
-        frame.gotos.setdefault(node.name, []).append(self._truncated(state, _FUNCTION_SCOPE))
+        frame.gotos.setdefault(node.name, []).append((node, self._truncated(state, _FUNCTION_SCOPE)))
         return None
 
     def _stmt_Label(self, node: c_ast.Label, state, frame: _Frame):
         if frame.loops or (state is not None and len(state) != _FUNCTION_SCOPE):
             raise self._refuse(node, frame, f"the label {node.name} is not in the function's outermost block")
-        for landed in frame.gotos.pop(node.name, []):
+        for _, landed in frame.gotos.pop(node.name, []):
             state = self._join(state, landed, node, frame)
         frame.labels.add(node.name)
         return self._statement(node.stmt, state, frame) if state is not None else None
@@ -853,9 +853,9 @@ class Interpreter:
             self._body(function.node.body.block_items or [], [scope], frame, top=True)
         finally:
             self.stack.pop()
-        if frame.gotos:
-            raise NotProven(f"{name}: `goto {next(iter(frame.gotos))}` lands on no label of the function's "
-                            "outermost block after it")
+        for label, ((jump, _), *_) in frame.gotos.items():
+            raise self._refuse(jump, frame, f"`goto {label}` lands on no label of the function's outermost block "
+                               "after it")
         if depth == STEP_DEPTH and counted:
             self.result.call_spans.append((name, first, max(self.step, first)))
         if pool_parameter is not None and depth == STEP_DEPTH:
@@ -887,6 +887,9 @@ class Interpreter:
             right = self._refine(cond.right, self._refine(cond.left, state, frame, not truth), frame, truth)
             return self._join(left, right, cond, frame)
         if isinstance(cond, c_ast.BinaryOp) and cond.op in _FLIP:
+            decided = self._comparison_decided(cond, state, frame)
+            if decided is not None:
+                return state if decided == truth else None
             op = cond.op if truth else _NEGATE[cond.op]
             state = self._narrow(cond.left, op, cond.right, state, frame)
             if state is not None:
@@ -897,6 +900,25 @@ class Interpreter:
             if isinstance(value, IntValue) and value.range.bounded and value.range.lo == value.range.hi:
                 return state if (value.range.lo != 0) == truth else None
         return state
+
+    def _comparison_decided(self, cond: c_ast.BinaryOp, state, frame) -> bool | None:
+        """A comparison every value of its sides answers the same way (TVM's `if (1 < 2 && ...)`)."""
+        if not (_pure(cond.left) and _pure(cond.right)):
+            return None
+        left, right = self._eval(cond.left, _copy(state), frame), self._eval(cond.right, _copy(state), frame)
+        if not (isinstance(left, IntValue) and isinstance(right, IntValue)):
+            return None
+        a, b = left.range, right.range
+        if not (a.bounded and b.bounded) or a.lo < 0 or b.lo < 0:
+            return None  # a negative value compared with an unsigned one is converted first
+        if cond.op in (">", ">="):
+            a, b = b, a
+        if cond.op in ("<", ">"):
+            return True if a.hi < b.lo else False if a.lo >= b.hi else None
+        if cond.op in ("<=", ">="):
+            return True if a.hi <= b.lo else False if a.lo > b.hi else None
+        same = True if a.lo == a.hi == b.lo == b.hi else False if a.meet(b).empty else None
+        return same if same is None or cond.op == "==" else not same
 
     def _narrow(self, subject, op: str, bound, state, frame):
         while isinstance(subject, c_ast.Cast):
