@@ -25,12 +25,12 @@ from ..errors import BuildError, InvalidInputError
 from ..mlf.model import ModelLibrary, Module
 from ..untrusted import kind_of, read_regular
 from .pool_plan import header_dirs
+from .cmsis_nn_probe import FEATURE_MACROS, probe_target
 from .cmsis_nn_scratch import KERNEL_SUMS, ScratchPlan, plan_scratch
 
 if TYPE_CHECKING:
     from . import _Writer
 
-FEATURE_MACROS = {"dsp": "__ARM_FEATURE_DSP", "mve": "__ARM_FEATURE_MVE"}
 
 # What gcc enables by default for each -mcpu (checked with `gcc -dM -E`); +nodsp/+nomve remove features.
 _CORE_FEATURES: dict[str, frozenset[str]] = {
@@ -169,7 +169,8 @@ def render_cmsis_nn(lib: ModelLibrary, board: Board, arch_flags: list[str], tree
         scratch = plan_scratch(sites, tree, headers, features, probe_dir or writer.root / "build" / "cmsis-nn-probe",
                                core_include,
                                lambda names: needed_sources(texts, headers, names), memory,
-                               _constants(lib, users, header_dirs(lib.root, tree, core_include, preprocessor)))
+                               _constants(lib, users, header_dirs(lib.root, tree, core_include, preprocessor)),
+                               probe_target(board, preprocessor.compiler or "", arch_flags))
         called |= {c.size_function for c in scratch.calls if c.size_function}
         called |= {c.call.kernel for c in scratch.calls}
         if scratch.kernel_sums:
