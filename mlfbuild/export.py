@@ -26,8 +26,8 @@ from .mlf.archive import DEFAULT_MAX_TOTAL_BYTES
 from .mlf.model import ModelLibrary, c_identifier
 from .mlf.reader import read_mlf
 from .mlf.rename import parse_renames, renamed_libraries
-from .project import (ProjectOptions, Writer, arch_flags_for, check_library, code_preprocessor, link_flags, linker_script_text,
-                      render_oversize_linker_script, template_environment, toolchain_names)
+from .project import (ProjectOptions, Writer, arch_flags_for, check_library, code_preprocessor, link_flags,
+                      linker_script_text, render_oversize_linker_script, template_environment, toolchain_names)
 from .project.abi import float_abi_for
 from .project.cmsis_nn import CmsisNnLibrary, render_cmsis_nn
 from .project.library import INCLUDE_DIR, LibraryFiles, model_header, render_library

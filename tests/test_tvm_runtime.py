@@ -115,6 +115,7 @@ def test_crt_dir_that_is_not_a_crt_is_a_build_error(fixtures_dir, tmp_path, caps
     assert len(message) == 1 and "not a TVM standalone CRT" in message[0]
 
 
+@pytest.mark.cross
 @pytest.mark.parametrize("name", ["mlp_graph_c.tar", "kws_graph_c.tar"])  # counts 4 ("\\004") and 9 ("\\t")
 def test_tvm08_graph_with_a_tvm013_crt_is_refused(name, fixtures_dir, tvm_crt_dir, tmp_path):
     """TVM 0.8 counts the registry's functions in one byte, 0.9+ in two: TVM's executor would call the
