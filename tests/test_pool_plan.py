@@ -188,6 +188,7 @@ def test_the_packed_interface_keeps_tvms_layout_and_says_why(fixtures_dir, tmp_p
 
 
 @pytest.mark.cross
+@pytest.mark.qemu
 def test_kws_on_cmsis_nn_fits_in_20000_bytes_of_ram_and_the_report_shows_the_pool(fixtures_dir, third_party_dir,
                                                                                  build_firmware):
     tree = required_folder(third_party_dir / "cmsis-nn-v6.0.0", "CMSIS-NN v6.0.0", THIRD_PARTY_ENV)
