@@ -621,6 +621,7 @@ def test_a_size_function_whose_child_leaves_the_session_ends_with_the_probe_on_t
     project = _render(mlf, "host", tmp_path / "r", tree)
     assert time.monotonic() - started < 15
     assert [c["library_bytes"] for c in _scratch(project)["calls"]] == [0, 0]
+    assert _scratch(project)["probed"] == "on this machine, in a PID namespace of its own"
     assert _left_behind(tmp_path) == []
 
 
@@ -643,6 +644,24 @@ def test_a_size_function_that_calls_the_operating_system_cannot_on_the_boards_co
     assert _left_behind(tmp_path) == []
 
 
+def test_the_probe_runs_on_the_boards_core_in_qemu_where_it_can(monkeypatch):
+    """A QEMU board's own machine; a hardware board's core on the QEMU board with that core; the host
+    board, a core QEMU has no board for here, or a machine without QEMU: natively, contained."""
+    from mlfbuild.project import cmsis_nn_probe
+
+    installed = {"qemu-system-arm", "arm-none-eabi-gcc"}
+    monkeypatch.setattr(cmsis_nn_probe.shutil, "which", lambda tool: f"/usr/bin/{tool}" if tool in installed else None)
+
+    def runner(board: str) -> str | None:
+        target = cmsis_nn_probe.probe_target(load_board(board), "arm-none-eabi-gcc", ["-mcpu=x"])
+        return target.board.name if target.emulated else None
+
+    assert [runner(b) for b in ("mps3-an547", "nucleo-f746zg", "nucleo-f446re", "host", "arduino-zero")] == \
+        ["mps3-an547", "mps2-an500", "mps2-an386", None, None]
+    installed.discard("qemu-system-arm")
+    assert runner("mps2-an386") is None
+
+
 @pytest.mark.qemu
 def test_the_sizes_are_the_cores_own(tmp_path, cmsis_nn):
     """The probe runs the library where the firmware will: on the M4F's own core, where a `long` is 32
@@ -653,6 +672,7 @@ def test_the_sizes_are_the_cores_own(tmp_path, cmsis_nn):
     project = _render(mlf, "mps2-an386", tmp_path / "r", tree)
     assert [c["library_bytes"] for c in _scratch(project)["calls"]] == [32]
     assert project.cmsis_nn.features == {"dsp"}
+    assert _scratch(project)["probed"] == "on a cortex-m4 in QEMU mps2-an386"
 
 
 @pytest.mark.qemu

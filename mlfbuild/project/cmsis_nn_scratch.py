@@ -101,6 +101,7 @@ class ScratchPlan:
     calls: tuple[ScratchCall, ...]
     kernel_sums: str | None  # the arm_vector_sum_s8 contract in use (v6, v7), when any call needs sums
     pooled: tuple[tuple[str, str], ...] = ()  # (operator, buffer): calls given a region of the model's workspace pool
+    probed: str = ""  # where the library's size functions ran
 
     def wanted(self) -> dict[str, int]:
         """Bytes each supplied call's operator needs: what a workspace pool could hold instead."""
@@ -120,7 +121,7 @@ class ScratchPlan:
 
     def to_json(self) -> dict[str, Any]:
         return {"region_bytes": self.region_bytes, "kernel_sums": self.kernel_sums,
-                "in_workspace_pool": sorted(function for function, _ in self.pooled),
+                "in_workspace_pool": sorted(function for function, _ in self.pooled), "probed": self.probed,
                 "calls": [c.to_json() for c in self.calls],
                 "prepared": [p.to_json() for p in self.preparations]}
 
@@ -200,7 +201,8 @@ def plan_scratch(sites: list[tuple[str, CmsisNnCall]], tree: Path, headers: dict
                              f"the {sums_bytes} B of kernel sums its contract defines; mlfbuild does not know this "
                              "kernel's buffer")
     needs_sums = any(c.kernel_sums for c in calls)
-    return ScratchPlan(calls=calls, kernel_sums=sums_contract[0] if sums_contract and needs_sums else None)
+    return ScratchPlan(calls=calls, kernel_sums=sums_contract[0] if sums_contract and needs_sums else None,
+                       probed=target.describe() if probed else "")
 
 
 def kernel_sum_contract(headers: dict[str, str]) -> tuple[str, tuple[str, ...]] | None:
