@@ -14,6 +14,7 @@ parse is an error naming the file and line: the caller keeps what TVM decided ra
 
 from __future__ import annotations
 
+import functools
 import re
 import shutil
 import tempfile
@@ -135,13 +136,14 @@ def _parse_all(sources: dict[str, str], include_dirs, preprocessor: Preprocessor
         return parsed
 
 
-def _preprocessor_command(preprocessor: Preprocessor) -> list[str]:
+@functools.lru_cache(maxsize=8)
+def _preprocessor_command(preprocessor: Preprocessor) -> tuple[str, ...]:
     """The compiler and the flags that make it read the code as the build does, its own headers last."""
     if preprocessor.compiler is None:
         compiler = shutil.which("gcc") or shutil.which("cc")
         if compiler is None:
             raise CFrontError("no host C preprocessor (gcc) to read the generated C with")
-        return [compiler]
+        return (compiler,)
     compiler = shutil.which(preprocessor.compiler)
     if compiler is None:
         raise CFrontError(f"no {preprocessor.compiler} to read the generated C with, as the build compiles it")
@@ -153,10 +155,10 @@ def _preprocessor_command(preprocessor: Preprocessor) -> list[str]:
     own_headers = done.stdout.strip()
     if done.returncode != 0 or not Path(own_headers).is_dir():
         raise CFrontError(f"{preprocessor.compiler} did not say where its headers are (arm_acle.h)")
-    return [compiler, *preprocessor.flags, "-isystem", own_headers]
+    return (compiler, *preprocessor.flags, "-isystem", own_headers)
 
 
-def _parse_one(command: list[str], root: Path, path: str, text: str, include_dirs) -> tuple[c_ast.FileAST, dict]:
+def _parse_one(command: tuple[str, ...], root: Path, path: str, text: str, include_dirs) -> tuple[c_ast.FileAST, dict]:
     name = Path(path).name
     source = root / f"{len(list(root.iterdir()))}" / name
     source.parent.mkdir()
