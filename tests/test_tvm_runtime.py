@@ -99,6 +99,7 @@ def test_tvm_crt_on_the_host(name, options, fixtures_dir, tvm_crt_dir, tmp_path)
     _assert_matches(result, "int")
 
 
+@pytest.mark.cross
 def test_graph_without_crt_dir_is_a_build_error(fixtures_dir, tmp_path):
     with pytest.raises(BuildError, match=r"carries no TVM runtime; give --crt-dir"):
         _build(fixtures_dir, "kws_graph_c.tar", "mps2-an386", tmp_path / "b")
@@ -107,6 +108,7 @@ def test_graph_without_crt_dir_is_a_build_error(fixtures_dir, tmp_path):
     assert rc == 4
 
 
+@pytest.mark.cross
 def test_crt_dir_that_is_not_a_crt_is_a_build_error(fixtures_dir, tmp_path, capsys):
     rc = cli.main(["build", str(fixtures_dir / "tvm-0.13" / "kws_aot_packed.tar"), "--runtime", "tvm",
                    "--crt-dir", str(tmp_path), "-o", str(tmp_path / "c")])
