@@ -644,6 +644,16 @@ def test_a_size_function_that_calls_the_operating_system_cannot_on_the_boards_co
     assert _left_behind(tmp_path) == []
 
 
+@pytest.mark.qemu
+def test_a_size_function_that_faults_the_core_is_said_in_one_line(tmp_path, cmsis_nn):
+    tree = _tree_with_size_function_prelude(cmsis_nn, tmp_path / "tree",
+                                            "return *(volatile int32_t *)0xF0000000u;", "_dsp")
+    mlf = _mlf(tmp_path, ["c -mcpu=cortex-m4", "cmsis-nn -mcpu=cortex-m4"], [0])
+    result = cli("build", str(mlf), "--board", "mps2-an386", "--cmsis-nn", str(tree), "-o", str(tmp_path / "o"))
+    assert result.returncode == 3 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "probe (the tree's get_buffer_size functions, run on a cortex-m4 in QEMU mps2-an386) faulted" in result.stderr
+
+
 def test_the_probe_runs_on_the_boards_core_in_qemu_where_it_can(monkeypatch):
     """A QEMU board's own machine; a hardware board's core on the QEMU board with that core; the host
     board, a core QEMU has no board for here, or a machine without QEMU: natively, contained."""

@@ -187,18 +187,14 @@ def build_probe(work: Path, program: str, sources: list[str], includes: list[str
 
 def run_probe(executable: Path, target: ProbeTarget, count: int, memory: int) -> list[int]:
     """The `count` sizes the probe prints, one a line."""
+    sizes = executable.parent / "probe.out"  # the UART's bytes, or the native program's standard output
     if target.emulated:
         command = [target.qemu, "-M", target.board.qemu.machine, "-display", "none", "-monitor", "none",
-                   "-serial", f"file:{executable.parent / 'probe.out'}", "-no-reboot",
-                   *target.board.qemu.extra_args, "-kernel", str(executable)]
-        output = executable.parent / "probe.out"
-        limit = None  # QEMU maps its guest's memory; the guest itself has no way out
+                   "-serial", f"file:{sizes}", "-no-reboot", *target.board.qemu.extra_args, "-kernel", str(executable)]
+        code = _run_waited(command, executable.parent / "qemu.log", None)  # QEMU maps its guest's memory
     else:
-        command = [*_containment(), str(executable)]
-        output = executable.parent / "probe.out"
-        limit = memory
-    code, said = _run_waited(command, output, limit)
-    lines = said.split()
+        code = _run_waited([*_containment(), str(executable)], sizes, memory)
+    lines = _read_lines(sizes)
     where = f"the CMSIS-NN buffer-size probe (the tree's get_buffer_size functions, run {target.describe()})"
     if _FAULT in lines:
         raise InvalidInputError(f"{where} faulted")
@@ -211,11 +207,21 @@ def run_probe(executable: Path, target: ProbeTarget, count: int, memory: int) ->
     return [int(line) for line in lines]
 
 
-def _run_waited(command: list[str], output: Path, memory: int | None) -> tuple[int, str]:
-    """Run `command` with its output to a file, waited on by its exit status (a child it leaves
-    holding the file does not keep us waiting), its process group stopped after PROBE_SECONDS."""
-    with open(output, "wb") as sink:
-        process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT,
+def _read_lines(path: Path) -> list[str]:
+    """The first PROBE_OUTPUT_BYTES of what the probe printed (nothing, when QEMU did not start)."""
+    try:
+        with open(path, "rb") as said:
+            return said.read(PROBE_OUTPUT_BYTES).decode(errors="replace").split()
+    except FileNotFoundError:
+        return []
+
+
+def _run_waited(command: list[str], output: Path, memory: int | None) -> int:
+    """Run `command` with its standard output to a file (its errors beside it), waited on by its exit
+    status (a child it leaves holding the file does not keep us waiting), its process group stopped
+    after PROBE_SECONDS."""
+    with open(output, "wb") as sink, open(output.with_suffix(".err"), "wb") as errors:
+        process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=sink, stderr=errors,
                                    start_new_session=True, preexec_fn=limit_memory(memory) if memory else None)
     try:
         code = process.wait(timeout=PROBE_SECONDS)
@@ -226,8 +232,7 @@ def _run_waited(command: list[str], output: Path, memory: int | None) -> tuple[i
     except BaseException:  # Ctrl-C: nothing of the probe outlives us
         _kill_group(process)
         raise
-    with open(output, "rb") as said:
-        return code, said.read(PROBE_OUTPUT_BYTES).decode(errors="replace")
+    return code
 
 
 def _kill_group(process: subprocess.Popen) -> None:
