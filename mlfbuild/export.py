@@ -26,8 +26,8 @@ from .mlf.archive import DEFAULT_MAX_TOTAL_BYTES
 from .mlf.model import ModelLibrary, c_identifier
 from .mlf.reader import read_mlf
 from .mlf.rename import parse_renames, renamed_libraries
-from .project import (ProjectOptions, Writer, arch_flags_for, check_library, link_flags, linker_script_text,
-                      render_oversize_linker_script, template_environment, toolchain_names)
+from .project import (ProjectOptions, Writer, arch_flags_for, check_library, code_preprocessor, link_flags,
+                      linker_script_text, render_oversize_linker_script, template_environment, toolchain_names)
 from .project.abi import float_abi_for
 from .project.cmsis_nn import CmsisNnLibrary, render_cmsis_nn
 from .project.library import INCLUDE_DIR, LibraryFiles, model_header, render_library
@@ -184,15 +184,18 @@ def _export(mlfs: list[Path], libraries: list[ModelLibrary], board: Board, folde
     package = f"mlf_{name}"  # the CMake package and library; its target's alias is mlf::<name>
     float_abi = float_abi_for(board, [o for lib in libraries for m in lib.modules for o in m.objects])
     arch_flags = arch_flags_for(board, float_abi)
+    preprocessor = code_preprocessor(board, options.toolchain_prefix, arch_flags)
     rendered: list[tuple[Path, ModelLibrary, LibraryFiles]] = []
     for index, (mlf, lib) in enumerate(zip(mlfs, libraries)):
         model_dir = "model" if len(libraries) == 1 else f"model/{index}_{c_identifier(Path(mlf).stem)}"
         cmsis_nn = (lambda lib=lib: render_cmsis_nn(lib, board, arch_flags, options.cmsis_nn, options.cmsis_core,
-                                                    writer, options.build_memory, probe_dir))
+                                                    writer, options.build_memory, probe_dir,
+                                                    preprocessor=preprocessor))
         rendered.append((Path(mlf), lib, render_library(lib, writer, env, source_name=Path(mlf).name,
                                                         model_dir=model_dir, quantizations=quantizations,
                                                         cmsis_nn=cmsis_nn, cmsis_nn_tree=options.cmsis_nn,
-                                                        cmsis_core=options.cmsis_core)))
+                                                        cmsis_core=options.cmsis_core,
+                                                        preprocessor=preprocessor)))
     runtime = builtin_runtime_files(board, writer)
     cmsis = next((f.cmsis_nn for _, _, f in rendered if f.cmsis_nn), None)
     if not board.is_host:

@@ -103,7 +103,8 @@ def _rebuild_cases(fixtures: Path, third_party: Path, tmp_path: Path) -> dict[st
 
 
 @pytest.mark.cross
-@pytest.mark.parametrize("case", ["opt", "board", "board-to-host", "runtime", "board-file-edit", "mlf", "cmsis-nn-tree"])
+@pytest.mark.parametrize("case", ["opt", "board", "board-to-host", "runtime", "board-file-edit", "mlf",
+                                  pytest.param("cmsis-nn-tree", marks=pytest.mark.qemu)])  # its size probe
 def test_a_rebuild_into_a_used_folder_equals_a_fresh_build(case, fixtures_dir, third_party_dir, tmp_path):
     first, second = _rebuild_cases(fixtures_dir, third_party_dir, tmp_path)[case]
 

@@ -73,11 +73,36 @@ def test_a_region_handed_on_in_any_form_is_used_where_it_is_handed(argument):
     ("  intptr_t n = (intptr_t)out;", "converted to an integer"),
     ("  ws[5] = 1;", "the pool is read or written directly"),
     ("  void* tmp_let = (&(ws[p0[0]]));", "not a literal"),
-    ("  goto done;\n done:;", "`goto`"),
+    ("  back:;\n  goto back;", "`goto back` jumps back"),
+    ("  for (int32_t i = 0; i < 4; ++i) { inside:; }\n  goto inside;", "not in the function's outermost block"),
+    ("  for (int32_t i = 0; i < 4; ++i) { if (i) goto inside; inside:; }", "not in the function's outermost block"),
+    ("  { goto nowhere; }", "`goto nowhere` lands on no label"),
 ])
 def test_what_is_not_followed_keeps_tvms_layout_saying_why_and_where(body, why):
     pool = _pool(body)
     assert why in pool.problem and "(tvmgen_t_op, t_lib0.c:" in pool.problem and not pool.regions
+
+
+@pytest.mark.parametrize("body, size", [
+    # TVM's micro-kernels: `if (...) { ...; goto out; }` skips the general path, and `out:` joins both
+    ("  if (p0[0] > 0) goto out_;\n  for (int32_t i = 0; i < 64; ++i) { ((int32_t*)tmp_let)[i] = 0; }\n out_:",
+     256),
+    ("  if (1 < 2) { ((int32_t*)tmp_let)[0] = 0; goto out_; }\n"
+     "  for (int32_t i = 0; i < 100; ++i) { ((int32_t*)tmp_let)[i] = 0; }\n out_:", 4),
+    # a switch on a value known to be one case's enters at that case only (falling through still runs on)
+    ("  int32_t k = 1;\n  switch (k % 4) {\n  case 1: for (int32_t i = 0; i < 64; ++i) ((int32_t*)tmp_let)[i] = 0;"
+     " break;\n  case 3: for (int32_t i = 0; i < 100; ++i) ((int32_t*)tmp_let)[i] = 0; break;\n  }", 256),
+    ("  switch (p0[0] % 4) {\n  case 1: for (int32_t i = 0; i < 64; ++i) ((int32_t*)tmp_let)[i] = 0;"
+     " break;\n  case 3: for (int32_t i = 0; i < 100; ++i) ((int32_t*)tmp_let)[i] = 0; break;\n  }", 400),
+    ("  switch (2) {\n  case 2: ((int32_t*)tmp_let)[3] = 0;\n  case 3: ((int32_t*)tmp_let)[9] = 0; break;\n"
+     "  default: ((int32_t*)tmp_let)[99] = 0;\n  }", 40),
+    # memcpy's length in sizeof of a type whose size every target agrees on; a long's is 4 or 8 bytes
+    ("  memcpy(tmp_let, p0, 64 * sizeof(int32_t));", 256),
+    ("  int32_t n = 16;\n  memcpy(tmp_let, p0, n * sizeof(float));", 64),
+    ("  memcpy(tmp_let, p0, 16 * sizeof(long));", 128),
+])
+def test_the_forms_of_tvms_micro_kernels_are_followed(body, size):
+    assert _sizes(_pool(SCRATCH % body))["tvmgen_t_op:tmp_let"] == size
 
 
 def test_a_file_scope_pointer_into_the_pool_is_not_proven():

@@ -164,6 +164,7 @@ def test_only_the_sources_the_calls_reach_are_compiled():
 
 # --- refusals (rendering only: they come before anything is compiled) ------------------------------
 
+@pytest.mark.cross
 def test_the_library_is_required_and_must_be_a_cmsis_nn_tree(fixtures_dir, tmp_path):
     mlf = fixtures_dir / "tvm-0.13" / "kws_aot_cmsisnn.tar"
     result = cli("build", str(mlf), "--board", "mps3-an547", "-o", str(tmp_path / "a"))
@@ -172,6 +173,7 @@ def test_the_library_is_required_and_must_be_a_cmsis_nn_tree(fixtures_dir, tmp_p
     assert result.returncode == 3 and "not a CMSIS-NN source tree" in result.stderr  # bad input, as other damaged trees
 
 
+@pytest.mark.qemu
 def test_the_library_gets_every_feature_of_the_board(tmp_path, cmsis_nn):
     """Whatever core TVM's code was generated for, mlfbuild supplies the buffers: the library takes the
     board's own paths (generic on the M3, DSP on the M4F, DSP + MVE on the M55)."""
@@ -191,6 +193,7 @@ def _scratch(project) -> dict:
     return project.cmsis_nn.to_json()["scratch"]
 
 
+@pytest.mark.qemu
 def test_each_call_gets_the_size_the_library_returns_for_its_core(tmp_path, cmsis_nn):
     """The tiny model's fully-connected calls (16 inputs, 4 outputs): CMSIS-NN's
     arm_fully_connected_s8_get_buffer_size is 0 except on MVE from v6, where the buffer holds the 4
@@ -217,6 +220,7 @@ def test_each_call_gets_the_size_the_library_returns_for_its_core(tmp_path, cmsi
         assert f"#define MLF_CMSIS_NN_SCRATCH_BYTES {size}\n" in header
 
 
+@pytest.mark.qemu
 def test_kernel_sums_follow_the_trees_declaration(tmp_path, cmsis_nn):
     """v6.0.0 and v7.0.0 declare different arm_vector_sum_s8 contracts; any other is refused, naming them."""
     mlf = _mlf(tmp_path, ["cmsis-nn -mcpu=cortex-m55"], [0])
@@ -258,6 +262,7 @@ def _copied_tree(cmsis_nn, root: Path) -> Path:
     return root
 
 
+@pytest.mark.cross
 @pytest.mark.deadline(60)
 @pytest.mark.parametrize("kind", ["fifo", "link-to-dev-zero", "dangling-link"])
 def test_a_library_file_that_is_not_a_regular_file_is_refused(tmp_path, cmsis_nn, kind):
@@ -288,6 +293,7 @@ def test_a_library_header_that_includes_dev_zero_stops_at_the_compilers_memory_l
         build(lib.root, "mps2-an386", tmp_path / "out", options=ProjectOptions(cmsis_nn=tree, build_memory=256 << 20))
 
 
+@pytest.mark.cross
 def test_code_not_in_tvms_shape_keeps_the_paths_its_buffers_were_sized_for(tmp_path, cmsis_nn):
     """When a call cannot be read with certainty, mlfbuild supplies nothing and falls back to the paths
     the code's own buffers were sized for, saying so; what those paths cannot run on is refused."""
@@ -313,6 +319,7 @@ def _tree_needing_cmsis_core(root: Path) -> Path:
     return root
 
 
+@pytest.mark.cross
 def test_cmsis_core_is_found_beside_the_tree_or_given(tmp_path):
     mlf = _mlf(tmp_path, ["c -mcpu=cortex-m55"], [0])
     tree = _tree_needing_cmsis_core(tmp_path / "libs" / "CMSIS-NN")
@@ -560,14 +567,15 @@ def test_builds_without_cmsis_nn_record_none(build_firmware):
     assert "cmsis_nn" not in json.loads((out / "build.json").read_text())
 
 
+@pytest.mark.qemu
 @pytest.mark.deadline(90)
 @pytest.mark.parametrize("trap", ["for (;;) {}", "fork(); for (;;) {}", "char c; read(0, &c, 1); for (;;) {}"])
 def test_a_size_function_that_never_returns_is_stopped_whole(tmp_path, cmsis_nn, monkeypatch, trap):
-    """The size probe runs the user's library on this machine: a get_buffer_size that loops, forks or
-    reads stdin was a traceback after 60 s (and an orphan process). It is stopped whole, in one line."""
-    from mlfbuild.project import cmsis_nn_scratch
+    """The size probe runs the user's library: a get_buffer_size that loops, forks or reads stdin was a
+    traceback after 60 s (and an orphan process). It is stopped whole, in one line."""
+    from mlfbuild.project import cmsis_nn_probe
 
-    monkeypatch.setattr(cmsis_nn_scratch, "PROBE_SECONDS", 3)
+    monkeypatch.setattr(cmsis_nn_probe, "PROBE_SECONDS", 3)
     tree = _copied_tree(cmsis_nn, tmp_path / "tree")
     source = tree / "Source" / "FullyConnectedFunctions" / "arm_fully_connected_get_buffer_sizes_s8.c"
     text = source.read_text().replace("#include", "#include <unistd.h>\n#include", 1)
@@ -578,6 +586,103 @@ def test_a_size_function_that_never_returns_is_stopped_whole(tmp_path, cmsis_nn,
         _render(mlf, "mps2-an386", tmp_path / "r", tree)
     left = subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True, text=True).stdout.split()
     assert left == []
+
+
+def _tree_with_size_function_prelude(cmsis_nn, root: Path, prelude: str, variant: str = "") -> Path:
+    """The v6.0.0 tree with `prelude` at the start of arm_fully_connected_s8_get_buffer_size{variant}."""
+    tree = _copied_tree(cmsis_nn, root)
+    source = tree / "Source" / "FullyConnectedFunctions" / "arm_fully_connected_get_buffer_sizes_s8.c"
+    head = f"int32_t arm_fully_connected_s8_get_buffer_size{variant}(const cmsis_nn_dims *filter_dims)\n{{"
+    text = source.read_text()
+    assert head in text
+    source.write_text("#include <unistd.h>\n" + text.replace(head, f"{head}\n    {prelude}", 1))
+    return tree
+
+
+def _left_behind(marker: Path) -> list[str]:
+    """Processes whose command line names `marker` (the probe and any fork of it)."""
+    return subprocess.run(["pgrep", "-f", str(marker)], capture_output=True, text=True).stdout.split()
+
+
+# A size function that forks a child leaving its session (setsid) and sleeping: the process group
+# kill could not reach it, and the probe's output pipe stayed open until it woke.
+_ESCAPING_CHILD = "if (fork() == 0) { setsid(); sleep(60); _exit(0); }"
+
+
+@pytest.mark.deadline(60)
+def test_a_size_function_whose_child_leaves_the_session_ends_with_the_probe_on_the_host(tmp_path, cmsis_nn):
+    """On the host board the probe runs natively in a PID namespace of its own, waited on by its exit
+    status: the build goes on at once with the library's size, and the escaped child is gone."""
+    import time
+
+    tree = _tree_with_size_function_prelude(cmsis_nn, tmp_path / "tree", _ESCAPING_CHILD)
+    mlf = _mlf(tmp_path, ["c", "cmsis-nn"], [0, 64])
+    started = time.monotonic()
+    project = _render(mlf, "host", tmp_path / "r", tree)
+    assert time.monotonic() - started < 15
+    assert [c["library_bytes"] for c in _scratch(project)["calls"]] == [0, 0]
+    assert _scratch(project)["probed"] == "on this machine, in a PID namespace of its own"
+    assert _left_behind(tmp_path) == []
+
+
+@pytest.mark.qemu
+@pytest.mark.deadline(60)
+def test_a_size_function_that_calls_the_operating_system_cannot_on_the_boards_core(tmp_path, cmsis_nn):
+    """On a Cortex-M board the probe is bare-metal firmware in QEMU: there is no fork or setsid to call,
+    so the probe (like the firmware) cannot be linked, said in one line, at once, and nothing runs here."""
+    import time
+
+    tree = _tree_with_size_function_prelude(cmsis_nn, tmp_path / "tree", _ESCAPING_CHILD)
+    mlf = _mlf(tmp_path, ["c -mcpu=cortex-m4", "cmsis-nn -mcpu=cortex-m4"], [0, 64])
+    started = time.monotonic()
+    with pytest.raises(BuildError, match=r"could not build the CMSIS-NN buffer-size probe with arm-none-eabi-gcc: "
+                                         r".*undefined reference to `(setsid|sleep)'"):
+        _render(mlf, "mps2-an386", tmp_path / "r", tree)
+    assert time.monotonic() - started < 15
+    result = cli("build", str(mlf), "--board", "mps2-an386", "--cmsis-nn", str(tree), "-o", str(tmp_path / "o"))
+    assert result.returncode == EXIT_BUILD and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert _left_behind(tmp_path) == []
+
+
+@pytest.mark.qemu
+def test_a_size_function_that_faults_the_core_is_said_in_one_line(tmp_path, cmsis_nn):
+    tree = _tree_with_size_function_prelude(cmsis_nn, tmp_path / "tree",
+                                            "return *(volatile int32_t *)0xF0000000u;", "_dsp")
+    mlf = _mlf(tmp_path, ["c -mcpu=cortex-m4", "cmsis-nn -mcpu=cortex-m4"], [0])
+    result = cli("build", str(mlf), "--board", "mps2-an386", "--cmsis-nn", str(tree), "-o", str(tmp_path / "o"))
+    assert result.returncode == 3 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "probe (the tree's get_buffer_size functions, run on a cortex-m4 in QEMU mps2-an386) faulted" in result.stderr
+
+
+def test_the_probe_runs_on_the_boards_core_in_qemu_where_it_can(monkeypatch):
+    """A QEMU board's own machine; a hardware board's core on the QEMU board with that core; the host
+    board, a core QEMU has no board for here, or a machine without QEMU: natively, contained."""
+    from mlfbuild.project import cmsis_nn_probe
+
+    installed = {"qemu-system-arm", "arm-none-eabi-gcc"}
+    monkeypatch.setattr(cmsis_nn_probe.shutil, "which", lambda tool: f"/usr/bin/{tool}" if tool in installed else None)
+
+    def runner(board: str) -> str | None:
+        target = cmsis_nn_probe.probe_target(load_board(board), "arm-none-eabi-gcc", ["-mcpu=x"])
+        return target.board.name if target.emulated else None
+
+    assert [runner(b) for b in ("mps3-an547", "nucleo-f746zg", "nucleo-f446re", "host", "arduino-zero")] == \
+        ["mps3-an547", "mps2-an500", "mps2-an386", None, None]
+    installed.discard("qemu-system-arm")
+    assert runner("mps2-an386") is None
+
+
+@pytest.mark.qemu
+def test_the_sizes_are_the_cores_own(tmp_path, cmsis_nn):
+    """The probe runs the library where the firmware will: on the M4F's own core, where a `long` is 32
+    bits and the plain size function takes the DSP path (natively on this machine it was 64 bits)."""
+    tree = _tree_with_size_function_prelude(cmsis_nn, tmp_path / "tree",
+                                            "(void)filter_dims;\n    return (int32_t)(sizeof(long) * 8);", "_dsp")
+    mlf = _mlf(tmp_path, ["c -mcpu=cortex-m4", "cmsis-nn -mcpu=cortex-m4"], [0])
+    project = _render(mlf, "mps2-an386", tmp_path / "r", tree)
+    assert [c["library_bytes"] for c in _scratch(project)["calls"]] == [32]
+    assert project.cmsis_nn.features == {"dsp"}
+    assert _scratch(project)["probed"] == "on a cortex-m4 in QEMU mps2-an386"
 
 
 @pytest.mark.qemu

@@ -181,7 +181,7 @@ def _model_symbols(elf: Path, modules) -> dict[str, int]:
 
 
 @pytest.mark.parametrize("name", ["kws_aot_c_unpacked_usmp", "kws_graph_c", "kws_aot_c_unpacked_nousmp",
-                                  "kws_aot_cmsisnn_m4"])
+                                  pytest.param("kws_aot_cmsisnn_m4", marks=pytest.mark.qemu)])  # its size probe
 def test_exported_model_is_the_firmware_model(cmake_apps, build_firmware, fixtures_dir, third_party_dir, name):
     """The same code, weights and planned arena as in `build`'s firmware: nothing copied, nothing re-planned
     (CMSIS-NN: the same library functions and the same pool with its scratch regions)."""
@@ -193,6 +193,7 @@ def test_exported_model_is_the_firmware_model(cmake_apps, build_firmware, fixtur
         assert any(symbol.startswith("arm_") for symbol in exported)
 
 
+@pytest.mark.qemu  # the CMSIS-NN size probe runs on the core in QEMU
 def test_cmsis_nn_export_carries_the_library_as_the_build_compiles_it(exports, build_firmware, fixtures_dir,
                                                                       third_party_dir):
     folder = exports["kws_aot_cmsisnn_m4"]
@@ -790,6 +791,7 @@ def _symbol_size(elf: Path, name: str) -> list[int]:
         return [s["st_size"] for s in ELFFile(stream).get_section_by_name(".symtab").iter_symbols() if s.name == name]
 
 
+@pytest.mark.qemu  # the CMSIS-NN size probe runs on the core in QEMU
 def test_two_exports_that_call_cmsis_nn_share_one_library_and_the_largest_scratch_region(
         fixtures_dir, third_party_dir, tmp_path):
     """Linked into one image, the first export's scratch region served both, however small (docs said

@@ -328,6 +328,7 @@ _SIZE_FIELDS = [("workspace_size_bytes",), ("constants_size_bytes",), ("io_size_
                 ("outputs", "output", "size")]
 
 
+@pytest.mark.cross
 @HOSTILE
 @given(changes=st.lists(st.tuples(st.sampled_from(_SIZE_FIELDS), _SIZES), min_size=1, max_size=3),
        board=st.sampled_from(["host", "mps2-an386"]), relay_shapes=st.booleans())
@@ -352,6 +353,7 @@ _GRAPH_VALUES = st.one_of(_SIZES, st.lists(_SIZES, max_size=4), st.text(max_size
                           st.sampled_from(["x */ int PWNED = 1; /* y", "f(); int x", "abc\n", "__nop", "int3"]))
 
 
+@pytest.mark.cross
 @HOSTILE
 @given(data=st.data())
 def test_graph_values_fail_only_with_invalid_input_or_over_budget(fixtures_dir, tmp_path_factory, data):

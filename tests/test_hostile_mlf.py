@@ -173,6 +173,7 @@ def _kws_with_allocation(fixtures_dir: Path, root: Path, nbytes: int) -> Path:
     return root
 
 
+@pytest.mark.cross
 @pytest.mark.parametrize("board,nbytes,error,message", [
     ("mps2-an386", 10**12, InvalidInputError, "the workspace pool: 10000000"),
     ("mps2-an386", 3 * 2**30, OverBudgetError, "does not fit the board: the workspace pool needs"),
@@ -193,12 +194,14 @@ def test_an_impossible_metadata_workspace_is_refused_though_the_code_sizes_the_p
     assert not (tmp_path / "project" / "src").exists()
 
 
+@pytest.mark.cross
 def test_an_overstated_metadata_workspace_does_not_size_the_pool(fixtures_dir, tmp_path):
     honest = _render(_unpacked(fixtures_dir, KWS_NOUSMP, tmp_path / "honest" / "mlf"), "mps2-an386")
     overstated = _render(_kws_with_workspace(fixtures_dir, tmp_path / "mlf", 3 * 2**30), "mps2-an386")
     assert overstated.workspace_bytes == honest.workspace_bytes < 3 * 2**30  # the code's own peak
 
 
+@pytest.mark.cross
 def test_an_impossible_workspace_exits_3_from_the_cli(fixtures_dir, tmp_path, capsys):
     root = _kws_with_allocation(fixtures_dir, tmp_path / "mlf", 10**12)
     assert main(["build", str(root), "-o", str(tmp_path / "out")]) == 3

@@ -158,6 +158,7 @@ def _live_steps(graph, param_entries: set[int]):
     return calls, alias
 
 
+@pytest.mark.cross
 @pytest.mark.parametrize("name", GRAPH_FIXTURES)
 def test_graph_fixture_plan_replays(fixtures_dir, tmp_path, name):
     lib = read_mlf(fixtures_dir / f"{name}.tar", tmp_path / "x")
@@ -217,6 +218,7 @@ def test_graph_fixture_plan_replays(fixtures_dir, tmp_path, name):
     assert plan["arena_bytes"] + lowered.workspace_bytes <= STORAGE_PLAN_RAM[name]
 
 
+@pytest.mark.cross
 def test_kws_arena_is_the_floor(fixtures_dir, tmp_path):
     lib = read_mlf(fixtures_dir / "tvm-0.13" / "kws_graph_c.tar", tmp_path / "x")
     lowered = render_project(lib, load_board("mps2-an386"), tmp_path / "p").lowered[0]

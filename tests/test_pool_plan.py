@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from conftest import THIRD_PARTY_ENV, buildable, entry_id, manifest_entries, references_for, required_folder
+from mlfbuild.canalysis.cfront import HeaderSearch, Preprocessor
 from mlfbuild.canalysis.pool import read_usmp_pool
 from mlfbuild.mlf.reader import read_mlf
 from mlfbuild.project.lowering.base import module_sources
@@ -145,11 +146,26 @@ def test_plain_c_operators_are_sized_from_their_loops_and_replanned_at_the_floor
 
 def test_code_that_cannot_be_read_keeps_tvms_layout_and_says_why(fixtures_dir, tmp_path):
     """kws's arm_cpu schedule includes the toolchain's <arm_acle.h>, which the host preprocessor does
-    not have: nothing is read, so TVM's layout stays, with the reason."""
+    not have: read as host code, nothing is read, so TVM's layout stays, with the reason."""
     module, sources, headers = _module_sources(fixtures_dir, tmp_path, "tvm-0.18/kws_aot_c_cm4_usmp")
     pool = plan_usmp_pool(sources, module, include_dirs=headers, tvm_bytes=65_920)
     assert not pool.replanned and pool.bytes == pool.tvm_bytes == 65_920
     assert "cannot be read" in pool.reason and "arm_acle.h" in pool.reason
+
+
+@pytest.mark.cross
+def test_tvms_dsp_schedule_read_by_the_cross_compiler_is_replanned(fixtures_dir, tmp_path):
+    """Read as the build compiles it (arm-none-eabi-gcc with the M4F's flags: its <arm_acle.h>), kws's
+    arm_cpu schedule is proven from its syntax tree: the micro-kernels' memcpy lengths (sizeof), their
+    `goto out` and the `switch (K % 4)` on a known K are followed."""
+    module, sources, headers = _module_sources(fixtures_dir, tmp_path, "tvm-0.18/kws_aot_c_cm4_usmp")
+    m4f = HeaderSearch(headers, Preprocessor(
+        "arm-none-eabi-gcc", ("-mcpu=cortex-m4", "-mthumb", "-mfpu=fpv4-sp-d16", "-mfloat-abi=hard")))
+    pool = plan_usmp_pool(sources, module, include_dirs=m4f)
+    assert (pool.tvm_bytes, pool.bytes, pool.floor_bytes, pool.replanned) == (65_920, 48_384, 48_384, True)
+    assert pool.plan.conflicts() == []
+    regions = {r.name: r.size for r in read_usmp_pool(sources, module, m4f).regions}
+    assert regions["sid_15_let"] == 64  # the dense layer's K % 4 == 1 path reads one byte per step
 
 
 def test_a_tvm_layout_that_disagrees_with_the_reading_is_kept(fixtures_dir, third_party_dir, tmp_path):
@@ -172,6 +188,7 @@ def test_the_packed_interface_keeps_tvms_layout_and_says_why(fixtures_dir, tmp_p
 
 
 @pytest.mark.cross
+@pytest.mark.qemu
 def test_kws_on_cmsis_nn_fits_in_20000_bytes_of_ram_and_the_report_shows_the_pool(fixtures_dir, third_party_dir,
                                                                                  build_firmware):
     tree = required_folder(third_party_dir / "cmsis-nn-v6.0.0", "CMSIS-NN v6.0.0", THIRD_PARTY_ENV)
@@ -250,6 +267,20 @@ def test_kws_replanned_fits_the_64k_board_and_still_matches_bit_for_bit(fixtures
 
 
 @pytest.mark.cross
+@pytest.mark.qemu
+def test_tvms_dsp_schedule_runs_in_its_replanned_pool_bit_for_bit(fixtures_dir, build_firmware):
+    """kws on TVM's arm_cpu DSP schedule, in the pool re-planned from the cross compiler's reading
+    (48,384 B instead of TVM's 65,920 B), computes TVM's reference exactly on the M4F."""
+    from mlfbuild.run import run_build
+
+    out = build_firmware(fixtures_dir / "tvm-0.18" / "kws_aot_c_cm4_usmp.tar", "mps2-an386")
+    pool = json.loads((out / "build.json").read_text())["models"][0]["workspace_pool"]
+    assert (pool["tvm_bytes"], pool["bytes"], pool["replanned"]) == (65_920, 48_384, True)
+    result = run_build(out, references=[str(fixtures_dir / "tvm-0.18" / "kws.npz")], timeout=60)
+    assert result.status == "pass" and result.models[0].comparisons[0].max_abs_error == 0
+
+
+@pytest.mark.cross
 def test_the_build_says_what_became_of_the_pool_and_why(fixtures_dir, tmp_path):
     from conftest import cli
 
@@ -257,9 +288,9 @@ def test_the_build_says_what_became_of_the_pool_and_why(fixtures_dir, tmp_path):
     result = cli("build", str(mlf), "-b", "mps2-an386", "-o", str(tmp_path / "out"))
     assert result.returncode == 0, result.stderr
     output = result.stdout + result.stderr
-    assert "kws: USMP workspace pool kept as TVM laid it out (65,920 B): not proven: the generated C cannot be read" in output
+    assert "kws: USMP workspace pool re-planned: 65,920 B -> 48,384 B (floor 48,384 B" in output
     sized = cli("size", str(tmp_path / "out"))
-    assert "TVM 65,920 B · mlfbuild 65,920 B · floor not known (kept as TVM laid it out: not proven:" in sized.stdout
+    assert "TVM 65,920 B · mlfbuild 48,384 B" in sized.stdout
 
 
 @pytest.mark.cross

@@ -99,6 +99,7 @@ def test_tvm_crt_on_the_host(name, options, fixtures_dir, tvm_crt_dir, tmp_path)
     _assert_matches(result, "int")
 
 
+@pytest.mark.cross
 def test_graph_without_crt_dir_is_a_build_error(fixtures_dir, tmp_path):
     with pytest.raises(BuildError, match=r"carries no TVM runtime; give --crt-dir"):
         _build(fixtures_dir, "kws_graph_c.tar", "mps2-an386", tmp_path / "b")
@@ -107,6 +108,7 @@ def test_graph_without_crt_dir_is_a_build_error(fixtures_dir, tmp_path):
     assert rc == 4
 
 
+@pytest.mark.cross
 def test_crt_dir_that_is_not_a_crt_is_a_build_error(fixtures_dir, tmp_path, capsys):
     rc = cli.main(["build", str(fixtures_dir / "tvm-0.13" / "kws_aot_packed.tar"), "--runtime", "tvm",
                    "--crt-dir", str(tmp_path), "-o", str(tmp_path / "c")])
@@ -115,6 +117,7 @@ def test_crt_dir_that_is_not_a_crt_is_a_build_error(fixtures_dir, tmp_path, caps
     assert len(message) == 1 and "not a TVM standalone CRT" in message[0]
 
 
+@pytest.mark.cross
 @pytest.mark.parametrize("name", ["mlp_graph_c.tar", "kws_graph_c.tar"])  # counts 4 ("\\004") and 9 ("\\t")
 def test_tvm08_graph_with_a_tvm013_crt_is_refused(name, fixtures_dir, tvm_crt_dir, tmp_path):
     """TVM 0.8 counts the registry's functions in one byte, 0.9+ in two: TVM's executor would call the

@@ -1,15 +1,20 @@
-"""C sources to syntax trees: the host's own preprocessor, then pycparser.
+"""C sources to syntax trees: the build's own preprocessor, then pycparser.
 
-The generated C is preprocessed as the compiler would see it, with the MLF's headers, mlfbuild's TVM
-runtime headers, the CMSIS-NN headers where the code includes them, and pycparser's stand-ins for the
-C library's headers (they declare the same names; the analysis never reads a C library's code).
-GNU attributes, which pycparser does not parse and which do not change what the code does with
-memory, are removed by the preprocessor. Anything else that does not parse is an error naming the
-file and line: the caller keeps what TVM decided rather than guess.
+The generated C is preprocessed as the compiler would see it: by the compiler the build uses (for a
+Cortex-M board the cross compiler with the board's -mcpu/-mfpu/-mfloat-abi, so that its feature
+macros and its own headers, <arm_acle.h> for TVM's DSP micro-kernels, are the ones the code sees;
+for the host board the host's gcc), with the MLF's headers, mlfbuild's TVM runtime headers, the
+CMSIS-NN headers where the code includes them, and pycparser's stand-ins for the C library's headers
+(they declare the same names; the analysis never reads a C library's code). GNU attributes, keywords
+and asm statements, which pycparser does not parse and which do not change what the code does with
+the pool, are removed by the preprocessor; the compiler's builtins (ACLE intrinsics expand to
+`__builtin_arm_*` calls) stay calls of functions the code does not define. Anything else that does not
+parse is an error naming the file and line: the caller keeps what TVM decided rather than guess.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import shutil
 import tempfile
@@ -32,6 +37,34 @@ PREPROCESS_MEMORY = 512 * 2**20  # an include of /dev/zero grows without end
 _GNU_SPELLINGS = ("-D__attribute__(x)=", "-D__extension__=", "-D__restrict=", "-D__restrict__=",
                   "-D__inline=inline", "-D__inline__=inline", "-D__volatile__=volatile", "-D__asm__(...)=",
                   "-D__asm(...)=")
+
+
+@dataclass(frozen=True)
+class Preprocessor:
+    """The compiler that reads the code as the build will compile it: its name (None: the host's gcc)
+    and the board's CPU flags. A cross compiler keeps its own headers (arm_acle.h, arm_mve.h) on the
+    include path, behind pycparser's stand-ins for the C library's."""
+
+    compiler: str | None = None
+    flags: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        return " ".join((self.compiler or "gcc", *self.flags))
+
+
+HOST = Preprocessor()
+
+
+class HeaderSearch(tuple):
+    """The include folders the analyses take (a tuple of Paths) and the preprocessor that reads the
+    code with them."""
+
+    preprocessor: Preprocessor
+
+    def __new__(cls, folders=(), preprocessor: Preprocessor = HOST):
+        search = super().__new__(cls, folders)
+        search.preprocessor = preprocessor
+        return search
 
 
 # A brace list of numeric literals only (a weight table): every token starts with a digit, a sign or a
@@ -77,10 +110,11 @@ def parse_sources(sources: dict[str, str], include_dirs: list[Path] | tuple[Path
     """Every source preprocessed and parsed; CFrontError on the first that cannot be. One build asks
     for the same module several times (its pool, its allocations, its CMSIS-NN calls): the trees of
     the last few are kept (nothing changes a tree once parsed)."""
-    key = (tuple(sorted(sources.items())), tuple(str(d) for d in include_dirs))
+    preprocessor = getattr(include_dirs, "preprocessor", HOST)
+    key = (tuple(sorted(sources.items())), tuple(str(d) for d in include_dirs), preprocessor)
     if key in _PARSED:
         return _PARSED[key]
-    parsed = _parse_all(sources, include_dirs)
+    parsed = _parse_all(sources, include_dirs, preprocessor)
     _PARSED[key] = parsed
     while len(_PARSED) > _KEEP:
         del _PARSED[next(iter(_PARSED))]
@@ -91,20 +125,40 @@ _PARSED: dict[tuple, list[ParsedFile]] = {}
 _KEEP = 4
 
 
-def _parse_all(sources: dict[str, str], include_dirs) -> list[ParsedFile]:
-    compiler = shutil.which("gcc") or shutil.which("cc")
-    if compiler is None:
-        raise CFrontError("no host C preprocessor (gcc) to read the generated C with")
+def _parse_all(sources: dict[str, str], include_dirs, preprocessor: Preprocessor) -> list[ParsedFile]:
+    command = _preprocessor_command(preprocessor)
     with tempfile.TemporaryDirectory(prefix="mlfbuild-c-") as scratch:
         root = Path(scratch)
         parsed = []
         for path, text in sorted(sources.items()):
-            tree, lists = _parse_one(compiler, root, path, text, include_dirs)
+            tree, lists = _parse_one(command, root, path, text, include_dirs)
             parsed.append(ParsedFile(path, text, tree, lists))
         return parsed
 
 
-def _parse_one(compiler: str, root: Path, path: str, text: str, include_dirs) -> tuple[c_ast.FileAST, dict]:
+@functools.lru_cache(maxsize=8)
+def _preprocessor_command(preprocessor: Preprocessor) -> tuple[str, ...]:
+    """The compiler and the flags that make it read the code as the build does, its own headers last."""
+    if preprocessor.compiler is None:
+        compiler = shutil.which("gcc") or shutil.which("cc")
+        if compiler is None:
+            raise CFrontError("no host C preprocessor (gcc) to read the generated C with")
+        return (compiler,)
+    compiler = shutil.which(preprocessor.compiler)
+    if compiler is None:
+        raise CFrontError(f"no {preprocessor.compiler} to read the generated C with, as the build compiles it")
+    try:
+        done = run_compiler([compiler, *preprocessor.flags, "-print-file-name=include"],
+                            memory=PREPROCESS_MEMORY, timeout=PREPROCESS_SECONDS)
+    except BuildError as exc:
+        raise CFrontError(f"{preprocessor.compiler} did not say where its headers are: {exc}") from None
+    own_headers = done.stdout.strip()
+    if done.returncode != 0 or not Path(own_headers).is_dir():
+        raise CFrontError(f"{preprocessor.compiler} did not say where its headers are (arm_acle.h)")
+    return (compiler, *preprocessor.flags, "-isystem", own_headers)
+
+
+def _parse_one(command: tuple[str, ...], root: Path, path: str, text: str, include_dirs) -> tuple[c_ast.FileAST, dict]:
     name = Path(path).name
     source = root / f"{len(list(root.iterdir()))}" / name
     source.parent.mkdir()
@@ -112,7 +166,7 @@ def _parse_one(compiler: str, root: Path, path: str, text: str, include_dirs) ->
     flags = ["-E", "-std=gnu11", "-nostdinc", "-I", pycparser_fake_libc.directory, "-I", str(runtime_include_dir()),
              *(arg for folder in include_dirs for arg in ("-I", str(folder))), *_GNU_SPELLINGS, str(source)]
     try:  # under the build's own limits: its own process group, no stdin, bounded time and memory
-        done = run_compiler([compiler, *flags], memory=PREPROCESS_MEMORY, timeout=PREPROCESS_SECONDS)
+        done = run_compiler([*command, *flags], memory=PREPROCESS_MEMORY, timeout=PREPROCESS_SECONDS)
     except BuildError as exc:
         raise CFrontError(f"{path}: cannot preprocess: {exc}") from None
     if done.returncode != 0:

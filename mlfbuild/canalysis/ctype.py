@@ -128,6 +128,19 @@ class TypeTable:
         return OTHER_TYPE
 
 
+def size_range(ctype: CType) -> Interval | None:
+    """What `sizeof` of this type is on the targets mlfbuild builds for (None: not known): integers of
+    at most 4 bytes, float and double are the same everywhere; 8-byte integers (long is 4 bytes on
+    Cortex-M) and pointers are 4 or 8 bytes."""
+    if ctype.size is None:
+        return None
+    if (ctype.kind == "int" and ctype.size <= 4) or (ctype.kind == "float" and ctype.size in (4, 8)):
+        return Interval(ctype.size, ctype.size)
+    if (ctype.kind == "int" and ctype.size == 8) or ctype.kind == "pointer":
+        return Interval(4, 8)
+    return None
+
+
 def _literal(node) -> int | None:
     if isinstance(node, c_ast.Constant) and node.type in ("int", "unsigned int", "long int", "unsigned long int"):
         return parse_int(node.value)

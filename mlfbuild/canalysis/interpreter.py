@@ -24,7 +24,7 @@ from pycparser import c_ast
 
 from . import cmsis_nn_model
 from .cfront import ParsedFile
-from .ctype import OTHER_TYPE, CType, TypeTable, parse_int
+from .ctype import OTHER_TYPE, CType, TypeTable, parse_int, size_range
 from .intervals import BOOL, TOP, ZERO, Interval
 from .values import (OTHER, POOL, UNKNOWN_INT, Allocation, Conflict, Held, IntValue, PointerValue, StructAddress,
                      StructValue, Target, covers, holds_pool, join, widen)
@@ -79,6 +79,7 @@ class Var:
     escaped: bool = False  # its address was taken: any write through a pointer may change it
 
 
+_FUNCTION_SCOPE = 1  # the scopes of a function's outermost block: its parameters and locals
 State = list  # scopes, innermost last: list[dict[str, Var]]; None for a path that does not get here
 
 
@@ -96,6 +97,8 @@ class _Frame:
     held_below: int = 0  # bytes the callers hold on the allocator's stack when this call starts
     returns: list = field(default_factory=list)
     loops: list = field(default_factory=list)  # (breaks, continues, their scope depths) of the enclosing loops
+    gotos: dict = field(default_factory=dict)  # label -> (goto, its state) of the jumps still to land there
+    labels: set = field(default_factory=set)  # the labels already passed (a goto to one would go back)
 
 
 @dataclass
@@ -160,8 +163,8 @@ class Interpreter:
 
     def _body(self, statements: list, state, frame: _Frame, top: bool):
         for statement in statements:
-            if state is None:
-                return None
+            if state is None and not (isinstance(statement, c_ast.Label) and statement.name in frame.gotos):
+                continue  # no path gets here (a label a `goto` jumps to is where one does again)
             if top and frame.depth <= STEP_DEPTH and self.loop_depth == 0:
                 self.step += 1
             state = self._statement(statement, state, frame)
@@ -172,7 +175,7 @@ class Interpreter:
         handler = getattr(self, f"_stmt_{kind}", None)
         if handler is not None:
             return handler(node, state, frame)
-        if isinstance(node, (c_ast.Goto, c_ast.Label, c_ast.Case, c_ast.Default)):
+        if isinstance(node, (c_ast.Case, c_ast.Default)):
             raise self._refuse(node, frame, f"`{kind.lower()}` is not followed")
         if isinstance(node, (c_ast.EmptyStatement, c_ast.Pragma, c_ast.Typedef)):
             return state
@@ -241,6 +244,11 @@ class Interpreter:
         if not isinstance(node.stmt, c_ast.Compound):
             raise self._refuse(node, frame, "a switch without a block")
         breaks: list = []
+        labels = [self._case_value(item, state, frame) for item in node.stmt.block_items or []
+                  if isinstance(item, c_ast.Case)]
+        span = _as_int(value).range
+        # The value is one known case's: no other label is jumped to (falling through still reaches them).
+        matched = span.bounded and span.lo == span.hi and any(label == span for label in labels)
         state.append({})
         outer = frame.loops[-1] if frame.loops else ([], [], 0, 0)
         frame.loops.append((breaks, outer[1], len(state), outer[3]))
@@ -249,18 +257,28 @@ class Interpreter:
             for item in node.stmt.block_items or []:
                 if isinstance(item, (c_ast.Case, c_ast.Default)):
                     has_default |= isinstance(item, c_ast.Default)
-                    current = self._join(current, _copy(state), node, frame)
+                    label = self._case_value(item, state, frame) if isinstance(item, c_ast.Case) else None
+                    if label is None and not matched or label is not None and not span.meet(label).empty:
+                        current = self._join(current, _copy(state), node, frame)
                     current = self._body(item.stmts or [], current, frame, top=False)
                 elif current is not None:
                     current = self._statement(item, current, frame)
         finally:
             frame.loops.pop()
         out = current
-        for other in breaks + ([] if has_default else [state]):
+        for other in breaks + ([] if has_default or matched else [state]):
             out = self._join(out, other, node, frame)
         if out is not None:
             self._pop_scope(out)
         return out
+
+    def _case_value(self, item: c_ast.Case, state, frame: _Frame) -> Interval | None:
+        """A case label's constant (None: not a constant this reading knows)."""
+        if not _pure(item.expr):
+            return None
+        value = self._eval(item.expr, _copy(state), frame)
+        span = value.range if isinstance(value, IntValue) else None
+        return span if span is not None and span.bounded and span.lo == span.hi else None
 
     def _stmt_Return(self, node: c_ast.Return, state, frame: _Frame):
         if node.expr is not None:
@@ -269,6 +287,22 @@ class Interpreter:
                 raise self._refuse(node, frame, "a pointer into the pool is returned")
             frame.returns.append(value)
         return None
+
+    def _stmt_Goto(self, node: c_ast.Goto, state, frame: _Frame):
+        """A jump forward to a label of the function's outermost block (TVM's micro-kernels' `goto out`):
+        the state at the label joins the jumps' states. A jump back would be a loop: not followed."""
+        if node.name in frame.labels:
+            raise self._refuse(node, frame, f"`goto {node.name}` jumps back")
+        frame.gotos.setdefault(node.name, []).append((node, self._truncated(state, _FUNCTION_SCOPE)))
+        return None
+
+    def _stmt_Label(self, node: c_ast.Label, state, frame: _Frame):
+        if frame.loops or (state is not None and len(state) != _FUNCTION_SCOPE):
+            raise self._refuse(node, frame, f"the label {node.name} is not in the function's outermost block")
+        for _, landed in frame.gotos.pop(node.name, []):
+            state = self._join(state, landed, node, frame)
+        frame.labels.add(node.name)
+        return self._statement(node.stmt, state, frame) if state is not None else None
 
     def _stmt_Break(self, node, state, frame: _Frame):
         if not frame.loops:
@@ -405,7 +439,7 @@ class Interpreter:
         if op == "&":
             return self._address_of(node.expr, state, frame, declaring)
         if op == "sizeof":
-            return UNKNOWN_INT
+            return self._sizeof(node.expr, frame)
         if op in ("++", "--", "p++", "p--"):
             old = self._eval(node.expr, state, frame)
             delta = IntValue(Interval.of(1 if "+" in op else -1))
@@ -424,6 +458,13 @@ class Interpreter:
         if op == "!":
             return IntValue(BOOL)
         return UNKNOWN_INT
+
+    def _sizeof(self, operand: c_ast.Node, frame: _Frame) -> IntValue:
+        """sizeof(a type) whose size is known on every target; anything else is some unknown count."""
+        if not isinstance(operand, c_ast.Typename):
+            return UNKNOWN_INT
+        size = size_range(frame.function.types.resolve(operand))
+        return IntValue(size) if size is not None else UNKNOWN_INT
 
     def _address_of(self, target: c_ast.Node, state, frame, declaring: str | None):
         if isinstance(target, c_ast.ArrayRef):
@@ -812,6 +853,9 @@ class Interpreter:
             self._body(function.node.body.block_items or [], [scope], frame, top=True)
         finally:
             self.stack.pop()
+        for label, ((jump, _), *_) in frame.gotos.items():
+            raise self._refuse(jump, frame, f"`goto {label}` lands on no label of the function's outermost block "
+                               "after it")
         if depth == STEP_DEPTH and counted:
             self.result.call_spans.append((name, first, max(self.step, first)))
         if pool_parameter is not None and depth == STEP_DEPTH:
@@ -843,6 +887,9 @@ class Interpreter:
             right = self._refine(cond.right, self._refine(cond.left, state, frame, not truth), frame, truth)
             return self._join(left, right, cond, frame)
         if isinstance(cond, c_ast.BinaryOp) and cond.op in _FLIP:
+            decided = self._comparison_decided(cond, state, frame)
+            if decided is not None:
+                return state if decided == truth else None
             op = cond.op if truth else _NEGATE[cond.op]
             state = self._narrow(cond.left, op, cond.right, state, frame)
             if state is not None:
@@ -853,6 +900,25 @@ class Interpreter:
             if isinstance(value, IntValue) and value.range.bounded and value.range.lo == value.range.hi:
                 return state if (value.range.lo != 0) == truth else None
         return state
+
+    def _comparison_decided(self, cond: c_ast.BinaryOp, state, frame) -> bool | None:
+        """A comparison every value of its sides answers the same way (TVM's `if (1 < 2 && ...)`)."""
+        if not (_pure(cond.left) and _pure(cond.right)):
+            return None
+        left, right = self._eval(cond.left, _copy(state), frame), self._eval(cond.right, _copy(state), frame)
+        if not (isinstance(left, IntValue) and isinstance(right, IntValue)):
+            return None
+        a, b = left.range, right.range
+        if not (a.bounded and b.bounded) or a.lo < 0 or b.lo < 0:
+            return None  # a negative value compared with an unsigned one is converted first
+        if cond.op in (">", ">="):
+            a, b = b, a
+        if cond.op in ("<", ">"):
+            return True if a.hi < b.lo else False if a.lo >= b.hi else None
+        if cond.op in ("<=", ">="):
+            return True if a.hi <= b.lo else False if a.lo > b.hi else None
+        same = True if a.lo == a.hi == b.lo == b.hi else False if a.meet(b).empty else None
+        return same if same is None or cond.op == "==" else not same
 
     def _narrow(self, subject, op: str, bound, state, frame):
         while isinstance(subject, c_ast.Cast):

@@ -32,6 +32,8 @@ from .writer import Writer
 from .sizes import (DEFAULT_MAX_CODE_BYTES, Bounds, check_constants_fit, check_lowered, check_module,
                     check_plan_fits)
 
+from ..canalysis.cfront import HOST, Preprocessor
+
 _TOOLCHAIN_DEFAULT_PREFIX = "arm-none-eabi-"
 
 
@@ -99,10 +101,12 @@ def render_project(lib: ModelLibrary, board: Board, dest: Path, options: Project
 
     float_abi = float_abi_for(board, [o for m in lib.modules for o in m.objects])
     arch_flags = arch_flags_for(board, float_abi)
+    preprocessor = code_preprocessor(board, options.toolchain_prefix, arch_flags)
     library = render_library(lib, writer, env, options.runtime, check=check,
         cmsis_nn=lambda: render_cmsis_nn(lib, board, arch_flags, options.cmsis_nn, options.cmsis_core, writer,
-                                       options.build_memory, optimize=options.cmsis_nn_optimize),
-        cmsis_nn_tree=options.cmsis_nn, cmsis_core=options.cmsis_core)
+                                       options.build_memory, optimize=options.cmsis_nn_optimize,
+                                       preprocessor=preprocessor),
+        cmsis_nn_tree=options.cmsis_nn, cmsis_core=options.cmsis_core, preprocessor=preprocessor)
     lowered, cmsis_nn = library.lowered, library.cmsis_nn
     workspace = sum(item.workspace_bytes for item in lowered)
     if options.app is None:
@@ -316,6 +320,13 @@ def render_oversize_linker_script(board: Board, project: Path, stack_bytes: int 
         board=dataclasses.replace(board, memory=roomy), stack_bytes=stack_bytes or memory.stack_bytes,
         heap_bytes=memory.heap_bytes))
     return path
+
+
+def code_preprocessor(board: Board, prefix: str, arch_flags: list[str]) -> Preprocessor:
+    """The compiler the analyses read the model's C with: the one that compiles it, with the same CPU flags."""
+    if board.is_host:
+        return HOST
+    return Preprocessor(toolchain_names(board, prefix)["cc"], tuple(arch_flags))
 
 
 def toolchain_names(board: Board, prefix: str) -> dict[str, str]:

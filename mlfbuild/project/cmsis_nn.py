@@ -19,18 +19,18 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 from ..boards import Board
 from ..canalysis.callsites import cmsis_nn_call_sites
-from ..canalysis.cfront import CFrontError, parse_sources
+from ..canalysis.cfront import HOST, CFrontError, Preprocessor, parse_sources
 from ..canalysis.constants import ConstantBytes, operator_constants
 from ..errors import BuildError, InvalidInputError
 from ..mlf.model import ModelLibrary, Module
 from ..untrusted import kind_of, read_regular
 from .pool_plan import header_dirs
+from .cmsis_nn_probe import FEATURE_MACROS, probe_target
 from .cmsis_nn_scratch import KERNEL_SUMS, ScratchPlan, plan_scratch
 
 if TYPE_CHECKING:
     from .writer import Writer
 
-FEATURE_MACROS = {"dsp": "__ARM_FEATURE_DSP", "mve": "__ARM_FEATURE_MVE"}
 
 # What gcc enables by default for each -mcpu (checked with `gcc -dM -E`); +nodsp/+nomve remove features.
 _CORE_FEATURES: dict[str, frozenset[str]] = {
@@ -133,10 +133,12 @@ def fix_status_checks(source: bytes) -> tuple[bytes, int]:
 
 def render_cmsis_nn(lib: ModelLibrary, board: Board, arch_flags: list[str], tree: Path | None,
                     core: Path | None, writer: "Writer", memory: int,
-                    probe_dir: Path | None = None, optimize: str | None = None) -> CmsisNnLibrary | None:
+                    probe_dir: Path | None = None, optimize: str | None = None,
+                    preprocessor: Preprocessor = HOST) -> CmsisNnLibrary | None:
     """Check that `tree` can serve the model's CMSIS-NN code on this board, then copy it under lib/.
     `probe_dir`: where the buffer-size probe is built (default: the project's build/ folder);
-    `optimize`: the library's own optimisation level (None: the build's)."""
+    `optimize`: the library's own optimisation level (None: the build's); `preprocessor`: the build's
+    compiler, with which the model's calls are read."""
     users = [m for m in lib.modules if m.cmsis_nn]
     if not users:
         return None
@@ -146,7 +148,7 @@ def render_cmsis_nn(lib: ModelLibrary, board: Board, arch_flags: list[str], tree
     texts = _source_texts(tree)
     called = {name for m in users for name in m.cmsis_nn.functions}
     sites = cmsis_nn_call_sites({rel: _text(lib.root / rel) for m in users for rel in m.cmsis_nn.sources},
-                       header_dirs(lib.root, tree, core_include))
+                       header_dirs(lib.root, tree, core_include, preprocessor))
     scratch = None
     if sites is None:
         features = _code_features(users)
@@ -167,7 +169,8 @@ def render_cmsis_nn(lib: ModelLibrary, board: Board, arch_flags: list[str], tree
         scratch = plan_scratch(sites, tree, headers, features, probe_dir or writer.root / "build" / "cmsis-nn-probe",
                                core_include,
                                lambda names: needed_sources(texts, headers, names), memory,
-                               _constants(lib, users, header_dirs(lib.root, tree, core_include)))
+                               _constants(lib, users, header_dirs(lib.root, tree, core_include, preprocessor)),
+                               probe_target(board, preprocessor.compiler or "", arch_flags))
         called |= {c.size_function for c in scratch.calls if c.size_function}
         called |= {c.call.kernel for c in scratch.calls}
         if scratch.kernel_sums:

@@ -2,9 +2,10 @@
 
 Every call that takes a `cmsis_nn_context` gets a buffer of the size the library's own
 `<kernel>_get_buffer_size` returns for that call's parameters on the board's core. The sizes come from
-running those functions: a small probe program built with the host compiler against the user's tree
-calls their host variants (`_dsp`, `_mve`, which the library declares "intended for compilation on
-Host"; the plain one is the generic answer there). Before each call the firmware asks the same
+running those functions (cmsis_nn_probe.py): on the board's core in QEMU, built with the board's flags,
+where the plain function takes the core's own path; else natively in a PID namespace, where their host
+variants answer (`_dsp`, `_mve`, which the library declares "intended for compilation on Host"; the
+plain one is the generic answer there). Before each call the firmware asks the same
 library, compiled for the real core, again and fails the operator, naming it, when the region is
 smaller. MVE fully-connected layers of CMSIS-NN 6 and 7 also get their kernel sums, with the contract
 of the tree's own declaration: computed at build time into a const array their context points at when
@@ -15,16 +16,15 @@ faster ones of the same arithmetic), otherwise by `arm_vector_sum_s8` into the b
 from __future__ import annotations
 
 import re
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from ..errors import BuildError, InvalidInputError
-from ..toolchain import first_error, run_compiler
+from ..errors import BuildError
 from ..canalysis.callsites import CmsisNnCall
 from ..canalysis.cmsis_nn_prepare import Preparation, kernel_sums, replace_call
 from ..canalysis.constants import ConstantBytes
+from .cmsis_nn_probe import FEATURE_MACROS, NATIVE, ProbeTarget, build_probe, probe_program, run_probe
 
 REGION = "mlf_cmsis_nn_scratch"  # the firmware's scratch region (src/mlf_cmsis_nn_scratch.h)
 REGION_BYTES = "MLF_CMSIS_NN_SCRATCH_BYTES"
@@ -40,7 +40,6 @@ _SIZE_ARGUMENTS = {
 # Host variants of the size functions per compiled feature set (arm_nnfunctions.h, v4.1.0 and v6.0.0).
 _HOST_VARIANT = {"mve": "_mve", "dsp": "_dsp"}
 
-PROBE_SECONDS = 30  # the size functions are arithmetic: they return in microseconds
 KERNEL_SUMS = "arm_vector_sum_s8"
 _KERNEL_SUM_USERS = ("arm_fully_connected_s8",)
 # The kernel sums arm_fully_connected_s8 reads from its buffer on MVE, by the parameter names of the
@@ -102,6 +101,7 @@ class ScratchPlan:
     calls: tuple[ScratchCall, ...]
     kernel_sums: str | None  # the arm_vector_sum_s8 contract in use (v6, v7), when any call needs sums
     pooled: tuple[tuple[str, str], ...] = ()  # (operator, buffer): calls given a region of the model's workspace pool
+    probed: str = ""  # where the library's size functions ran
 
     def wanted(self) -> dict[str, int]:
         """Bytes each supplied call's operator needs: what a workspace pool could hold instead."""
@@ -121,7 +121,7 @@ class ScratchPlan:
 
     def to_json(self) -> dict[str, Any]:
         return {"region_bytes": self.region_bytes, "kernel_sums": self.kernel_sums,
-                "in_workspace_pool": sorted(function for function, _ in self.pooled),
+                "in_workspace_pool": sorted(function for function, _ in self.pooled), "probed": self.probed,
                 "calls": [c.to_json() for c in self.calls],
                 "prepared": [p.to_json() for p in self.preparations]}
 
@@ -160,15 +160,18 @@ class ScratchPlan:
 def plan_scratch(sites: list[tuple[str, CmsisNnCall]], tree: Path, headers: dict[str, str],
                  features: frozenset[str], probe_dir: Path, core_include: Path | None,
                  library_sources: Callable[[set[str]], list[str]], memory: int,
-                 constants: dict[tuple[str, str], ConstantBytes] | None = None) -> ScratchPlan:
-    """Each call's size from the library's own functions, run on the host for `features`; with the
-    code's `constants` (operator, parameter) -> bytes, each call's build-time preparation."""
+                 constants: dict[tuple[str, str], ConstantBytes] | None = None,
+                 target: ProbeTarget = NATIVE) -> ScratchPlan:
+    """Each call's size from the library's own functions for `features`, run on `target` (the board's
+    core in QEMU, else this machine's host variants in a PID namespace); with the code's `constants`
+    (operator, parameter) -> bytes, each call's build-time preparation."""
     constants = constants or {}
     declared = {name for name in ("arm_convolve_wrapper_s8", "arm_convolve_wrapper_s8_get_buffer_size")
                 if prototype(headers, name) is not None}
     users = any(call.kernel in _KERNEL_SUM_USERS for _, call in sites)
     sums_contract = kernel_sum_contract(headers) if "mve" in features and users else None
-    variant = next((_HOST_VARIANT[f] for f in ("mve", "dsp") if f in features), "")
+    # On the core the plain size function takes the core's own path; natively, the host variant does.
+    variant = "" if target.emulated else next((_HOST_VARIANT[f] for f in ("mve", "dsp") if f in features), "")
     pending = []
     for rel, call in sites:
         original, declarations, preparations = None, (), []
@@ -186,7 +189,7 @@ def plan_scratch(sites: list[tuple[str, CmsisNnCall]], tree: Path, headers: dict
                 sums = _kernel_sum_arguments(call, headers, sums_contract[1])
         pending.append((rel, call, size_function, arguments, sums, original, declarations, tuple(preparations)))
     probed = [(f"{p[2]}{variant}", p[3], p[1]) for p in pending if p[2]]
-    sizes = iter(_probe(probed, tree, headers, probe_dir, core_include, library_sources, memory))
+    sizes = iter(_probe(probed, tree, headers, probe_dir, core_include, library_sources, memory, target, features))
     calls = tuple(ScratchCall(call=call, source=rel, size_function=fn, size_arguments=args,
                               library_bytes=next(sizes) if fn else 0, kernel_sums=sums, original=original,
                               declarations=declarations, preparations=prepared)
@@ -198,7 +201,8 @@ def plan_scratch(sites: list[tuple[str, CmsisNnCall]], tree: Path, headers: dict
                              f"the {sums_bytes} B of kernel sums its contract defines; mlfbuild does not know this "
                              "kernel's buffer")
     needs_sums = any(c.kernel_sums for c in calls)
-    return ScratchPlan(calls=calls, kernel_sums=sums_contract[0] if sums_contract and needs_sums else None)
+    return ScratchPlan(calls=calls, kernel_sums=sums_contract[0] if sums_contract and needs_sums else None,
+                       probed=target.describe() if probed else "")
 
 
 def kernel_sum_contract(headers: dict[str, str]) -> tuple[str, tuple[str, ...]] | None:
@@ -270,47 +274,24 @@ def _kernel_sum_arguments(call: CmsisNnCall, headers: dict[str, str], shape: tup
 
 def _probe(calls: list[tuple[str, tuple[str, ...], CmsisNnCall]], tree: Path, headers: dict[str, str],
            work: Path, core_include: Path | None, library_sources: Callable[[set[str]], list[str]],
-           memory: int) -> list[int]:
-    """Run the library's size functions on the host: one line per call."""
+           memory: int, target: ProbeTarget, features: frozenset[str]) -> list[int]:
+    """Run the library's size functions where the tree's code cannot reach this machine: one size a call."""
     if not calls:
         return []
     for function, _, call in calls:
         if prototype(headers, function) is None:
             raise BuildError(f"{call.function}: the CMSIS-NN tree declares no {function}, so mlfbuild cannot size "
                              f"{call.kernel}'s scratch buffer for this board's paths")
-    compiler = shutil.which("gcc") or shutil.which("cc")
-    if compiler is None:
-        raise BuildError("CMSIS-NN scratch buffers are sized by running the library's get_buffer_size functions "
-                         "on this machine, and no host C compiler (gcc or cc) is on PATH")
-    blocks = []
-    for function, arguments, call in calls:
-        blocks.append("  {\n" + "".join(f"    {line}\n" for line in call.constants)
-                      + f"    printf(\"%ld\\n\", (long){function}({', '.join(arguments)}));\n  }}\n")
-    program = ("#include <stdio.h>\n#include \"arm_nnfunctions.h\"\n\nint main(void)\n{\n" + "".join(blocks)
-               + "  return 0;\n}\n")
-    work.mkdir(parents=True, exist_ok=True)
-    (work / "probe.c").write_text(program)
+    blocks = ["  {\n" + "".join(f"    {line}\n" for line in call.constants)
+              + f"    print_size((long){function}({', '.join(arguments)}));\n  }}\n"
+              for function, arguments, call in calls]
     sources = [str(tree / "Source" / rel) for rel in library_sources({function for function, _, _ in calls})]
     includes = [f"-I{tree / 'Include'}"] + ([f"-I{core_include}"] if core_include else [])
-    # -include stdint.h: v4.1.0's Internal/arm_nn_compiler.h uses uint32_t before any header defines it.
-    command = [compiler, "-std=gnu11", "-O0", "-w", "-include", "stdint.h", *includes, str(work / "probe.c"),
-               *sources, "-o", str(work / "probe"), "-lm"]
-    built = run_compiler(command, memory=memory)
-    if built.returncode != 0:
-        raise BuildError(f"could not build the CMSIS-NN buffer-size probe with {compiler}: "
-                         f"{first_error(built.stderr, memory)}")
-    # The probe runs the user's library code on this machine: in its own process group, with no stdin,
-    # bounded in time and memory, and stopped whole (a fork included) when it does not finish.
-    try:
-        ran = run_compiler([str(work / "probe")], memory=memory, timeout=PROBE_SECONDS)
-    except BuildError:
-        raise InvalidInputError(f"the CMSIS-NN buffer-size probe (the tree's get_buffer_size functions, run on this "
-                                f"machine) did not finish within {PROBE_SECONDS} s and was stopped") from None
-    values = ran.stdout.split()
-    if ran.returncode != 0 or len(values) != len(calls):
-        raise InvalidInputError(f"the CMSIS-NN buffer-size probe (the tree's get_buffer_size functions) failed "
-                                f"(exit {ran.returncode})")
-    sizes = [int(v) for v in values]
+    # On the core, the library takes the paths the firmware compiles it with (cmsis_nn.py's flags).
+    undefined = [f"-U{macro}" for feature, macro in FEATURE_MACROS.items() if feature not in features] \
+        if target.emulated else []
+    executable = build_probe(work, probe_program(blocks, target), sources, includes, undefined, target, memory)
+    sizes = run_probe(executable, target, len(calls), memory)
     for size, (function, _, call) in zip(sizes, calls):
         if size < 0:
             raise BuildError(f"{call.function}: CMSIS-NN's {function} returned {size}")

@@ -25,6 +25,7 @@ from ..mlf.rename import module_pool_sections
 from .cmsis_nn import CmsisNnLibrary, describe_features, fix_status_checks
 from .lowering import Lowered, lowering_for
 from .lowering.base import CTensor, module_sources, shape_of
+from ..canalysis.cfront import HOST, Preprocessor
 from .pool_plan import header_dirs, plan_usmp_pool
 
 if TYPE_CHECKING:
@@ -76,12 +77,14 @@ def render_library(lib: ModelLibrary, writer, env: Environment, runtime: str = "
                    quantizations: Quantizations | None = None, source_name: str | None = None,
                    model_dir: str = "model", check: Callable[[list[Lowered]], None] | None = None,
                    cmsis_nn: Callable[[], CmsisNnLibrary | None] | None = None,
-                   cmsis_nn_tree: Path | None = None, cmsis_core: Path | None = None) -> LibraryFiles:
+                   cmsis_nn_tree: Path | None = None, cmsis_core: Path | None = None,
+                   preprocessor: Preprocessor = HOST) -> LibraryFiles:
     """`model_dir`: where the MLF's code goes (one folder per MLF when several are rendered together);
     `check` sees the lowered modules before anything is written; `cmsis_nn` renders the CMSIS-NN
     library the model calls (its scratch buffers change the model's code); `cmsis_nn_tree` and
-    `cmsis_core`: the trees whose headers the model's C includes."""
-    headers = header_dirs(lib.root, cmsis_nn_tree, cmsis_core)
+    `cmsis_core`: the trees whose headers the model's C includes; `preprocessor`: the build's compiler
+    and CPU flags, with which the analyses read the model's C."""
+    headers = header_dirs(lib.root, cmsis_nn_tree, cmsis_core, preprocessor)
     lowered = [lowering_for(m, runtime).lower(m, lib.root, env, headers) for m in lib.modules]
     for item in lowered:
         item.copies = identity_copies(module_sources(item.module, lib.root), headers)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..canalysis.cfront import HOST, HeaderSearch, Preprocessor
 from ..canalysis.pool import Region, UsmpPool, read_usmp_pool
 from .memory_plan import Buffer, MemoryPlan, align, floor_bytes, plan_memory
 
@@ -102,15 +103,17 @@ def _live_per_call(buffers: list[Buffer], pool: UsmpPool) -> list[int]:
             for first, last in calls]
 
 
-def header_dirs(root: Path, cmsis_nn: Path | None = None, cmsis_core: Path | None = None) -> tuple[Path, ...]:
+def header_dirs(root: Path, cmsis_nn: Path | None = None, cmsis_core: Path | None = None,
+                preprocessor: Preprocessor = HOST) -> HeaderSearch:
     """Where a module's C finds its headers: the MLF's interface headers, and CMSIS-NN's (with the
-    CMSIS-Core headers a tree may need) when the build has a CMSIS-NN tree."""
+    CMSIS-Core headers a tree may need) when the build has a CMSIS-NN tree; read by `preprocessor`,
+    the build's compiler."""
     dirs = [root / "codegen" / "host" / "include"]
     if cmsis_nn is not None:
         dirs.append(cmsis_nn / "Include")
     if cmsis_core is not None:
         dirs.append(cmsis_core)
-    return tuple(dirs)
+    return HeaderSearch(dirs, preprocessor)
 
 
 def _reason_to_keep(pool: UsmpPool) -> str:
