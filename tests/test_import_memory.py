@@ -82,7 +82,7 @@ def test_min_is_never_bigger_than_floor_and_overlaps_where_it_pays(tmp_path):
 
 
 @pytest.mark.cross
-@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("seed", [0, pytest.param(1, marks=pytest.mark.exhaustive)])
 def test_random_convolution_chains_over_their_inputs_equal_litert(seed, cmsis_nn, tmp_path):
     """Every chain's overlaps, in both row orders, computed as LiteRT's reference kernels compute."""
     path = chains_model(np.random.default_rng(100 + seed), 6).write(tmp_path / "chains.tflite")
@@ -100,8 +100,8 @@ def test_random_convolution_chains_over_their_inputs_equal_litert(seed, cmsis_nn
 
 @pytest.mark.qemu
 @pytest.mark.cross
-@pytest.mark.parametrize("chain, shape", [(DS_CHAIN, (1, 25, 5, 8)), (MOBILENET_HEAD, (1, 48, 24, 3))],
-                         ids=["row bands", "stripes"])
+@pytest.mark.parametrize("chain, shape", [pytest.param(DS_CHAIN, (1, 25, 5, 8), marks=pytest.mark.exhaustive),
+                                          (MOBILENET_HEAD, (1, 48, 24, 3))], ids=["row bands", "stripes and bands"])
 def test_min_plans_on_the_m55_equal_litert(chain, shape, cmsis_nn, tmp_path):
     model = chain_model(np.random.default_rng(5), chain, input_shape=shape).write(tmp_path / "k.tflite")
     mlf = tmp_path / "k.tar"
