@@ -345,6 +345,7 @@ def test_constants_beyond_the_flash_are_refused_before_compiling(tmp_path, capsy
     assert not (tmp_path / "out" / "project").exists() and not (tmp_path / "out" / "build.log").exists()
 
 
+@pytest.mark.cross  # the plan reads Cortex-M code with the cross compiler's preprocessor
 def test_planned_ram_beyond_the_board_is_refused_before_compiling(tmp_path, capsys):
     """Two 40,000-byte io buffers, each within lm3s6965evb's 64 KiB of RAM, together beyond it."""
     mlf = _imported(_relu(tmp_path / "wide_relu.tflite", 40_000))

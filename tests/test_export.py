@@ -452,6 +452,8 @@ def _header_quantization(folder: Path, module: str, inputs: int, outputs: int, w
     return [(np.float32(float(scale)), int(zero)) for scale, zero in zip(printed[::2], printed[1::2])]
 
 
+@pytest.mark.qemu  # CMSIS-NN's buffer sizes are probed on the board's core
+@pytest.mark.cross
 def test_an_imported_model_exports_the_quantization_it_carries(cmsis_nn, tmp_path):
     """An MLF made by `mlfbuild import` carries its .tflite: export gives its inputs' and outputs'
     scale and zero point in mlf_<mod>.h with no --model, as from a .tflite given directly."""

@@ -32,7 +32,8 @@ from .values import (OTHER, POOL, UNKNOWN_INT, Allocation, Conflict, Held, IntVa
 STEP_DEPTH = 2  # the entry (0), the AOT main (1) and its operators (2) count their statements as steps
 MAX_CALL_DEPTH = 16
 MAX_PASSES = 12  # widening reaches a fixed point in two or three; more means something is off
-WORK_LIMIT = 1_000_000  # expressions evaluated in all (kws: about 40,000): past it, the code is not proven
+WORK_LIMIT = 4_000_000  # expressions evaluated in all (kws: about 40,000; an imported LSTM, its gates and
+# fixed-point activations nested four loops deep: about 2,500,000): past it, the code is not proven
 _MEMORY_FUNCTIONS = {"memcpy": (0, 1), "memmove": (0, 1), "memset": (0,)}  # pointer arguments; length is the third
 # TVM's workspace allocator (crt/src/backend.c): a LIFO stack, each block rounded up to this many bytes.
 ALLOCATE, FREE = "TVMBackendAllocWorkspace", "TVMBackendFreeWorkspace"
