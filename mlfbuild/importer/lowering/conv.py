@@ -47,6 +47,21 @@ def _window(op: Operator, x: Tensor, w: Tensor, y: Tensor):
     return filters, (n, in_h, in_w, in_c), (out_h, out_w, out_c), (k_h, k_w, f_c), (sh, sw, dh, dw), padding
 
 
+def _check_filter(op: Operator, w: Tensor, depthwise: bool, kernel: tuple[int, int], in_c: int, out_c: int) -> None:
+    """The filter's shape fits the channels (a depthwise multiplier, or one group), one scale per
+    output channel where per-channel."""
+    k_h, k_w = kernel
+    if depthwise:
+        multiplier = out_c // in_c if in_c else 0
+        if w.shape != (1, k_h, k_w, out_c) or multiplier * in_c != out_c:
+            raise refuse(op, f"filter {w.describe()} does not fit {in_c} input and {out_c} output channels")
+    elif w.shape != (out_c, k_h, k_w, in_c):
+        raise refuse(op, f"filter {w.describe()} does not fit {in_c} input and {out_c} output channels "
+                          "(grouped convolutions are not supported)")
+    if w.quantization.per_channel and len(w.quantization.scales) != out_c:
+        raise refuse(op, f"the filter has {len(w.quantization.scales)} scales for {out_c} output channels")
+
+
 def _conv_like(graph: Graph, op: Operator, *, depthwise: bool) -> Lowered:
     x, w, y = tensor_at(graph, op, 0), tensor_at(graph, op, 1), tensor_at(graph, op, 0, output=True)
     require_int8(op, x, y)
@@ -57,15 +72,7 @@ def _conv_like(graph: Graph, op: Operator, *, depthwise: bool) -> Lowered:
     multipliers, shifts = q.convolution_multipliers(x.quantization.scale, w.quantization.scales,
                                                     y.quantization.scale, out_c)
     in_offset, out_offset = -x.quantization.zero_point, y.quantization.zero_point
-    if depthwise:
-        multiplier = out_c // in_c if in_c else 0
-        if w.shape != (1, k_h, k_w, out_c) or multiplier * in_c != out_c:
-            raise refuse(op, f"filter {w.describe()} does not fit {in_c} input and {out_c} output channels")
-    elif w.shape != (out_c, k_h, k_w, in_c):
-        raise refuse(op, f"filter {w.describe()} does not fit {in_c} input and {out_c} output channels "
-                          "(grouped convolutions are not supported)")
-    if w.quantization.per_channel and len(w.quantization.scales) != out_c:
-        raise refuse(op, f"the filter has {len(w.quantization.scales)} scales for {out_c} output channels")
+    _check_filter(op, w, depthwise, (k_h, k_w), in_c, out_c)
     window = [f"  cmsis_nn_tile stride = {c_dims((sw, sh))};", f"  cmsis_nn_tile padding = {c_dims((pad_w, pad_h))};",
               f"  cmsis_nn_tile dilation = {c_dims((dw, dh))};", f"  cmsis_nn_activation activation = {c_dims((lo, hi))};"]
     if depthwise:
@@ -149,15 +156,7 @@ def _conv_16x8(graph: Graph, op: Operator, *, depthwise: bool) -> Lowered:
     _int16_tensor(op, y)
     filters, (n, in_h, in_w, in_c), (out_h, out_w, out_c), (k_h, k_w, _), (sh, sw, dh, dw), (pad_h, pad_w) = \
         _window(op, x, w, y)
-    if depthwise:
-        multiplier = out_c // in_c if in_c else 0
-        if w.shape != (1, k_h, k_w, out_c) or multiplier * in_c != out_c:
-            raise refuse(op, f"filter {w.describe()} does not fit {in_c} input and {out_c} output channels")
-    elif w.shape != (out_c, k_h, k_w, in_c):
-        raise refuse(op, f"filter {w.describe()} does not fit {in_c} input and {out_c} output channels "
-                          "(grouped convolutions are not supported)")
-    if w.quantization.per_channel and len(w.quantization.scales) != out_c:
-        raise refuse(op, f"the filter has {len(w.quantization.scales)} scales for {out_c} output channels")
+    _check_filter(op, w, depthwise, (k_h, k_w), in_c, out_c)
     if len(op.inputs) < 3 or op.inputs[2] < 0:
         raise refuse(op, "a 16x8 convolution without a bias (LiteRT's prepare requires one)")
     bias = constant_data(op, graph.tensors[op.inputs[2]], "int64").reshape(-1)
