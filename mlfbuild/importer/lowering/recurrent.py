@@ -28,12 +28,16 @@ from .base import (
 def _effective_scale(op: Operator, a: float, b: float, c: float) -> tuple[int, int]:
     """a × b / c as TFLite's svdf.cc computes it at prepare (in float, each operand a float), then
     QuantizeMultiplier."""
-    real = float(np.float32(np.float32(a) * np.float32(b)) / np.float32(c))
+    return _checked_multiplier(op, float(np.float32(np.float32(a) * np.float32(b)) / np.float32(c)), "effective")
+
+
+def _checked_multiplier(op: Operator, real: float, what: str) -> tuple[int, int]:
+    """QuantizeMultiplier of a positive scale below 2^31, or the refusal saying which scale is not."""
     if not np.isfinite(real) or real <= 0:
-        raise refuse(op, f"its effective scale {real} is not a positive number")
+        raise refuse(op, f"the {what} scale {real} is not a positive number")
     multiplier, shift = q.quantize_multiplier(real)
     if shift > 30:
-        raise refuse(op, f"its effective scale {real:.3g} is 2^31 or more; the 32-bit requantisation cannot shift by it")
+        raise refuse(op, f"the {what} scale {real:.3g} is 2^31 or more; the 32-bit requantisation cannot shift by it")
     return multiplier, shift
 
 
@@ -251,15 +255,6 @@ def _weights(op: Operator, t: Tensor | None, rows: int, columns: int) -> np.ndar
     return data.astype(np.int32)
 
 
-def _lstm_multiplier(op: Operator, real: float, what: str) -> tuple[int, int]:
-    if not np.isfinite(real) or real <= 0:
-        raise refuse(op, f"the {what} scale {real} is not a positive number")
-    multiplier, shift = q.quantize_multiplier(real)
-    if shift > 30:
-        raise refuse(op, f"the {what} scale {real:.3g} is 2^31 or more; the 32-bit requantisation cannot shift by it")
-    return multiplier, shift
-
-
 def _cell_scale_exponent(op: Operator, cell: Tensor) -> int:
     """log2 of the cell state's scale, which LiteRT requires to be a power of two (CheckedLog2)."""
     scale = cell.quantization.scale if cell.quantization is not None else 0.0
@@ -368,11 +363,11 @@ def unidirectional_sequence_lstm(graph: Graph, op: Operator) -> Lowered:
                      Operand("int32_t*", f"{gate}_state_b_", constant=state_bias)]
         w_in_scale = np.float32(graph.tensors[op.inputs[_INPUT_WEIGHTS[k]]].quantization.scale)
         w_state_scale = np.float32(graph.tensors[op.inputs[_RECURRENT_WEIGHTS[k]]].quantization.scale)
-        scales[gate] = (_lstm_multiplier(op, float(np.float32(w_in_scale * in_scale) / _GATE_SCALE), f"{gate} input"),
-                        _lstm_multiplier(op, float(np.float32(w_state_scale * state_scale) / _GATE_SCALE),
+        scales[gate] = (_checked_multiplier(op, float(np.float32(w_in_scale * in_scale) / _GATE_SCALE), f"{gate} input"),
+                        _checked_multiplier(op, float(np.float32(w_state_scale * state_scale) / _GATE_SCALE),
                                          f"{gate} recurrent"))
     hidden_real = float(np.float32(2.0 ** -15 / float(np.float32(hidden_quantization.scale)) * 2.0 ** -15))
-    hidden_multiplier, hidden_shift = _lstm_multiplier(op, hidden_real, "hidden")
+    hidden_multiplier, hidden_shift = _checked_multiplier(op, hidden_real, "hidden")
     hidden_zp = hidden_quantization.zero_point
     operands.append(Operand("int8_t*", "output_", op.outputs[0]))
     clip = _quantized_cell_clip(op, cell)
