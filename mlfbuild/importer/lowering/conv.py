@@ -166,10 +166,7 @@ def _conv_16x8(graph: Graph, op: Operator, *, depthwise: bool) -> Lowered:
     largest = fan_in * 32768 * int(np.abs(filters.astype(np.int64)).max(initial=0)) + int(np.abs(bias).max(initial=0))
     if largest >= 1 << 47:
         raise refuse(op, f"a sum could reach {largest}, beyond the 2^47 TFLite's int64 requantisation takes")
-    name = ACTIVATIONS.get(op.options.get("activation", 0), "?")
-    if name not in ("NONE", "RELU", "RELU6", "RELU_N1_TO_1"):
-        raise refuse(op, f"fused activation {name} is not supported")
-    lo, hi = q.activation_range(name, y.quantization.scale, 0, -32768, 32767)
+    lo, hi = _int16_activation_range(op, y)
     multipliers, shifts = q.convolution_multipliers(x.quantization.scale, w.quantization.scales,
                                                     y.quantization.scale, out_c)
     if any(not -31 <= int(v) <= 30 for v in shifts):
@@ -344,6 +341,14 @@ REQUANTIZE_REDUCED_C = """static inline int64_t mlf_requantize_s64_reduced(int64
 C_HELPERS.setdefault(REQUANTIZE_REDUCED_FUNCTION, REQUANTIZE_REDUCED_C)
 
 
+def _int16_activation_range(op: Operator, y: Tensor) -> tuple[int, int]:
+    """The fused activation's clamp of a 16x8 layer's output (symmetric int16, zero point 0)."""
+    name = ACTIVATIONS.get(op.options.get("activation", 0), "?")
+    if name not in ("NONE", "RELU", "RELU6", "RELU_N1_TO_1"):
+        raise refuse(op, f"fused activation {name} is not supported")
+    return q.activation_range(name, y.quantization.scale, 0, -32768, 32767)
+
+
 def _int16_tensor(op: Operator, t) -> None:
     if t.dtype != "int16":
         raise refuse(op, f"tensor {t.describe()} is {t.dtype}; with an int16 input the output is int16 (16x8)")
@@ -369,10 +374,7 @@ def _fully_connected_16x8(graph: Graph, op: Operator) -> Lowered:
         int(np.abs(bias).max(initial=0)) if bias is not None else 0)
     if largest >= 1 << 32:
         raise refuse(op, f"a sum could reach {largest}, beyond the 2^32 an int64 requantisation takes")
-    name = ACTIVATIONS.get(op.options.get("activation", 0), "?")
-    if name not in ("NONE", "RELU", "RELU6", "RELU_N1_TO_1"):
-        raise refuse(op, f"fused activation {name} is not supported")
-    lo, hi = q.activation_range(name, y.quantization.scale, 0, -32768, 32767)
+    lo, hi = _int16_activation_range(op, y)
     if w.quantization.per_channel:
         if len(w.quantization.scales) != units or w.quantization.axis != 0:
             raise refuse(op, f"the weights have {len(w.quantization.scales)} scales along dimension "
