@@ -62,6 +62,18 @@ def _check_filter(op: Operator, w: Tensor, depthwise: bool, kernel: tuple[int, i
         raise refuse(op, f"the filter has {len(w.quantization.scales)} scales for {out_c} output channels")
 
 
+def _per_channel_operands(graph: Graph, op: Operator, filters: np.ndarray, multipliers: np.ndarray,
+                          bias: np.ndarray | None, shifts: np.ndarray) -> list[Operand]:
+    """A per-channel int8 convolution's parameters, in the order CMSIS-NN's calls and our kernels take
+    them: input, filter, multipliers, bias (where there is one), shifts, output."""
+    x_op, y_op = io_operands(graph, op)
+    operands = [x_op, Operand("int8_t*", "filter_", constant=np.ascontiguousarray(filters)),
+                Operand("int32_t*", "multiplier_", constant=multipliers)]
+    if bias is not None:
+        operands.append(Operand("int32_t*", "bias_", constant=bias))
+    return operands + [Operand("int32_t*", "shift_", constant=shifts), y_op]
+
+
 def _conv_like(graph: Graph, op: Operator, *, depthwise: bool) -> Lowered:
     x, w, y = tensor_at(graph, op, 0), tensor_at(graph, op, 1), tensor_at(graph, op, 0, output=True)
     require_int8(op, x, y)
@@ -93,12 +105,7 @@ def _conv_like(graph: Graph, op: Operator, *, depthwise: bool) -> Lowered:
              f"  cmsis_nn_dims output_dims = {c_dims((n, out_h, out_w, out_c))};"]
             + status_check(f"{function}(&context, &conv_params, &quant_params, &input_dims, input_, &filter_dims, "
                             f"filter_, &bias_dims, {'bias_' if bias is not None else 'NULL'}, &output_dims, output_)"))
-    x_op, y_op = io_operands(graph, op)
-    operands = [x_op, Operand("int8_t*", "filter_", constant=np.ascontiguousarray(filters)),
-                Operand("int32_t*", "multiplier_", constant=multipliers)]
-    if bias is not None:
-        operands.append(Operand("int32_t*", "bias_", constant=bias))
-    operands += [Operand("int32_t*", "shift_", constant=shifts), y_op]
+    operands = _per_channel_operands(graph, op, filters, multipliers, bias, shifts)
     rows = bands = None
     if n == 1:
         rows = ConvRows(function, tuple([window[0], *window[2:], *params]), tuple(filter_dims), bias is not None,
@@ -239,12 +246,7 @@ def _grouped_conv(graph: Graph, op: Operator) -> Lowered:
             f"          const int32_t out = {REQUANTIZE_FUNCTION}(acc, multiplier_[oc], shift_[oc]) + ({out_offset});",
             f"          output_[((b * {out_h} + oy) * {out_w} + ox) * {out_c} + oc] = (int8_t){c_clamp('out', lo, hi)};",
             "        }", "      }", "    }", "  }", "  return 0;"]
-    x_op, y_op = io_operands(graph, op)
-    operands = [x_op, Operand("int8_t*", "filter_", constant=np.ascontiguousarray(filters)),
-                Operand("int32_t*", "multiplier_", constant=multipliers)]
-    if bias is not None:
-        operands.append(Operand("int32_t*", "bias_", constant=bias))
-    operands += [Operand("int32_t*", "shift_", constant=shifts), y_op]
+    operands = _per_channel_operands(graph, op, filters, multipliers, bias, shifts)
     return Lowered(op, "", operands, body, "grouped: TFLite's reference ConvPerChannel", kernel=True)
 
 
