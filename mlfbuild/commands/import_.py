@@ -25,8 +25,9 @@ class ImportCommand(Command):
                                  "CMSIS-NN computes (faster fully connected layers on DSP cores, within an LSB per layer)")
         parser.add_argument("--memory", choices=("floor", "min"), default="floor",
                             help="floor: every layer writes a tensor of its own (the liveness floor; the default); "
-                                 "min: convolutions also write their output over their dying input row by row, "
-                                 "where that makes the pool smaller (a little more compute: a call per row)")
+                                 "min: convolutions and pads also write their output over their dying input row by "
+                                 "row, and the first convolutions run in stripes, where that makes the pool smaller "
+                                 "(a little more compute: calls per row, rows of the stripes recomputed)")
         parser.add_argument("--json", action="store_true", help="print what was imported as JSON")
 
     def run(self, args):
@@ -54,8 +55,8 @@ class ImportCommand(Command):
         kernels = [s for s in result.steps if s.kernel]
         own = f" and {len(kernels)} kernel(s) of mlfbuild's" if kernels else ""
         print(f"imported {args.model} → {out}: module {result.module}, {len(result.steps)} operator(s) as "
-              f"{len(calls)} CMSIS-NN call(s){own}, workspace {result.pool_bytes:,} B (liveness floor "
-              f"{result.floor_bytes:,} B)")
+              f"{len(calls)} CMSIS-NN call(s){own}, workspace {result.pool_bytes:,} B "
+              + (f"(liveness floor {result.floor_bytes:,} B)" if args.memory == "floor" else "(--memory min)"))
         for note in result.notes:
             print(f"  {note}")
         return 0
