@@ -10,6 +10,8 @@ import subprocess
 import pytest
 from conftest import REPO, cli
 
+CONVERTER_MODELS = REPO / "tests" / "converter_models"
+
 M4, M55 = 0, 1
 SOURCE = REPO / "templates" / "profile" / "thumbcost.c"
 
@@ -166,9 +168,9 @@ def test_the_json_carries_the_estimate_and_its_model(build_firmware, board, labe
 
 @pytest.mark.cross
 @pytest.mark.qemu
-def test_an_imported_model_on_the_m4_reports_cycles_beside_instructions(tflm_models_dir, cmsis_nn, tmp_path):
-    out = tmp_path / "hello"
-    built = cli("build", str(tflm_models_dir / "hello_world_int8.tflite"), "-b", "mps2-an386",
+def test_an_imported_model_on_the_m4_reports_cycles_beside_instructions(cmsis_nn, tmp_path):
+    out = tmp_path / "dense"
+    built = cli("build", str(CONVERTER_MODELS / "dense_2d.tflite"), "-b", "mps2-an386",
                 "--cmsis-nn", str(cmsis_nn("v6.0.0")), "-o", str(out))
     assert built.returncode == 0, built.stderr
     table = cli("run", str(out), "--profile")
