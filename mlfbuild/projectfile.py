@@ -33,7 +33,7 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
 from .errors import InvalidInputError
-from .project import OPT_LEVELS, RUNTIMES
+from .toolchain import OPT_LEVELS, RUNTIMES
 from .suggest import did_you_mean
 from .units import build_memory, parse_byte_count, tolerance
 from .untrusted import read_regular

@@ -23,6 +23,11 @@ from typing import Callable, Iterator
 from .errors import BuildError, OverBudgetError, StorageError, says_storage_failed
 from .resources import setup_hint
 
+# What a build can be asked for (the CLI's choices; kept here, beside the compiler, so that parsing
+# the command line does not load the project renderer).
+OPT_LEVELS = ("-Os", "-O2", "-O3", "-O1", "-O0", "-Og")
+RUNTIMES = ("builtin", "tvm")  # mlfbuild's own crt/, or TVM's standalone CRT
+
 DEFAULT_BUILD_TIMEOUT = 1800.0  # seconds for one make run; the largest real builds take a few minutes
 # Bytes of address space for make and for each compiler, assembler and linker it starts (the
 # largest real model's compiler needs well under 1 GiB): an `#include "/dev/zero"` ends here.

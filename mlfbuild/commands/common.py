@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..cliargs import build_memory_arg, parse_size, seconds_arg
 from ..errors import InvalidInputError
-from ..project import OPT_LEVELS, RUNTIMES
+from ..toolchain import OPT_LEVELS, RUNTIMES
 from ..record import BUILD_RECORD, is_build_folder
 from ..style import GREEN, RED, YELLOW, paint
 

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from ..cliargs import apply_project_file
-from ..project import OPT_LEVELS
+from ..toolchain import OPT_LEVELS
 from .base import Command
 from .common import add_board_arguments, add_cmsis_nn_arguments, add_module_rename
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from ..cliargs import build_memory_arg, parse_size, samples_arg, seconds_arg
 from ..matrix.cluster import CONNECT_TIMEOUT
 from ..outfolder import prepare, write_file as write_report_file
-from ..project import OPT_LEVELS
+from ..toolchain import OPT_LEVELS
 from ..style import printable
 from ..toolchain import DEFAULT_BUILD_MEMORY
 from .base import Command

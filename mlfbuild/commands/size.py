@@ -10,7 +10,6 @@ from pathlib import Path
 from .. import record
 from ..cliargs import apply_project_file, parse_size
 from ..outfolder import write_file
-from ..size import diff, load_snapshot, size_report
 from .base import Command
 
 
@@ -34,6 +33,8 @@ class SizeCommand(Command):
 
     def run(self, args: argparse.Namespace, out=None, err=None) -> int:
         """Print the requested form; raise OverBudgetError (exit 5) after printing when over budget."""
+        from ..size import diff, load_snapshot, size_report  # loaded here: the other commands need none of it
+
         out = out or sys.stdout
         err = err or sys.stderr
         apply_project_file(args, self.name)

@@ -9,12 +9,24 @@ into a table, JSON, JUnit and an HTML grid.
 
 from __future__ import annotations
 
-from .cache import BuildCache
-from .cluster import dask_client
-from .engine import BuildConfig, Limits, run_matrix
-from .jobs import Entry, Filters, Job, apply_filters, cross, entries_from_file, label, with_default_samples
-from .report import (Progress, document, html_grid, jobs_to_retry, junit_xml, matrix_exit_code, merged_with_earlier,
-                     summary_table)
+import importlib
+
+# Where each name of the package's interface lives. They load on first use (PEP 562), so that the
+# command line, which needs only `cluster`'s defaults to parse its arguments, does not load the
+# build pipeline.
+_HOMES = {"BuildCache": "cache", "dask_client": "cluster", "BuildConfig": "engine", "Limits": "engine",
+          "run_matrix": "engine", "Entry": "jobs", "Filters": "jobs", "Job": "jobs", "apply_filters": "jobs",
+          "cross": "jobs", "entries_from_file": "jobs", "label": "jobs", "with_default_samples": "jobs",
+          "Progress": "report", "document": "report", "html_grid": "report", "jobs_to_retry": "report",
+          "junit_xml": "report", "matrix_exit_code": "report", "merged_with_earlier": "report",
+          "summary_table": "report"}
+
+
+def __getattr__(name: str):
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{_HOMES[name]}", __name__), name)
+
 
 __all__ = ["BuildCache", "BuildConfig", "Entry", "Filters", "Job", "Limits", "Progress", "apply_filters", "cross",
            "dask_client", "document", "entries_from_file", "html_grid", "jobs_to_retry", "junit_xml", "label",

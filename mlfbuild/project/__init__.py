@@ -18,7 +18,7 @@ from ..boards import Board
 from ..errors import BuildError, InvalidInputError, UsageError
 from ..mlf.model import ModelLibrary
 from ..resources import data_dir
-from ..toolchain import DEFAULT_BUILD_MEMORY
+from ..toolchain import DEFAULT_BUILD_MEMORY, OPT_LEVELS, RUNTIMES  # noqa: F401 - re-exported
 from ..untrusted import read_regular
 from .abi import check_c_code, float_abi_for
 from .cmsis_nn import CmsisNnLibrary, describe_features, render_cmsis_nn
@@ -37,8 +37,6 @@ from ..canalysis.cfront import HOST, Preprocessor
 _TOOLCHAIN_DEFAULT_PREFIX = "arm-none-eabi-"
 
 
-OPT_LEVELS = ("-Os", "-O2", "-O3", "-O1", "-O0", "-Og")
-RUNTIMES = ("builtin", "tvm")  # mlfbuild's own crt/, or TVM's standalone CRT
 
 
 @dataclass(frozen=True)
