@@ -109,19 +109,24 @@ def runtime_include_dir() -> Path:
 def parse_sources(sources: dict[str, str], include_dirs: list[Path] | tuple[Path, ...] = ()) -> list[ParsedFile]:
     """Every source preprocessed and parsed; CFrontError on the first that cannot be. One build asks
     for the same module several times (its pool, its allocations, its CMSIS-NN calls): the trees of
-    the last few are kept (nothing changes a tree once parsed)."""
+    the last few are kept (nothing changes a tree once parsed), and so is a failure: code whose
+    preprocessing timed out (an include of a FIFO) costs the time limit once, not once per analysis."""
     preprocessor = getattr(include_dirs, "preprocessor", HOST)
     key = (tuple(sorted(sources.items())), tuple(str(d) for d in include_dirs), preprocessor)
-    if key in _PARSED:
-        return _PARSED[key]
-    parsed = _parse_all(sources, include_dirs, preprocessor)
-    _PARSED[key] = parsed
-    while len(_PARSED) > _KEEP:
-        del _PARSED[next(iter(_PARSED))]
+    if key not in _PARSED:
+        try:
+            _PARSED[key] = _parse_all(sources, include_dirs, preprocessor)
+        except CFrontError as exc:
+            _PARSED[key] = exc
+        while len(_PARSED) > _KEEP:
+            del _PARSED[next(iter(_PARSED))]
+    parsed = _PARSED[key]
+    if isinstance(parsed, CFrontError):
+        raise CFrontError(str(parsed))
     return parsed
 
 
-_PARSED: dict[tuple, list[ParsedFile]] = {}
+_PARSED: dict[tuple, list[ParsedFile] | CFrontError] = {}
 _KEEP = 4
 
 
