@@ -121,25 +121,11 @@ def _quantizations(libraries: list[ModelLibrary], models: list[str]) -> dict[str
         modules = [m.to_json() for lib in libraries for m in lib.modules]
         chosen = resolve(models, modules)
         found = {m["name"]: chosen[m["name"]].quantization_of(m) for m in modules if m["name"] in chosen}
+    from .reference.carried import carried_quantizations
+
     for lib in libraries:
-        for module in lib.modules:
-            carried = lib.carried_model(module)
-            if module.name not in found and carried is not None:
-                found[module.name] = _carried_quantization(carried, module)
+        found.update(carried_quantizations(lib, known=set(found)))
     return found
-
-
-def _carried_quantization(model: Path, module) -> dict[str, tuple[float, int]]:
-    from .reference.signature import module_quantization
-    from .reference.tflite import read_tflite
-
-    where = f"module {module.name}: the model its MLF carries ({module.imported_from.get('model_path')})"
-    try:
-        return module_quantization(read_tflite(model), module.to_json())
-    except InvalidInputError as exc:
-        raise InvalidInputError(f"{where} is unusable: {str(exc).replace(str(model) + ': ', '')}") from None
-    except ValueError as exc:       # it describes another graph: the MLF was altered after import
-        raise InvalidInputError(f"{where} describes another graph: {exc}") from None
 
 
 def _check_folder(folder: Path) -> None:

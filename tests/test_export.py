@@ -472,6 +472,32 @@ def test_an_imported_model_exports_the_quantization_it_carries(cmsis_nn, tmp_pat
         assert _header_quantization(folder, "small", 2, 2, tmp_path) == expected
 
 
+@pytest.mark.cross
+def test_build_with_an_app_gives_it_the_quantization_an_imported_model_carries(cmsis_nn, tmp_path):
+    """The headers a `build --app` application includes are the export's: the scale and zero point of
+    the io tensors of an imported MLF, with no --model."""
+    from tflitewriter import bundle_model
+    from mlfbuild.reference.tflite import read_tflite
+
+    model = bundle_model(np.random.default_rng(7), ["FULLY_CONNECTED"]).write(tmp_path / "small.tflite")
+    tflite = read_tflite(model)
+    assert cli("import", str(model), "-o", str(tmp_path / "small.tar")).returncode == 0
+    app = tmp_path / "app"
+    app.mkdir()
+    prints = [f'printf("%.9g %d\\n", (double)MLF_SMALL_{kind}_0_SCALE, MLF_SMALL_{kind}_0_ZERO_POINT);'
+              for kind in ("INPUT", "OUTPUT")]
+    (app / "main.c").write_text('#include <stdio.h>\n#include "mlf_small.h"\nint main(void) {\n' + "\n".join(prints)
+                                + "\nreturn 0;\n}\n")
+    built = cli("build", str(tmp_path / "small.tar"), "-b", "host", "--cmsis-nn", str(cmsis_nn("v6.0.0")),
+                "-o", str(tmp_path / "b"), "--app", str(app))
+    assert built.returncode == 0, built.stderr
+    done = cli("run", str(tmp_path / "b"), "--timeout", "60")
+    assert done.returncode == 0, done.stdout + done.stderr
+    printed = [line.split() for line in done.stdout.splitlines() if len(line.split()) == 2][:2]
+    assert [(np.float32(float(scale)), int(zero)) for scale, zero in printed] == \
+        [(np.float32(t.scale), t.zero_point) for t in tflite.inputs + tflite.outputs]
+
+
 def test_an_imported_mlf_whose_model_was_swapped_is_refused(cmsis_nn, tmp_path):
     import tarfile
 

@@ -83,6 +83,16 @@ def templates_hash() -> str:
     return digest.hexdigest()[:16]
 
 
+def _app_quantizations(lib: ModelLibrary, options: ProjectOptions) -> dict:
+    """The io quantization an imported MLF carries, for the headers the user's application includes (as
+    `export` writes them); the console app reads none."""
+    if options.app is None:
+        return {}
+    from ..reference.carried import carried_quantizations
+
+    return carried_quantizations(lib)
+
+
 def render_project(lib: ModelLibrary, board: Board, dest: Path, options: ProjectOptions = ProjectOptions(),
                    stack_bytes: int | None = None) -> Project:
     """`stack_bytes`: the .stack reserve to link with when options do not fix one (default: the board's)."""
@@ -100,7 +110,7 @@ def render_project(lib: ModelLibrary, board: Board, dest: Path, options: Project
     float_abi = float_abi_for(board, [o for m in lib.modules for o in m.objects])
     arch_flags = arch_flags_for(board, float_abi)
     preprocessor = code_preprocessor(board, options.toolchain_prefix, arch_flags)
-    library = render_library(lib, writer, env, options.runtime, check=check,
+    library = render_library(lib, writer, env, options.runtime, check=check, quantizations=_app_quantizations(lib, options),
         cmsis_nn=lambda: render_cmsis_nn(lib, board, arch_flags, options.cmsis_nn, options.cmsis_core, writer,
                                        options.build_memory, optimize=options.cmsis_nn_optimize,
                                        preprocessor=preprocessor),
@@ -125,7 +135,8 @@ def render_project(lib: ModelLibrary, board: Board, dest: Path, options: Project
     makefile = env.get_template("project/Makefile.j2").render(
         board=board, toolchain=toolchain, arch_flags=arch_flags, opt_flags=[options.optimize, "-g"],
         werror=options.werror, defines=defines,
-        includes=["app" if options.app else "src", *library.includes, *runtime.includes, *library_includes],
+        # src/ holds the console app, or with the user's app just the CMSIS-NN scratch region's header
+        includes=[*(["app"] if options.app else []), "src", *library.includes, *runtime.includes, *library_includes],
         ld_flags=link_flags(board), ld_libs=["-lm"], linker_script=linker_script,
         our_sources=[*[s for s in app_sources if s.endswith(".c")], *library.sources, *runtime.sources],
         cxx_sources=cxx_sources, cxx_extensions=[e[1:] for e in APP_SOURCES if e != ".c"],
