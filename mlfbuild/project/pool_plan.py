@@ -85,6 +85,10 @@ def plan_usmp_pool(sources: dict[str, str], module_name: str, scratch: dict[str,
                         f"{producer}'s layout overlaps {overlap[0]} and {overlap[1]}, which this reading finds live "
                         "at the same call", producer=producer)
     plan = plan_memory(buffers, ALIGNMENT)
+    if pool.mapped:
+        return PoolPlan("usmp", pool.tvm_bytes, pool.tvm_bytes, floor, False,
+                        f"its inputs and outputs are in the pool, at the offsets tvmgen_{module_name}_map_inputs and "
+                        "_map_outputs give the application", producer=producer, live=live)
     if plan.arena_bytes >= pool.tvm_bytes:
         return PoolPlan("usmp", pool.tvm_bytes, pool.tvm_bytes, floor, False,
                         f"{producer}'s layout is already as small as the re-plan ({plan.arena_bytes:,} B)", plan=None,
