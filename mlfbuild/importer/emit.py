@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..project.memory_plan import Buffer, MemoryPlan, align, plan_memory
+from ..project.memory_plan import Buffer, MemoryPlan, align, floor_bytes, plan_memory
 from .lowering import BAND_FUNCTION, C_HELPERS, Lowered
 from .patches import apply_stage, stage_candidates
 from .tflite import Graph
@@ -71,8 +71,20 @@ class Layout:
         root = self.storage.get(tensor, tensor)
         if root in self.io_names and not self.io_in_pool:
             return f"{self.io_names[root]}_buffer_var"
+        if self.io_in_pool:
+            return f"sid_{tensor}_let"
         offset = self.offsets.get(tensor, 0)
         return f"(void*)((uint8_t*)sid_{root}_let + {offset})" if offset else f"sid_{root}_let"
+
+    def carves(self) -> list[tuple[str, int]]:
+        """The main's pointers into the pool: one per buffer; with the min plan one per tensor, so that
+        each tensor is a region of its own life to the build's reading of the pool (a merged buffer
+        is busy only in parts at each call)."""
+        if not self.io_in_pool:
+            return [(f"{b.name}_let", self.plan.offsets[b.name]) for b in self.plan.buffers]
+        placed = {b.name for b in self.plan.buffers}
+        return [(f"sid_{tensor}_let", self.pool_offset(tensor)) for tensor in sorted(self.storage)
+                if f"sid_{self.storage[tensor]}" in placed]
 
 
 # Memory plans: "floor", every operator writes a tensor of its own (in-place element-wise operators
@@ -105,7 +117,7 @@ def plan_layout(graph: Graph, steps: list[Lowered], memory: str = FLOOR_MEMORY) 
         step.band_order = ""
     if in_pool:
         _overlap_by_bands(graph, calls, shared, io_names)
-    layout = _layout(graph, calls, shared, io_names)
+    layout = _layout(graph, calls, shared, io_names, by_pieces=in_pool)
     layout.io_names, layout.io_in_pool = names, in_pool
     return layout
 
@@ -120,7 +132,8 @@ def _io_lives(graph: Graph, calls: list[Lowered]) -> dict[int, tuple[int, int]]:
     return lives
 
 
-def _layout(graph: Graph, calls: list[Lowered], shared: "_SharedBytes", io_names: dict[int, str]) -> Layout:
+def _layout(graph: Graph, calls: list[Lowered], shared: "_SharedBytes", io_names: dict[int, str],
+            by_pieces: bool = False) -> Layout:
     members = shared.members()
     storage = {tensor: shared.root(tensor) for tensor in members}
     spans = shared.spans(graph)
@@ -129,7 +142,69 @@ def _layout(graph: Graph, calls: list[Lowered], shared: "_SharedBytes", io_names
     buffers = [Buffer(f"sid_{root}", spans[root][1] - spans[root][0] if root in spans else graph.tensors[root].nbytes,
                       first[root], last[root])
                for root in sorted(first) if root not in io_names]
-    return Layout(storage, plan_memory(buffers, ALIGNMENT), io_names, {t: o for t, o in offsets.items() if o})
+    if by_pieces:
+        plan = _plan_pieces(buffers, _pieces(graph, calls, shared, storage, offsets))
+    else:
+        plan = plan_memory(buffers, ALIGNMENT)
+    return Layout(storage, plan, io_names, {t: o for t, o in offsets.items() if o})
+
+
+@dataclass(frozen=True)
+class _Piece:
+    """One tensor of a merged buffer: its bytes from the buffer's first, and its calls."""
+
+    start: int
+    size: int
+    first: int
+    last: int
+
+
+def _pieces(graph: Graph, calls: list[Lowered], shared: "_SharedBytes", storage: dict[int, int],
+            offsets: dict[int, int]) -> dict[str, list[_Piece]]:
+    """Each buffer's tensors where they lie and while they live: a merged buffer is busy only in parts
+    at each call (the input of a chain of overlaps is long dead when its last layer runs)."""
+    life = _tensor_lives(calls, shared.pinned)
+    found: dict[str, list[_Piece]] = {}
+    for tensor, root in storage.items():
+        if tensor in life:
+            found.setdefault(f"sid_{root}", []).append(_Piece(offsets[tensor], graph.tensors[tensor].nbytes, *life[tensor]))
+    return found
+
+
+def _tensor_lives(calls: list[Lowered], pinned: dict[int, tuple[int | None, int | None]]) -> dict[int, tuple[int, int]]:
+    life: dict[int, list[int]] = {}
+    for index, step in enumerate(calls):
+        for operand in step.operands:
+            if operand.tensor is not None:
+                life.setdefault(operand.tensor, [index, index])[1] = index
+    for tensor, (low, high) in pinned.items():
+        if tensor in life:
+            life[tensor] = [life[tensor][0] if low is None else min(low, life[tensor][0]),
+                            life[tensor][1] if high is None else max(high, life[tensor][1])]
+    return {tensor: (first, last) for tensor, (first, last) in life.items()}
+
+
+def _plan_pieces(buffers: list[Buffer], pieces: dict[str, list[_Piece]]) -> MemoryPlan:
+    """The buffers placed greedily, largest first, each at the lowest aligned offset where none of its
+    pieces meets a placed piece live at the same call: two merged buffers may interleave where their
+    busy parts do not meet (plan_memory's rectangles would keep them apart)."""
+    order = sorted(buffers, key=lambda b: (-align(b.size, ALIGNMENT), -(b.last - b.first), b.first, b.name))
+    placed: list[tuple[int, int, int, int]] = []  # (start, end, first, last) in the pool
+    offsets: dict[str, int] = {}
+    for buffer in order:
+        own = pieces.get(buffer.name) or [_Piece(0, buffer.size, buffer.first, buffer.last)]
+        candidates = {0}
+        for piece in own:
+            for start, end, first, last in placed:
+                if first <= piece.last and piece.first <= last and end > piece.start:
+                    candidates.add(align(end - piece.start, ALIGNMENT))
+        offsets[buffer.name] = next(at for at in sorted(candidates) if not any(
+            first <= piece.last and piece.first <= last and start < at + piece.start + piece.size
+            and at + piece.start < end for piece in own if piece.size for start, end, first, last in placed))
+        placed += [(offsets[buffer.name] + p.start, offsets[buffer.name] + p.start + p.size, p.first, p.last)
+                   for p in own if p.size]
+    arena = max((align(offsets[b.name] + b.size, ALIGNMENT) for b in buffers), default=0)
+    return MemoryPlan(tuple(buffers), offsets, arena, floor_bytes(buffers, ALIGNMENT), ALIGNMENT)
 
 
 class _SharedBytes:
@@ -339,7 +414,8 @@ def _gap(span: tuple[int, int], busy: list[tuple[int, int]], size: int) -> int |
 
 
 def _arena(graph: Graph, calls: list[Lowered], shared: _SharedBytes, io_names: dict[int, str], joins: set[int]) -> int:
-    return _layout(graph, calls, _apply_band_joins(graph, calls, shared, io_names, joins), io_names).plan.arena_bytes
+    return _layout(graph, calls, _apply_band_joins(graph, calls, shared, io_names, joins), io_names,
+                   by_pieces=True).plan.arena_bytes
 
 
 def _with_patched_stage(graph: Graph, steps: list[Lowered]) -> tuple[Graph, list[Lowered]]:
@@ -555,8 +631,8 @@ def _lib1(module: str, calls: list[Lowered], constants: dict[int, Constant], lay
     lines.append(f"TVM_DLL int32_t tvmgen_{module}___tvm_main__({_main_parameters(inputs, outputs)}) {{")
     for constant in constants.values():
         lines.append(f"  void* {constant.name} = (&(global_const_workspace_0_var[{constant.offset}]));")
-    for buffer in layout.plan.buffers:
-        lines.append(f"  void* {buffer.name}_let = (&(global_workspace_1_var[{layout.plan.offsets[buffer.name]}]));")
+    for name, offset in layout.carves():
+        lines.append(f"  void* {name} = (&(global_workspace_1_var[{offset}]));")
     tensor_of = {name: index for index, name in layout.io_names.items()}
     pool_args = "global_const_workspace_0_var, global_workspace_1_var"
     for name, _, function in copies["input"]:  # the application's input into the pool

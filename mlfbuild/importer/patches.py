@@ -19,6 +19,7 @@ import dataclasses
 import numpy as np
 
 from .lowering import BAND_FUNCTION, Lowered, Operand
+from .lowering.base import Bands
 from .lowering.rows import ConvRows
 from .tflite import Graph, Tensor
 
@@ -120,9 +121,23 @@ def apply_stage(graph: Graph, calls: list[Lowered], stage: Stage) -> tuple[Graph
     names = ", ".join(f"{s.operator.index} ({s.operator.name})" for s in steps)
     # the call stands for the chain: the first operator's, writing the last one's output
     operator = dataclasses.replace(steps[0].operator, outputs=steps[-1].operator.outputs)
+    # the same code runs over its dying input too: each stripe's output rows land where no later
+    # stripe reads (Bands: the output starts `reserve` bytes before the input, top to bottom)
+    bands = Bands(reserve=_reserve(layers, ranges), allow=0, functions=[], body=body, reverse_body=[])
     staged = Lowered(operator, steps[0].function, operands, body,
-                     f"operators {names} run in {stage.stripes} stripes of rows (patch-based)", functions=functions)
+                     f"operators {names} run in {stage.stripes} stripes of rows (patch-based)", functions=functions,
+                     bands=bands)
     return graph, calls[:stage.first] + [staged] + calls[stage.last + 1:]
+
+
+def _reserve(layers: list[ConvRows], ranges: list[list[tuple[int, int]]]) -> int:
+    """How many bytes before its input the stage's output must start for no stripe to write over input
+    rows a later stripe reads (0 where it may start with the input): a stripe writes its output rows
+    after its first layer has read its input rows, so only later stripes' rows matter."""
+    first_layer, last_layer = layers[0], layers[-1]
+    slack = min((first_layer.window(*ranges[t + 1][0])[0] * first_layer.in_row - ranges[t][-1][1] * last_layer.out_row
+                 for t in range(len(ranges) - 1)), default=0)
+    return max(0, -slack)
 
 
 def _stripe_code(layers: list[ConvRows], ranges: list[list[tuple[int, int]]]) -> tuple[list[str], list[str]]:
