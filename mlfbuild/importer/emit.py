@@ -21,7 +21,7 @@ import numpy as np
 
 from ..project.memory_plan import Buffer, MemoryPlan, align, floor_bytes, plan_memory
 from .lowering import BAND_FUNCTION, C_HELPERS, Lowered
-from .patches import apply_stage, stage_candidates
+from .patches import apply_stage, fold_pads, stage_candidates
 from .tflite import Graph
 
 # How requantisations round: "tflite", as TFLite's reference kernels (its fully connected layers
@@ -475,6 +475,7 @@ def unique_c_identifiers(names: list[str]) -> list[str]:
 def mlf_files(graph: Graph, steps: list[Lowered], module: str, provenance: Provenance, model_bytes: bytes,
               export_datetime: str) -> tuple[dict[str, bytes], Layout, list[Lowered]]:
     if provenance.memory == MIN_MEMORY:
+        steps = fold_pads(graph, steps, _io_names(graph))
         graph, steps = _with_patched_stage(graph, steps)
     layout = plan_layout(graph, steps, provenance.memory)
     calls = [s for s in steps if s.alias_of is None]

@@ -20,6 +20,7 @@ import numpy as np
 
 from .lowering import BAND_FUNCTION, Lowered, Operand
 from .lowering.base import Bands
+from .lowering.conv import _row_bands as row_bands
 from .lowering.rows import ConvRows
 from .tflite import Graph, Tensor
 
@@ -162,3 +163,59 @@ def _stripe_code(layers: list[ConvRows], ranges: list[list[tuple[int, int]]]) ->
                         f"{constants}) != 0) return -1;")
             source, source_first = target, first
     return functions, body + ["  return 0;"]
+
+
+def fold_pads(graph: Graph, calls: list[Lowered], io_names: dict[int, str]) -> list[Lowered]:
+    """Each PAD of an image's rows and columns (with its zero point: PAD, not PADV2) whose only reader
+    is the next call, a VALID convolution, folded into that convolution: padding at the image's edges
+    is what CMSIS-NN's calls compute (the padded positions add nothing, as the zero point does), so
+    the padded tensor never exists. The convolution keeps its row bands and can start a stripe stage."""
+    readers: dict[int, list[int]] = {}
+    for index, step in enumerate(calls):
+        for tensor in [o.tensor for o in step.operands if o.tensor is not None] + [step.alias_of]:
+            if tensor is not None:
+                readers.setdefault(tensor, []).append(index)
+    folded: list[Lowered] = []
+    skip = False
+    for index, step in enumerate(calls):
+        if skip:
+            skip = False
+            continue
+        conv = calls[index + 1] if index + 1 < len(calls) else None
+        pads = _image_pads(graph, step)
+        if (pads is None or conv is None or conv.rows is None or conv.rows.pad_h or conv.rows.pad_w
+                or conv.operands[0].tensor != step.output or step.output in io_names
+                or readers.get(step.output) != [index, index + 1]):
+            folded.append(step)
+            continue
+        folded.append(_folded(graph, step, conv, pads))
+        skip = True
+    return folded
+
+
+def _image_pads(graph: Graph, step: Lowered) -> tuple[int, int] | None:
+    """(top, left) of a PAD of rows and columns of one int8 image; None for any other call."""
+    op = step.operator
+    if op.name != "PAD" or step.alias_of is not None or len(op.inputs) < 2:
+        return None
+    x, paddings = graph.tensors[op.inputs[0]], graph.tensors[op.inputs[1]]
+    if x.dtype != "int8" or len(x.shape) != 4 or x.shape[0] != 1 or not paddings.is_constant:
+        return None
+    pads = np.asarray(paddings.data).astype(np.int64).reshape(-1, 2)
+    if pads.shape != (4, 2) or pads[0].any() or pads[3].any() or (pads < 0).any():
+        return None
+    return int(pads[1][0]), int(pads[2][0])
+
+
+def _folded(graph: Graph, pad: Lowered, conv: Lowered, pads: tuple[int, int]) -> Lowered:
+    source = pad.operator.inputs[0]
+    height, width, channels = graph.tensors[source].shape[1:]
+    rows = dataclasses.replace(conv.rows, in_hwc=(height, width, channels), pad_h=pads[0], pad_w=pads[1])
+    whole = f"{BAND_FUNCTION}_whole"
+    body = [f"  if ({whole}(input_, output_, {rows.operands()}) != 0) return -1;", "  return 0;"]
+    operands = [dataclasses.replace(conv.operands[0], tensor=source), *conv.operands[1:]]
+    operator = dataclasses.replace(conv.operator, inputs=(source, *conv.operator.inputs[1:]))
+    note = f"operator {pad.operator.index} (PAD) folded in: the convolution pads at the image's edges"
+    return Lowered(operator, conv.function, operands, body, note,
+                   functions=rows.call_function(whole, height, pads[0], rows.out_hwc[0]),
+                   bands=row_bands(rows), rows=rows)
