@@ -222,10 +222,10 @@ def test_a_long_inference_is_shown_in_columns_of_its_calls_most():
 @pytest.mark.cross
 def test_explicit_pads_move_their_rows_over_their_inputs_and_equal_litert(cmsis_nn, tmp_path):
     """A PAD writes its output over its dying input, bottom row first (each row moved before its
-    padding is written), uneven paddings included."""
-    # the uneven PAD first: with the input in the pool the plan's peak is at the first layers, where
-    # both PADs then pay
-    block = (PADDED_BLOCK[1], *PADDED_BLOCK[5:7], *PADDED_BLOCK[2:5], PADDED_BLOCK[7])
+    padding is written), uneven paddings included. (Before a SAME layer: one before a VALID layer is
+    folded into it, test_import_io_in_pool.py.)"""
+    same = ("DEPTHWISE_CONV_2D", dict(_SAME, kernel_h=3, kernel_w=3, depth_multiplier=1))
+    block = (PADDED_BLOCK[1], PADDED_BLOCK[5], same, PADDED_BLOCK[2], same, PADDED_BLOCK[4], PADDED_BLOCK[7])
     model = chain_model(np.random.default_rng(6), block, input_shape=(1, 20, 12, 6)).write(tmp_path / "p.tflite")
     least = import_tflite(model, tmp_path / "p.tar", memory="min")
     assert [s.band_order for s in least.steps if s.operator.name == "PAD"] == ["up", "up"]
