@@ -43,6 +43,8 @@ def test_min_plans_the_inputs_and_outputs_in_the_pool_and_floor_keeps_them_the_a
     assert main["io_size_bytes"] == 0 and main["workspace_size_bytes"] == least.pool_bytes
     main = json.loads(_member(floor.mlf, "metadata.json"))["modules"]["k"]["memory"]["functions"]["main"][0]
     assert main["io_size_bytes"] == io
+    shown = cli("inspect", str(least.mlf))
+    assert shown.returncode == 0 and "are inside the workspace: tvmgen_k_map_inputs" in shown.stdout
     assert read_mlf(least.mlf, tmp_path / "m").modules[0].io_in_pool
     assert not read_mlf(floor.mlf, tmp_path / "f").modules[0].io_in_pool
     # where the map functions point: inside the pool, no two tensors live together sharing bytes
