@@ -157,3 +157,40 @@ def test_a_pad_before_a_valid_convolution_is_folded_into_it_and_equals_litert(bl
     assert run.returncode == 0, run.stderr
     result = json.loads(run.stdout)
     assert result["status"] == "pass" and all(o["max_abs_error"] == 0 for o in result["models"][0]["outputs"])
+
+
+# --- exhaustive: the MLPerf Tiny models (and TFLM's mobilenet_v2) under --memory min -------------------
+
+_MLPERF = {"kws": "kws_ref_model.tflite", "vww": "vww_96_int8.tflite", "ic": "pretrainedResnet_quant.tflite",
+           "ad": "ad01_int8.tflite"}
+
+
+@pytest.mark.exhaustive
+@pytest.mark.qemu
+@pytest.mark.cross
+@pytest.mark.parametrize("board", ["host", "mps2-an386", "mps3-an547"])
+@pytest.mark.parametrize("name", sorted(_MLPERF))
+def test_every_mlperf_model_under_min_equals_litert_over_100_samples(name, board, models_dir, cmsis_nn, tmp_path):
+    mlf = tmp_path / f"{name}.tar"
+    assert cli("import", str(models_dir / _MLPERF[name]), "-o", str(mlf), "--memory", "min").returncode == 0
+    run = cli("run", str(mlf), "-b", board, "--cmsis-nn", str(cmsis_nn("v6.0.0")), "-o", str(tmp_path / "b"),
+              "--samples", "100", "--json")
+    assert run.returncode == 0, run.stderr
+    result = json.loads(run.stdout)
+    assert result["status"] == "pass" and all(o["max_abs_error"] == 0 for o in result["models"][0]["outputs"])
+    assert "not proven" not in run.stderr
+
+
+@pytest.mark.exhaustive
+@pytest.mark.cross
+def test_tflm_mobilenet_v2_under_min_equals_litert_over_100_samples(tflm_models_dir, cmsis_nn, tmp_path):
+    """Its PADs folded into its depthwise layers: the pool at the largest tensor, under half the floor's."""
+    model = tflm_models_dir / "mobilenet_v2_quantized_1x3x224x224.tflite"
+    floor = import_tflite(model, tmp_path / "floor.tar")
+    least = import_tflite(model, tmp_path / "min.tar", memory="min")
+    assert least.pool_bytes <= floor.pool_bytes // 2
+    run = cli("run", str(least.mlf), "-b", "host", "--cmsis-nn", str(cmsis_nn("v6.0.0")), "-o", str(tmp_path / "b"),
+              "--samples", "100", "--json")
+    assert run.returncode == 0, run.stderr
+    result = json.loads(run.stdout)
+    assert result["status"] == "pass" and all(o["max_abs_error"] == 0 for o in result["models"][0]["outputs"])

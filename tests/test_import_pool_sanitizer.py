@@ -78,9 +78,9 @@ def test_an_imported_models_pool_claims_hold_under_the_sanitizer(name, cmsis_nn,
 
 
 @pytest.mark.cross
-@pytest.mark.parametrize("name", ["striped mobilenet head", "padded block",
+@pytest.mark.parametrize("name", ["striped mobilenet head", "kws chain",
                                   *[pytest.param(n, marks=_EXHAUSTIVE) for n in ("mobilenet head", "depthwise-separable stack",
-                                                                                 "convolution chains", "kws chain")]])
+                                                                                 "convolution chains", "padded block")]])
 def test_a_min_memory_plans_claims_hold_under_the_sanitizer(name, cmsis_nn, tmp_path):
     """Outputs written over their inputs row by row, the first layers in stripes, the inputs and
     outputs in the pool: every tensor a region of its own, every access within it during its life, and
@@ -89,3 +89,11 @@ def test_a_min_memory_plans_claims_hold_under_the_sanitizer(name, cmsis_nn, tmp_
     _checked_against_its_own_layout(model, cmsis_nn("v6.0.0"), tmp_path / "check", memory="min")
     if name == "striped mobilenet head":
         assert any("stripes of rows" in step.note for step in import_tflite(model, tmp_path / "m.tar", memory="min").steps)
+
+
+@pytest.mark.exhaustive
+@pytest.mark.cross
+@pytest.mark.parametrize("model", ["kws_ref_model", "vww_96_int8", "pretrainedResnet_quant", "ad01_int8"])
+def test_the_mlperf_models_min_plans_hold_under_the_sanitizer(model, models_dir, cmsis_nn, tmp_path):
+    """The patched plans of the real models: stripes, row bands, folded pads, io in the pool."""
+    _checked_against_its_own_layout(models_dir / f"{model}.tflite", cmsis_nn("v6.0.0"), tmp_path / "check", memory="min")

@@ -61,6 +61,9 @@ class Layout:
     # tensor → its first byte within its storage's buffer, where not the first (a row-band overlap)
     offsets: dict[int, int] = field(default_factory=dict)
     io_in_pool: bool = False  # the graph's inputs and outputs are tensors of the pool (--memory min)
+    # with the min plan, tensor → the tensor whose pointer it uses: the same bytes (an alias, an
+    # in-place result), one region to the build's reading of the pool
+    same_bytes: dict[int, int] = field(default_factory=dict)
 
     def pool_offset(self, tensor: int) -> int:
         """Where `tensor`'s first byte is in the pool."""
@@ -72,7 +75,7 @@ class Layout:
         if root in self.io_names and not self.io_in_pool:
             return f"{self.io_names[root]}_buffer_var"
         if self.io_in_pool:
-            return f"sid_{tensor}_let"
+            return f"sid_{self.same_bytes.get(tensor, tensor)}_let"
         offset = self.offsets.get(tensor, 0)
         return f"(void*)((uint8_t*)sid_{root}_let + {offset})" if offset else f"sid_{root}_let"
 
@@ -84,7 +87,7 @@ class Layout:
             return [(f"{b.name}_let", self.plan.offsets[b.name]) for b in self.plan.buffers]
         placed = {b.name for b in self.plan.buffers}
         return [(f"sid_{tensor}_let", self.pool_offset(tensor)) for tensor in sorted(self.storage)
-                if f"sid_{self.storage[tensor]}" in placed]
+                if f"sid_{self.storage[tensor]}" in placed and self.same_bytes.get(tensor, tensor) == tensor]
 
 
 # Memory plans: "floor", every operator writes a tensor of its own (in-place element-wise operators
@@ -119,7 +122,19 @@ def plan_layout(graph: Graph, steps: list[Lowered], memory: str = FLOOR_MEMORY) 
         _overlap_by_bands(graph, calls, shared, io_names)
     layout = _layout(graph, calls, shared, io_names, by_pieces=in_pool)
     layout.io_names, layout.io_in_pool = names, in_pool
+    if in_pool:
+        layout.same_bytes = _same_bytes(graph, layout)
     return layout
+
+
+def _same_bytes(graph: Graph, layout: Layout) -> dict[int, int]:
+    """Tensors at the same bytes of one buffer, each to the first of them."""
+    first: dict[tuple[int, int, int], int] = {}
+    for tensor in sorted(layout.storage):
+        key = (layout.storage[tensor], layout.offsets.get(tensor, 0), graph.tensors[tensor].nbytes)
+        first.setdefault(key, tensor)
+    return {tensor: first[(layout.storage[tensor], layout.offsets.get(tensor, 0), graph.tensors[tensor].nbytes)]
+            for tensor in layout.storage}
 
 
 def _io_lives(graph: Graph, calls: list[Lowered]) -> dict[int, tuple[int, int]]:
