@@ -71,11 +71,11 @@ class Layout:
         return self.plan.offsets[f"sid_{root}"] + self.offsets.get(tensor, 0)
 
     def place(self, tensor: int) -> str:
-        root = self.storage.get(tensor, tensor)
-        if root in self.io_names and not self.io_in_pool:
-            return f"{self.io_names[root]}_buffer_var"
-        if self.io_in_pool:
+        if self.io_in_pool:  # a pointer per tensor (carves)
             return f"sid_{self.same_bytes.get(tensor, tensor)}_let"
+        root = self.storage.get(tensor, tensor)
+        if root in self.io_names:
+            return f"{self.io_names[root]}_buffer_var"
         offset = self.offsets.get(tensor, 0)
         return f"(void*)((uint8_t*)sid_{root}_let + {offset})" if offset else f"sid_{root}_let"
 
@@ -106,7 +106,8 @@ def plan_layout(graph: Graph, steps: list[Lowered], memory: str = FLOOR_MEMORY) 
     the call that writes it to the last call that reads it; aliases share their source's bytes, and an
     element-wise call may write over an input no later call reads (`_work_in_place`). With
     memory="min", convolutions whose input dies there write over it by row bands where the plan
-    gets smaller (`_overlap_by_bands`)."""
+    gets smaller (`_overlap_by_bands`), the graph's inputs and outputs are tensors of the pool
+    (`_io_lives`), and buffers are placed by their tensors' own lives (`_plan_pieces`)."""
     names = _io_names(graph)
     in_pool = memory == MIN_MEMORY
     io_names = {} if in_pool else names  # the tensors outside the pool

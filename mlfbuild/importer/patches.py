@@ -8,8 +8,10 @@ edges), through two small buffers, so that of the chain's tensors only its input
 ever exist whole. Stripes span whole rows, so every layer's input is contiguous and each is one
 CMSIS-NN call (rows.ConvRows); the integer arithmetic of each output value is the whole layer's.
 
-`patch_leading_stage` tries every chain length and stripe count whose recomputation stays under a
-bound, plans each with the rest of the model (row bands included), and keeps the smallest pool.
+emit.py tries every chain length and stripe count whose recomputation stays under a bound
+(`stage_candidates`), plans each with the rest of the model (row bands included), and keeps the
+smallest pool. Before that, `fold_pads` folds each PAD into the VALID convolution that alone reads
+it, so that the padded tensor never exists and a PAD no longer stops a chain.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import numpy as np
 
 from .lowering import BAND_FUNCTION, Lowered, Operand
 from .lowering.base import Bands
-from .lowering.conv import _row_bands as row_bands
+from .lowering.conv import _row_bands as row_bands  # the layer row by row over its dying input
 from .lowering.rows import ConvRows
 from .tflite import Graph, Tensor
 
