@@ -139,7 +139,8 @@ _PAD_FIRST = (PADDED_BLOCK[2], _VALID_STRIDE2, *MOBILENET_HEAD[1:])
 
 
 @pytest.mark.cross
-@pytest.mark.parametrize("block, shape", [(PADDED_BLOCK, (1, 20, 12, 6)), (_PAD_FIRST, STRIPED_HEAD_INPUT)],
+@pytest.mark.parametrize("block, shape", [pytest.param(PADDED_BLOCK, (1, 20, 12, 6), marks=pytest.mark.exhaustive),
+                                          (_PAD_FIRST, STRIPED_HEAD_INPUT)],
                          ids=["before depthwise layers", "before the first convolution, in stripes"])
 def test_a_pad_before_a_valid_convolution_is_folded_into_it_and_equals_litert(block, shape, cmsis_nn, tmp_path):
     model = chain_model(np.random.default_rng(6), block, input_shape=shape).write(tmp_path / "p.tflite")
