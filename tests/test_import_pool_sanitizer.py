@@ -19,7 +19,7 @@ from mlfbuild.canalysis.pool import read_usmp_pool
 from mlfbuild.importer import import_tflite
 from mlfbuild.mlf.reader import read_mlf
 from test_import_operators import operator_cases
-from test_import_memory import DS_CHAIN, HEAD_INPUT, MOBILENET_HEAD, PADDED_BLOCK, chains_model
+from test_import_memory import DS_CHAIN, HEAD_INPUT, MOBILENET_HEAD, PADDED_BLOCK, STRIPED_HEAD_INPUT, chains_model
 from test_import_ops_recurrent import _LSTM_CASES, lstm_model
 from tflitewriter import KWS_CHAIN, RESIDUAL_CHAIN, bundle_model, chain_model
 
@@ -37,6 +37,7 @@ def _models(tmp_path):
             "convolution chains": chains_model(rng, 4).write(tmp_path / "chains.tflite"),
             "depthwise-separable stack": chain_model(rng, DS_CHAIN, input_shape=(1, 25, 5, 8)).write(tmp_path / "ds.tflite"),
             "mobilenet head": chain_model(rng, MOBILENET_HEAD, input_shape=HEAD_INPUT).write(tmp_path / "mh.tflite"),
+            "striped mobilenet head": chain_model(rng, MOBILENET_HEAD, input_shape=STRIPED_HEAD_INPUT).write(tmp_path / "smh.tflite"),
             "padded block": chain_model(rng, PADDED_BLOCK, input_shape=(1, 20, 12, 6)).write(tmp_path / "pb.tflite")}
 
 
@@ -77,9 +78,22 @@ def test_an_imported_models_pool_claims_hold_under_the_sanitizer(name, cmsis_nn,
 
 
 @pytest.mark.cross
-@pytest.mark.parametrize("name", ["mobilenet head", "padded block",
-                                  *[pytest.param(n, marks=_EXHAUSTIVE) for n in ("depthwise-separable stack",
-                                                                                 "convolution chains", "kws chain")]])
+@pytest.mark.parametrize("name", ["striped mobilenet head", "kws chain",
+                                  *[pytest.param(n, marks=_EXHAUSTIVE) for n in ("mobilenet head", "depthwise-separable stack",
+                                                                                 "convolution chains", "padded block")]])
 def test_a_min_memory_plans_claims_hold_under_the_sanitizer(name, cmsis_nn, tmp_path):
-    """Outputs written over their inputs row by row: one region each, every access within it."""
-    _checked_against_its_own_layout(_models(tmp_path)[name], cmsis_nn("v6.0.0"), tmp_path / "check", memory="min")
+    """Outputs written over their inputs row by row, the first layers in stripes, the inputs and
+    outputs in the pool: every tensor a region of its own, every access within it during its life, and
+    the outputs those of the real layout, tensors sharing bytes."""
+    model = _models(tmp_path)[name]
+    _checked_against_its_own_layout(model, cmsis_nn("v6.0.0"), tmp_path / "check", memory="min")
+    if name == "striped mobilenet head":
+        assert any("stripes of rows" in step.note for step in import_tflite(model, tmp_path / "m.tar", memory="min").steps)
+
+
+@pytest.mark.exhaustive
+@pytest.mark.cross
+@pytest.mark.parametrize("model", ["kws_ref_model", "vww_96_int8", "pretrainedResnet_quant", "ad01_int8"])
+def test_the_mlperf_models_min_plans_hold_under_the_sanitizer(model, models_dir, cmsis_nn, tmp_path):
+    """The patched plans of the real models: stripes, row bands, folded pads, io in the pool."""
+    _checked_against_its_own_layout(models_dir / f"{model}.tflite", cmsis_nn("v6.0.0"), tmp_path / "check", memory="min")

@@ -52,6 +52,9 @@ class UsmpPool:
     call_spans: list[tuple[str, int, int]] = field(default_factory=list)  # each call: (operator, first, last step)
     operators: dict[str, tuple[str, int, int]] = field(default_factory=dict)  # handed the pool: (its parameter, first, last step)
     untouched: list[Site] = field(default_factory=list)  # offsets of regions carved but never read or written
+    # offsets the module's map functions (tvmgen_<mod>_map_inputs/_outputs: inputs and outputs in the pool)
+    # hand the application: regions there cannot move
+    mapped: list[Site] = field(default_factory=list)
     problem: str = ""  # why nothing about the regions is certain (empty when everything is proven)
 
 
@@ -77,7 +80,9 @@ def read_usmp_pool(sources: dict[str, str], module_name: str, include_dirs: tupl
             raise NotProven(f"{POOL} is not a static array of a literal length")
         pool.declaration = _site(parsed, declaration.type.dim)
         run = f"tvmgen_{module_name}_run"
-        _only_used_in(files, parsed, run)
+        maps = {f"tvmgen_{module_name}_map_inputs", f"tvmgen_{module_name}_map_outputs"}
+        _only_used_in(files, parsed, run, maps)
+        pool.mapped = _mapped_offsets(parsed, maps)
         analysis = Interpreter(files, POOL, f"tvmgen_{module_name}___tvm_main__").run(run)
         by_path = {f.path: f for f in files}
         for carve in analysis.carves.values():
@@ -97,16 +102,38 @@ def read_usmp_pool(sources: dict[str, str], module_name: str, include_dirs: tupl
     return pool
 
 
-def _only_used_in(files: list[ParsedFile], home: ParsedFile, function: str) -> None:
-    """The pool's name appears nowhere but in `function`, in the file that declares it: every pointer
-    into the pool then starts where the interpreter starts."""
+def _only_used_in(files: list[ParsedFile], home: ParsedFile, function: str, maps: set[str]) -> None:
+    """The pool's name appears nowhere but in `function` (and the map functions of `maps`, which hand
+    the application its inputs and outputs), in the file that declares it: every pointer into the pool
+    then starts where the interpreter starts, or is handed to the application."""
     for parsed in files:
         for node in parsed.tree.ext:
-            inside = isinstance(node, c_ast.FuncDef) and node.decl.name == function and parsed is home
+            inside = isinstance(node, c_ast.FuncDef) and node.decl.name in {function} | maps and parsed is home
             for use in _identifiers(node, POOL):
                 if not inside:
                     where = f"{use.coord.file}:{use.coord.line}" if use.coord else parsed.path
                     raise NotProven(f"{POOL} is used outside {function} ({where})")
+
+
+def _mapped_offsets(home: ParsedFile, maps: set[str]) -> list[Site]:
+    """The literal offsets of `&global_workspace[N]` in the map functions, the pool's only use there."""
+    sites = []
+    for node in home.tree.ext:
+        if not (isinstance(node, c_ast.FuncDef) and node.decl.name in maps):
+            continue
+        for use in _pool_references(node):
+            if not (isinstance(use, c_ast.ArrayRef) and isinstance(use.subscript, c_ast.Constant)):
+                raise NotProven(f"{node.decl.name} uses {POOL} other than as &{POOL}[literal offset]")
+            sites.append(_site(home, use.subscript))
+    return sites
+
+
+def _pool_references(node: c_ast.Node, parent: c_ast.Node | None = None):
+    """Each use of the pool's name, as the node around it (the array reference)."""
+    if isinstance(node, c_ast.ID) and node.name == POOL:
+        yield parent
+    for _, child in node.children():
+        yield from _pool_references(child, node)
 
 
 def _identifiers(node: c_ast.Node, name: str):

@@ -27,7 +27,9 @@ class ImportCommand(Command):
                             help="floor: every layer writes a tensor of its own (the liveness floor; the default); "
                                  "min: convolutions and pads also write their output over their dying input row by "
                                  "row, and the first convolutions run in stripes, where that makes the pool smaller "
-                                 "(a little more compute: calls per row, rows of the stripes recomputed)")
+                                 "and the inputs and outputs are tensors of the pool (tvmgen_<name>_map_inputs and "
+                                 "_map_outputs give their bytes) (a little more compute: calls per row, rows of the "
+                                 "stripes recomputed)")
         parser.add_argument("--json", action="store_true", help="print what was imported as JSON")
 
     def run(self, args):
@@ -56,7 +58,8 @@ class ImportCommand(Command):
         own = f" and {len(kernels)} kernel(s) of mlfbuild's" if kernels else ""
         print(f"imported {args.model} → {out}: module {result.module}, {len(result.steps)} operator(s) as "
               f"{len(calls)} CMSIS-NN call(s){own}, workspace {result.pool_bytes:,} B "
-              + (f"(liveness floor {result.floor_bytes:,} B)" if args.memory == "floor" else "(--memory min)"))
+              + (f"(liveness floor {result.floor_bytes:,} B) + io {result.io_bytes:,} B" if args.memory == "floor"
+                 else "with the inputs and outputs inside (--memory min)"))
         for note in result.notes:
             print(f"  {note}")
         return 0

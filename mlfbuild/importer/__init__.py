@@ -46,6 +46,13 @@ class ImportResult:
         return self.layout.plan.arena_bytes
 
     @property
+    def io_bytes(self) -> int:
+        """The inputs' and outputs' bytes outside the pool (none when the pool holds them)."""
+        if self.layout.io_in_pool:
+            return 0
+        return sum(self.graph.tensors[i].nbytes for i in (*self.graph.inputs, *self.graph.outputs))
+
+    @property
     def floor_bytes(self) -> int:
         return self.layout.plan.floor_bytes
 
@@ -55,7 +62,8 @@ class ImportResult:
                                "call": s.function or ("mlfbuild kernel" if s.kernel else "(shares its input's bytes)"),
                                "note": s.note}
                               for s in self.steps],
-                "workspace_bytes": self.pool_bytes, "floor_bytes": self.floor_bytes}
+                "workspace_bytes": self.pool_bytes, "floor_bytes": self.floor_bytes, "io_bytes": self.io_bytes,
+                "io_in_pool": self.layout.io_in_pool}
 
 
 def is_tflite(path: Path) -> bool:
@@ -79,8 +87,7 @@ def imported_if_tflite(model: Path, out: Path, ram_bytes: int | None = None) -> 
     if not is_tflite(model):
         return model
     result = import_tflite(model, out)
-    io_bytes = sum(result.graph.tensors[i].nbytes for i in (*result.graph.inputs, *result.graph.outputs))
-    if ram_bytes is not None and result.pool_bytes + io_bytes > ram_bytes:
+    if ram_bytes is not None and result.pool_bytes + result.io_bytes > ram_bytes:
         result = import_tflite(model, out, memory=MIN_MEMORY)
     return result.mlf
 

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..project.memory_plan import Buffer, MemoryPlan, align, plan_memory
+from ..project.memory_plan import Buffer, MemoryPlan, align, floor_bytes, plan_memory
 from .lowering import BAND_FUNCTION, C_HELPERS, Lowered
-from .patches import apply_stage, stage_candidates
+from .patches import apply_stage, fold_pads, stage_candidates
 from .tflite import Graph
 
 # How requantisations round: "tflite", as TFLite's reference kernels (its fully connected layers
@@ -60,18 +60,42 @@ class Layout:
     io_names: dict[int, str]  # graph input/output tensor → C name
     # tensor → its first byte within its storage's buffer, where not the first (a row-band overlap)
     offsets: dict[int, int] = field(default_factory=dict)
+    io_in_pool: bool = False  # the graph's inputs and outputs are tensors of the pool (--memory min)
+    # with the min plan, tensor → the tensor whose pointer it uses: the same bytes (an alias, an
+    # in-place result), one region to the build's reading of the pool
+    same_bytes: dict[int, int] = field(default_factory=dict)
+
+    def pool_offset(self, tensor: int) -> int:
+        """Where `tensor`'s first byte is in the pool."""
+        root = self.storage.get(tensor, tensor)
+        return self.plan.offsets[f"sid_{root}"] + self.offsets.get(tensor, 0)
 
     def place(self, tensor: int) -> str:
+        if self.io_in_pool:  # a pointer per tensor (carves)
+            return f"sid_{self.same_bytes.get(tensor, tensor)}_let"
         root = self.storage.get(tensor, tensor)
         if root in self.io_names:
             return f"{self.io_names[root]}_buffer_var"
         offset = self.offsets.get(tensor, 0)
         return f"(void*)((uint8_t*)sid_{root}_let + {offset})" if offset else f"sid_{root}_let"
 
+    def carves(self) -> list[tuple[str, int]]:
+        """The main's pointers into the pool: one per buffer; with the min plan one per tensor, so that
+        each tensor is a region of its own life to the build's reading of the pool (a merged buffer
+        is busy only in parts at each call)."""
+        if not self.io_in_pool:
+            return [(f"{b.name}_let", self.plan.offsets[b.name]) for b in self.plan.buffers]
+        placed = {b.name for b in self.plan.buffers}
+        return [(f"sid_{tensor}_let", self.pool_offset(tensor)) for tensor in sorted(self.storage)
+                if f"sid_{self.storage[tensor]}" in placed and self.same_bytes.get(tensor, tensor) == tensor]
+
 
 # Memory plans: "floor", every operator writes a tensor of its own (in-place element-wise operators
-# and aliases aside) — the liveness floor; "min", a convolution may also write its output over its
-# dying input, row by row through a one-row band (Lowered.bands), where that lowers the pool.
+# and aliases aside) — the liveness floor, the inputs and outputs the application's buffers; "min", a
+# convolution may also write its output over its dying input, row by row through a one-row band
+# (Lowered.bands), where that lowers the pool, and the inputs and outputs are tensors of the pool
+# (TVM's use_workspace_io): an input's bytes are reused once its last reader is done, an output is
+# live from its producer to the end.
 FLOOR_MEMORY, MIN_MEMORY = "floor", "min"
 MEMORY_PLANS = (FLOOR_MEMORY, MIN_MEMORY)
 _MAX_BAND_TRIALS = 512  # each candidate overlap is tried with a whole plan: bounded for huge graphs
@@ -82,47 +106,142 @@ def plan_layout(graph: Graph, steps: list[Lowered], memory: str = FLOOR_MEMORY) 
     the call that writes it to the last call that reads it; aliases share their source's bytes, and an
     element-wise call may write over an input no later call reads (`_work_in_place`). With
     memory="min", convolutions whose input dies there write over it by row bands where the plan
-    gets smaller (`_overlap_by_bands`)."""
-    io_names = _io_names(graph)
+    gets smaller (`_overlap_by_bands`), the graph's inputs and outputs are tensors of the pool
+    (`_io_lives`), and buffers are placed by their tensors' own lives (`_plan_pieces`)."""
+    names = _io_names(graph)
+    in_pool = memory == MIN_MEMORY
+    io_names = {} if in_pool else names  # the tensors outside the pool
     calls = [s for s in steps if s.alias_of is None]
-    shared = _SharedBytes(calls)
+    shared = _SharedBytes(calls, _io_lives(graph, calls) if in_pool else {})
     for step in steps:
         if step.alias_of is not None:
             shared.join(step.output, step.alias_of)
     _work_in_place(graph, calls, shared, io_names)
     for step in calls:
         step.band_order = ""
-    if memory == MIN_MEMORY:
+    if in_pool:
         _overlap_by_bands(graph, calls, shared, io_names)
-    return _layout(graph, calls, shared, io_names)
+    layout = _layout(graph, calls, shared, io_names, by_pieces=in_pool)
+    layout.io_names, layout.io_in_pool = names, in_pool
+    if in_pool:
+        layout.same_bytes = _same_bytes(graph, layout)
+    return layout
 
 
-def _layout(graph: Graph, calls: list[Lowered], shared: "_SharedBytes", io_names: dict[int, str]) -> Layout:
+def _same_bytes(graph: Graph, layout: Layout) -> dict[int, int]:
+    """Tensors at the same bytes of one buffer, each to the first of them."""
+    first: dict[tuple[int, int, int], int] = {}
+    for tensor in sorted(layout.storage):
+        key = (layout.storage[tensor], layout.offsets.get(tensor, 0), graph.tensors[tensor].nbytes)
+        first.setdefault(key, tensor)
+    return {tensor: first[(layout.storage[tensor], layout.offsets.get(tensor, 0), graph.tensors[tensor].nbytes)]
+            for tensor in layout.storage}
+
+
+def _io_lives(graph: Graph, calls: list[Lowered]) -> dict[int, tuple[int, int]]:
+    """The lives of the graph's inputs and outputs held in the pool: an input from the start (the
+    application writes it before the run) to its last reader, an output from its producer to the end
+    (the application reads it after the run)."""
+    end = len(calls) - 1
+    lives = {tensor: (0, None) for tensor in graph.inputs}
+    lives.update({tensor: (None, end) for tensor in graph.outputs})
+    return lives
+
+
+def _layout(graph: Graph, calls: list[Lowered], shared: "_SharedBytes", io_names: dict[int, str],
+            by_pieces: bool = False) -> Layout:
     members = shared.members()
     storage = {tensor: shared.root(tensor) for tensor in members}
     spans = shared.spans(graph)
     offsets = {t: shared.offset(t) - spans[storage[t]][0] for t in members}
-    first, last = _lives(calls, storage)
+    first, last = _lives(calls, storage, shared.pinned)
     buffers = [Buffer(f"sid_{root}", spans[root][1] - spans[root][0] if root in spans else graph.tensors[root].nbytes,
                       first[root], last[root])
                for root in sorted(first) if root not in io_names]
-    return Layout(storage, plan_memory(buffers, ALIGNMENT), io_names, {t: o for t, o in offsets.items() if o})
+    if by_pieces:
+        plan = _plan_pieces(buffers, _pieces(graph, calls, shared, storage, offsets))
+    else:
+        plan = plan_memory(buffers, ALIGNMENT)
+    return Layout(storage, plan, io_names, {t: o for t, o in offsets.items() if o})
+
+
+@dataclass(frozen=True)
+class _Piece:
+    """One tensor of a merged buffer: its bytes from the buffer's first, and its calls."""
+
+    start: int
+    size: int
+    first: int
+    last: int
+
+
+def _pieces(graph: Graph, calls: list[Lowered], shared: "_SharedBytes", storage: dict[int, int],
+            offsets: dict[int, int]) -> dict[str, list[_Piece]]:
+    """Each buffer's tensors where they lie and while they live: a merged buffer is busy only in parts
+    at each call (the input of a chain of overlaps is long dead when its last layer runs)."""
+    life = _tensor_lives(calls, shared.pinned)
+    found: dict[str, list[_Piece]] = {}
+    for tensor, root in storage.items():
+        if tensor in life:
+            found.setdefault(f"sid_{root}", []).append(_Piece(offsets[tensor], graph.tensors[tensor].nbytes, *life[tensor]))
+    return found
+
+
+def _tensor_lives(calls: list[Lowered], pinned: dict[int, tuple[int | None, int | None]]) -> dict[int, tuple[int, int]]:
+    life: dict[int, list[int]] = {}
+    for index, step in enumerate(calls):
+        for operand in step.operands:
+            if operand.tensor is not None:
+                life.setdefault(operand.tensor, [index, index])[1] = index
+    for tensor, (low, high) in pinned.items():
+        if tensor in life:
+            life[tensor] = [life[tensor][0] if low is None else min(low, life[tensor][0]),
+                            life[tensor][1] if high is None else max(high, life[tensor][1])]
+    return {tensor: (first, last) for tensor, (first, last) in life.items()}
+
+
+def _plan_pieces(buffers: list[Buffer], pieces: dict[str, list[_Piece]]) -> MemoryPlan:
+    """The buffers placed greedily, largest first, each at the lowest aligned offset where none of its
+    pieces meets a placed piece live at the same call: two merged buffers may interleave where their
+    busy parts do not meet (plan_memory's rectangles would keep them apart)."""
+    order = sorted(buffers, key=lambda b: (-align(b.size, ALIGNMENT), -(b.last - b.first), b.first, b.name))
+    placed: list[tuple[int, int, int, int]] = []  # (start, end, first, last) in the pool
+    offsets: dict[str, int] = {}
+    for buffer in order:
+        own = pieces.get(buffer.name) or [_Piece(0, buffer.size, buffer.first, buffer.last)]
+        candidates = {0}
+        for piece in own:
+            for start, end, first, last in placed:
+                if first <= piece.last and piece.first <= last and end > piece.start:
+                    candidates.add(align(end - piece.start, ALIGNMENT))
+        offsets[buffer.name] = next(at for at in sorted(candidates) if not any(
+            first <= piece.last and piece.first <= last and start < at + piece.start + piece.size
+            and at + piece.start < end for piece in own if piece.size for start, end, first, last in placed))
+        placed += [(offsets[buffer.name] + p.start, offsets[buffer.name] + p.start + p.size, p.first, p.last)
+                   for p in own if p.size]
+    arena = max((align(offsets[b.name] + b.size, ALIGNMENT) for b in buffers), default=0)
+    return MemoryPlan(tuple(buffers), offsets, arena, floor_bytes(buffers, ALIGNMENT), ALIGNMENT)
 
 
 class _SharedBytes:
     """Tensors that share bytes, as classes under one root tensor (union-find), each member at a byte
     offset from its root (0 but for row-band overlaps), each class with the last call that reads any
     of its tensors: joins after an in-place move or an alias are seen by every member, whatever the
-    order they were made in."""
+    order they were made in. `pinned`: tensors live beyond their calls (the pool's inputs and
+    outputs), as (first, last) call, None where the calls say."""
 
-    def __init__(self, calls: list[Lowered]):
+    def __init__(self, calls: list[Lowered], pinned: dict[int, tuple[int | None, int | None]] | None = None):
         self._parent: dict[int, int] = {}
         self._offset: dict[int, int] = {}  # member → its offset from its parent
         self._last: dict[int, int] = {}  # root → the last call reading any tensor of its class
+        self.pinned = dict(pinned or {})
         for index, step in enumerate(calls):
             for operand in step.operands:
                 if operand.tensor is not None:
                     self._last[operand.tensor] = index
+        for tensor, (_, last) in self.pinned.items():
+            if last is not None and tensor in self._last:
+                self._last[tensor] = last
 
     def root(self, tensor: int) -> int:
         path = []
@@ -167,13 +286,14 @@ class _SharedBytes:
         return found
 
     def copy(self) -> "_SharedBytes":
-        twin = _SharedBytes([])
+        twin = _SharedBytes([], self.pinned)
         twin._parent, twin._offset, twin._last = dict(self._parent), dict(self._offset), dict(self._last)
         return twin
 
 
-def _lives(calls: list[Lowered], storage: dict[int, int]) -> tuple[dict[int, int], dict[int, int]]:
-    """For each storage root, the first and last call that touches it."""
+def _lives(calls: list[Lowered], storage: dict[int, int],
+           pinned: dict[int, tuple[int | None, int | None]]) -> tuple[dict[int, int], dict[int, int]]:
+    """For each storage root, the first and last call that touches it (or a pinned tensor of it lives)."""
     first: dict[int, int] = {}
     last: dict[int, int] = {}
     for index, step in enumerate(calls):
@@ -182,6 +302,11 @@ def _lives(calls: list[Lowered], storage: dict[int, int]) -> tuple[dict[int, int
                 root = storage.get(operand.tensor, operand.tensor)
                 first.setdefault(root, index)
                 last[root] = index
+    for tensor, (low, high) in pinned.items():
+        root = storage.get(tensor, tensor)
+        if root in first:
+            first[root] = min(first[root], low) if low is not None else first[root]
+            last[root] = max(last[root], high) if high is not None else last[root]
     return first, last
 
 
@@ -267,6 +392,10 @@ def _nest_one_call_tensors(graph: Graph, calls: list[Lowered], shared: _SharedBy
         for operand in step.operands:
             if operand.tensor is not None:
                 life.setdefault(operand.tensor, [index, index])[1] = index
+    for tensor, (low, high) in shared.pinned.items():
+        if tensor in life:
+            life[tensor] = [life[tensor][0] if low is None else min(low, life[tensor][0]),
+                            life[tensor][1] if high is None else max(high, life[tensor][1])]
     members: dict[int, list[int]] = {}
     for tensor in shared.members():
         members.setdefault(shared.root(tensor), []).append(tensor)
@@ -301,7 +430,8 @@ def _gap(span: tuple[int, int], busy: list[tuple[int, int]], size: int) -> int |
 
 
 def _arena(graph: Graph, calls: list[Lowered], shared: _SharedBytes, io_names: dict[int, str], joins: set[int]) -> int:
-    return _layout(graph, calls, _apply_band_joins(graph, calls, shared, io_names, joins), io_names).plan.arena_bytes
+    return _layout(graph, calls, _apply_band_joins(graph, calls, shared, io_names, joins), io_names,
+                   by_pieces=True).plan.arena_bytes
 
 
 def _with_patched_stage(graph: Graph, steps: list[Lowered]) -> tuple[Graph, list[Lowered]]:
@@ -361,22 +491,27 @@ def unique_c_identifiers(names: list[str]) -> list[str]:
 def mlf_files(graph: Graph, steps: list[Lowered], module: str, provenance: Provenance, model_bytes: bytes,
               export_datetime: str) -> tuple[dict[str, bytes], Layout, list[Lowered]]:
     if provenance.memory == MIN_MEMORY:
+        steps = fold_pads(graph, steps, _io_names(graph))
         graph, steps = _with_patched_stage(graph, steps)
     layout = plan_layout(graph, steps, provenance.memory)
     calls = [s for s in steps if s.alias_of is None]
     constants = _constants(calls)
     inputs = [(layout.io_names[i], graph.tensors[i]) for i in graph.inputs]
     outputs = [(layout.io_names[i], graph.tensors[i]) for i in graph.outputs]
+    mapped = ({i: layout.pool_offset(i) for i in graph.inputs + graph.outputs} if layout.io_in_pool else None)
     const_bytes = _const_pool_bytes(constants)
     files = {
-        f"codegen/host/include/tvmgen_{module}.h": _header(module, inputs, outputs, layout.plan.arena_bytes),
-        f"codegen/host/src/{module}_lib0.c": _lib0(module, constants, layout.plan.arena_bytes, inputs, outputs),
+        f"codegen/host/include/tvmgen_{module}.h": _header(module, inputs, outputs, layout.plan.arena_bytes,
+                                                           layout.io_in_pool),
+        f"codegen/host/src/{module}_lib0.c": _lib0(module, constants, layout.plan.arena_bytes, inputs, outputs,
+                                                   mapped and [mapped[i] for i in graph.inputs + graph.outputs]),
         f"codegen/host/src/{module}_lib1.c": _lib1(module, calls, constants, layout, inputs, outputs),
-        f"codegen/host/src/{module}_lib2.c": _lib2(module, calls),
+        f"codegen/host/src/{module}_lib2.c": _lib2(module, calls, inputs, outputs, layout.io_in_pool),
         "src/model.tflite": model_bytes,
     }
     files = {k: v.encode() if isinstance(v, str) else v for k, v in files.items()}
-    meta = _metadata(module, calls, inputs, outputs, layout.plan.arena_bytes, const_bytes, provenance, export_datetime)
+    meta = _metadata(module, calls, inputs, outputs, layout.plan.arena_bytes, const_bytes, provenance, export_datetime,
+                     layout.io_in_pool)
     files["metadata.json"] = json.dumps(meta, indent=2, sort_keys=True).encode()
     return files, layout, steps
 
@@ -430,7 +565,7 @@ _EXTERN_C_OPEN = '#ifdef __cplusplus\nextern "C" {\n#endif\n'
 _EXTERN_C_CLOSE = "#ifdef __cplusplus\n}\n#endif\n"
 
 
-def _header(module: str, inputs, outputs, workspace: int) -> str:
+def _header(module: str, inputs, outputs, workspace: int, io_in_pool: bool = False) -> str:
     upper = module.upper()
     lines = [f"#ifndef TVMGEN_{upper}_H_", f"#define TVMGEN_{upper}_H_", "#include <stdint.h>", "", _EXTERN_C_OPEN]
     for kind, tensors in (("Input", inputs), ("Output", outputs)):
@@ -440,6 +575,11 @@ def _header(module: str, inputs, outputs, workspace: int) -> str:
     for kind, tensors in (("inputs", inputs), ("outputs", outputs)):
         lines += [f"/*!\n * \\brief {kind.capitalize()[:-1]} tensor pointers for TVM module \"{module}\" \n */",
                   f"struct tvmgen_{module}_{kind} {{"] + [f"  void* {name};" for name, _ in tensors] + ["};", ""]
+    if io_in_pool:  # TVM's use_workspace_io: the pool is the module's own, so no pool argument
+        for kind in ("inputs", "outputs"):
+            lines += [f"/*!\n * \\brief Maps I/O inside the workspace pools for TVM module \"{module}\"\n"
+                      f" * \\return I/O tensor struct for the module \n */",
+                      f"struct tvmgen_{module}_{kind} tvmgen_{module}_map_{kind}(void);", ""]
     lines += [f"/*!\n * \\brief entrypoint function for TVM module \"{module}\"\n"
               " * \\param inputs Input tensors for the module \n * \\param outputs Output tensors for the module \n */",
               f"int32_t tvmgen_{module}_run(\n  struct tvmgen_{module}_inputs* inputs,\n"
@@ -455,7 +595,8 @@ def _main_parameters(inputs, outputs) -> str:
     return ", ".join(tensors + ["uint8_t* global_const_workspace_0_var", "uint8_t* global_workspace_1_var"])
 
 
-def _lib0(module: str, constants: dict[int, Constant], workspace: int, inputs, outputs) -> str:
+def _lib0(module: str, constants: dict[int, Constant], workspace: int, inputs, outputs,
+          io_offsets: list[int] | None = None) -> str:
     fields = [f"  {_CONSTANT_CTYPES[str(c.array.dtype)]} {c.name}[{c.array.size}] __attribute__((aligned(16)));"
               f" // {c.array.nbytes} bytes, aligned offset: {c.offset}" for c in constants.values()]
     values = [f"  .{c.name} = {{\n    {_values(c.array)}\n  }}," for c in constants.values()]
@@ -473,8 +614,23 @@ def _lib0(module: str, constants: dict[int, Constant], workspace: int, inputs, o
               f"TVM_DLL int32_t tvmgen_{module}___tvm_main__({_main_parameters(inputs, outputs)});",
               f"int32_t tvmgen_{module}_run(struct tvmgen_{module}_inputs* inputs,struct tvmgen_{module}_outputs* outputs) "
               f"{{return tvmgen_{module}___tvm_main__({','.join(arguments)},((uint8_t*)&global_const_workspace),"
-              "((uint8_t*)&global_workspace));", "}", _EXTERN_C_CLOSE, ";"]
+              "((uint8_t*)&global_workspace));", "}"]
+    if io_offsets is not None:
+        lines += _map_functions(module, inputs, outputs, io_offsets)
+    lines += [_EXTERN_C_CLOSE, ";"]
     return "\n".join(lines) + "\n"
+
+
+def _map_functions(module: str, inputs, outputs, io_offsets: list[int]) -> list[str]:
+    """tvmgen_<mod>_map_inputs/_outputs: where in the pool the application writes each input before a
+    run and reads each output after it."""
+    offsets = iter(io_offsets)
+    lines = []
+    for kind, tensors in (("inputs", inputs), ("outputs", outputs)):
+        fields = [f".{name} = &global_workspace[{next(offsets)}]" for name, _ in tensors]
+        lines += [f"struct tvmgen_{module}_{kind} tvmgen_{module}_map_{kind}(void) {{",
+                  f"  struct tvmgen_{module}_{kind} mapped = {{{', '.join(fields)}}};", "  return mapped;", "}"]
+    return lines
 
 
 def _function_name(module: str, index: int) -> str:
@@ -486,17 +642,53 @@ def _lib1(module: str, calls: list[Lowered], constants: dict[int, Constant], lay
              '#include "tvm/runtime/c_backend_api.h"', "#include <stdbool.h>", _EXTERN_C_OPEN]
     for index, step in enumerate(calls):
         lines.append(f"TVM_DLL int32_t {_function_name(module, index)}({_prototype(step)});")
+    copies = _io_copies(module, inputs, outputs) if layout.io_in_pool else {"input": [], "output": []}
+    for name, tensor, function in copies["input"] + copies["output"]:
+        lines.append(f"TVM_DLL int32_t {function}({_copy_prototype(tensor)});")
     lines.append(f"TVM_DLL int32_t tvmgen_{module}___tvm_main__({_main_parameters(inputs, outputs)}) {{")
     for constant in constants.values():
         lines.append(f"  void* {constant.name} = (&(global_const_workspace_0_var[{constant.offset}]));")
-    for buffer in layout.plan.buffers:
-        lines.append(f"  void* {buffer.name}_let = (&(global_workspace_1_var[{layout.plan.offsets[buffer.name]}]));")
+    for name, offset in layout.carves():
+        lines.append(f"  void* {name} = (&(global_workspace_1_var[{offset}]));")
+    tensor_of = {name: index for index, name in layout.io_names.items()}
+    pool_args = "global_const_workspace_0_var, global_workspace_1_var"
+    for name, _, function in copies["input"]:  # the application's input into the pool
+        lines.append(f"  if ({function}({name}_buffer_var, {layout.place(tensor_of[name])}, {pool_args}) != 0 ) return -1;")
     for index, step in enumerate(calls):
         arguments = [constants[id(o)].name if o.constant is not None else layout.place(o.tensor) for o in step.operands]
         arguments += ["global_const_workspace_0_var", "global_workspace_1_var"]
         lines.append(f"  if ({_function_name(module, index)}({', '.join(arguments)}) != 0 ) return -1;")
+    for name, _, function in copies["output"]:  # the pool's output out to the application
+        lines.append(f"  if ({function}({layout.place(tensor_of[name])}, {name}_buffer_var, {pool_args}) != 0 ) return -1;")
     lines += ["  return 0;", "}", "", _EXTERN_C_CLOSE, ";"]
     return "\n".join(lines) + "\n"
+
+
+def _io_copies(module: str, inputs, outputs) -> dict[str, list[tuple[str, object, str]]]:
+    """Each input's and output's copy function, for an application that runs the model on buffers of
+    its own: (C name, tensor, function)."""
+    return {kind: [(name, tensor, f"tvmgen_{module}_copy_{kind}_{i}") for i, (name, tensor) in enumerate(tensors)]
+            for kind, tensors in (("input", inputs), ("output", outputs))}
+
+
+def _copy_prototype(tensor) -> str:
+    ctype = _CTYPES[tensor.dtype]
+    return f"{ctype}* source_, {ctype}* target_, uint8_t* global_const_workspace_var, uint8_t* global_workspace_var"
+
+
+def _copy_functions(module: str, inputs, outputs) -> list[str]:
+    """A copy of the application's buffer into the pool before the run (an output: out of it after);
+    where the application handed the pool's own bytes (tvmgen_<mod>_map_inputs/_outputs) it moves
+    them onto themselves, unchanged (memmove, unconditional: the build proves the pool's regions from
+    this code, which compares no pointers)."""
+    lines = []
+    copies = _io_copies(module, inputs, outputs)
+    for name, tensor, function in copies["input"] + copies["output"]:
+        lines += [f"/* {name}: between the application's buffer and the pool */",
+                  f"TVM_DLL int32_t {function}({_copy_prototype(tensor)}) {{",
+                  "  (void)global_const_workspace_var;", "  (void)global_workspace_var;",
+                  f"  memmove(target_, source_, {tensor.nbytes});", "  return 0;", "}", ""]
+    return lines
 
 
 def _prototype(step: Lowered) -> str:
@@ -523,7 +715,7 @@ def _functions(step: Lowered) -> list[str]:
     return step.functions + (step.bands.functions if step.band_order else [])
 
 
-def _lib2(module: str, calls: list[Lowered]) -> str:
+def _lib2(module: str, calls: list[Lowered], inputs=(), outputs=(), io_in_pool: bool = False) -> str:
     lines = ["// tvm target: cmsis-nn ", "#define TVM_EXPORTS", '#include "tvm/runtime/c_runtime_api.h"',
              '#include "tvm/runtime/c_backend_api.h"', "#include <math.h>", "#include <stdbool.h>",
              "#include <stddef.h>", "#include <string.h>"]
@@ -542,6 +734,8 @@ def _lib2(module: str, calls: list[Lowered]) -> str:
         lines += ["  (void)global_const_workspace_var;", "  (void)global_workspace_var;"]
         lines += [line.replace(BAND_FUNCTION, name) for line in (step.band_body if step.band_order else step.body)]
         lines += ["}", ""]
+    if io_in_pool:
+        lines += _copy_functions(module, inputs, outputs)
     lines += [_EXTERN_C_CLOSE, ";"]
     return "\n".join(lines) + "\n"
 
@@ -558,7 +752,7 @@ def _single_rounding(calls: list[Lowered], rounding: str) -> list[str]:
 
 
 def _metadata(module: str, calls: list[Lowered], inputs, outputs, workspace: int, constants: int,
-              provenance: Provenance, export_datetime: str) -> dict:
+              provenance: Provenance, export_datetime: str, io_in_pool: bool = False) -> dict:
     def tensors(items) -> dict:
         # keyed by the model's own names, as TVM keeps them (a name the model repeats: by its C name),
         # each with its field in the header's structs
@@ -569,13 +763,19 @@ def _metadata(module: str, calls: list[Lowered], inputs, outputs, workspace: int
         return keyed
 
     main = {"constants_size_bytes": constants, "device": 1, "inputs": tensors(inputs), "outputs": tensors(outputs),
-            "io_size_bytes": sum(t.nbytes for _, t in inputs + outputs), "workspace_size_bytes": workspace}
-    operators = [{"function_name": _function_name(module, i), "workspace": [{"device": 1, "workspace_size_bytes": 0}]}
-                 for i in range(len(calls))]
+            # inputs and outputs in the workspace pool take no bytes of their own
+            "io_size_bytes": 0 if io_in_pool else sum(t.nbytes for _, t in inputs + outputs),
+            "workspace_size_bytes": workspace}
+    functions = [_function_name(module, i) for i in range(len(calls))]
+    if io_in_pool:
+        copies = _io_copies(module, inputs, outputs)
+        functions += [function for _, _, function in copies["input"] + copies["output"]]
+    operators = [{"function_name": name, "workspace": [{"device": 1, "workspace_size_bytes": 0}]} for name in functions]
     return {"modules": {module: {
         "executors": ["aot"], "export_datetime": export_datetime,
         "memory": {"functions": {"main": [main], "operator_functions": operators}},
         "mlfbuild_import": dict(provenance.to_json(), rounding=provenance.rounding, memory=provenance.memory,
-                                single_rounding=_single_rounding(calls, provenance.rounding)),
+                                single_rounding=_single_rounding(calls, provenance.rounding),
+                                **({"io": "workspace pool"} if io_in_pool else {})),
         "model_name": module, "style": "full-model", "target": ["c -keys=arm_cpu,cpu"]}},
         "version": 7}

@@ -8,8 +8,10 @@ edges), through two small buffers, so that of the chain's tensors only its input
 ever exist whole. Stripes span whole rows, so every layer's input is contiguous and each is one
 CMSIS-NN call (rows.ConvRows); the integer arithmetic of each output value is the whole layer's.
 
-`patch_leading_stage` tries every chain length and stripe count whose recomputation stays under a
-bound, plans each with the rest of the model (row bands included), and keeps the smallest pool.
+emit.py tries every chain length and stripe count whose recomputation stays under a bound
+(`stage_candidates`), plans each with the rest of the model (row bands included), and keeps the
+smallest pool. Before that, `fold_pads` folds each PAD into the VALID convolution that alone reads
+it, so that the padded tensor never exists and a PAD no longer stops a chain.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import dataclasses
 import numpy as np
 
 from .lowering import BAND_FUNCTION, Lowered, Operand
+from .lowering.base import Bands
+from .lowering.conv import _row_bands as row_bands  # the layer row by row over its dying input
 from .lowering.rows import ConvRows
 from .tflite import Graph, Tensor
 
@@ -120,9 +124,23 @@ def apply_stage(graph: Graph, calls: list[Lowered], stage: Stage) -> tuple[Graph
     names = ", ".join(f"{s.operator.index} ({s.operator.name})" for s in steps)
     # the call stands for the chain: the first operator's, writing the last one's output
     operator = dataclasses.replace(steps[0].operator, outputs=steps[-1].operator.outputs)
+    # the same code runs over its dying input too: each stripe's output rows land where no later
+    # stripe reads (Bands: the output starts `reserve` bytes before the input, top to bottom)
+    bands = Bands(reserve=_reserve(layers, ranges), allow=0, functions=[], body=body, reverse_body=[])
     staged = Lowered(operator, steps[0].function, operands, body,
-                     f"operators {names} run in {stage.stripes} stripes of rows (patch-based)", functions=functions)
+                     f"operators {names} run in {stage.stripes} stripes of rows (patch-based)", functions=functions,
+                     bands=bands)
     return graph, calls[:stage.first] + [staged] + calls[stage.last + 1:]
+
+
+def _reserve(layers: list[ConvRows], ranges: list[list[tuple[int, int]]]) -> int:
+    """How many bytes before its input the stage's output must start for no stripe to write over input
+    rows a later stripe reads (0 where it may start with the input): a stripe writes its output rows
+    after its first layer has read its input rows, so only later stripes' rows matter."""
+    first_layer, last_layer = layers[0], layers[-1]
+    slack = min((first_layer.window(*ranges[t + 1][0])[0] * first_layer.in_row - ranges[t][-1][1] * last_layer.out_row
+                 for t in range(len(ranges) - 1)), default=0)
+    return max(0, -slack)
 
 
 def _stripe_code(layers: list[ConvRows], ranges: list[list[tuple[int, int]]]) -> tuple[list[str], list[str]]:
@@ -147,3 +165,59 @@ def _stripe_code(layers: list[ConvRows], ranges: list[list[tuple[int, int]]]) ->
                         f"{constants}) != 0) return -1;")
             source, source_first = target, first
     return functions, body + ["  return 0;"]
+
+
+def fold_pads(graph: Graph, calls: list[Lowered], io_names: dict[int, str]) -> list[Lowered]:
+    """Each PAD of an image's rows and columns (with its zero point: PAD, not PADV2) whose only reader
+    is the next call, a VALID convolution, folded into that convolution: padding at the image's edges
+    is what CMSIS-NN's calls compute (the padded positions add nothing, as the zero point does), so
+    the padded tensor never exists. The convolution keeps its row bands and can start a stripe stage."""
+    readers: dict[int, list[int]] = {}
+    for index, step in enumerate(calls):
+        for tensor in [o.tensor for o in step.operands if o.tensor is not None] + [step.alias_of]:
+            if tensor is not None:
+                readers.setdefault(tensor, []).append(index)
+    folded: list[Lowered] = []
+    skip = False
+    for index, step in enumerate(calls):
+        if skip:
+            skip = False
+            continue
+        conv = calls[index + 1] if index + 1 < len(calls) else None
+        pads = _image_pads(graph, step)
+        if (pads is None or conv is None or conv.rows is None or conv.rows.pad_h or conv.rows.pad_w
+                or conv.operands[0].tensor != step.output or step.output in io_names
+                or readers.get(step.output) != [index, index + 1]):
+            folded.append(step)
+            continue
+        folded.append(_folded(graph, step, conv, pads))
+        skip = True
+    return folded
+
+
+def _image_pads(graph: Graph, step: Lowered) -> tuple[int, int] | None:
+    """(top, left) of a PAD of rows and columns of one int8 image; None for any other call."""
+    op = step.operator
+    if op.name != "PAD" or step.alias_of is not None or len(op.inputs) < 2:
+        return None
+    x, paddings = graph.tensors[op.inputs[0]], graph.tensors[op.inputs[1]]
+    if x.dtype != "int8" or len(x.shape) != 4 or x.shape[0] != 1 or not paddings.is_constant:
+        return None
+    pads = np.asarray(paddings.data).astype(np.int64).reshape(-1, 2)
+    if pads.shape != (4, 2) or pads[0].any() or pads[3].any() or (pads < 0).any():
+        return None
+    return int(pads[1][0]), int(pads[2][0])
+
+
+def _folded(graph: Graph, pad: Lowered, conv: Lowered, pads: tuple[int, int]) -> Lowered:
+    source = pad.operator.inputs[0]
+    height, width, channels = graph.tensors[source].shape[1:]
+    rows = dataclasses.replace(conv.rows, in_hwc=(height, width, channels), pad_h=pads[0], pad_w=pads[1])
+    whole = f"{BAND_FUNCTION}_whole"
+    body = [f"  if ({whole}(input_, output_, {rows.operands()}) != 0) return -1;", "  return 0;"]
+    operands = [dataclasses.replace(conv.operands[0], tensor=source), *conv.operands[1:]]
+    operator = dataclasses.replace(conv.operator, inputs=(source, *conv.operator.inputs[1:]))
+    note = f"operator {pad.operator.index} (PAD) folded in: the convolution pads at the image's edges"
+    return Lowered(operator, conv.function, operands, body, note,
+                   functions=rows.call_function(whole, height, pads[0], rows.out_hwc[0]),
+                   bands=row_bands(rows), rows=rows)

@@ -164,6 +164,9 @@ class Module:
     # does (mlfbuild's own MLFs of .tflite models state it; TVM's never do)
     single_rounding: tuple[str, ...] = ()
     imported_from: dict[str, Any] | None = field(default=None, compare=False)  # `mlfbuild import` provenance
+    # the inputs and outputs are tensors of the module's own workspace pool (TVM's use_workspace_io with
+    # the pool inside the module: tvmgen_<mod>_map_inputs(void)/_map_outputs(void) give their bytes)
+    io_in_pool: bool = False
 
     @property
     def prefix(self) -> str:
@@ -194,6 +197,7 @@ class Module:
             "interface_api": self.interface_api,
             "unpacked_api": self.unpacked_api,
             "usmp": self.usmp,
+            "io_in_pool": self.io_in_pool,
             "link_params": self.link_params,
             "system_lib": self.system_lib,
             "entry_function": self.entry_function,

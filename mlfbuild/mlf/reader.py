@@ -193,7 +193,16 @@ def _full_model_module(root: Path, meta: _Obj, name: str, version: int, max_grap
         system_headers=tuple(sorted(csource.system_includes(all_source))),
         cmsis_nn=_cmsis_nn_assumptions(source_text, targets),
         single_rounding=_single_rounding(meta), imported_from=_provenance(meta),
+        io_in_pool=_io_in_pool(name, header),
     )
+
+
+def _io_in_pool(name: str, header: str | None) -> bool:
+    """The header maps the inputs and outputs into the module's own pool: `mlfbuild import --memory
+    min`'s tvmgen_<mod>_map_inputs(void). (TVM's use_workspace_io maps them into external pools,
+    `map_inputs(struct tvmgen_<mod>_workspace_pools*)`, which the build refuses with those pools.)"""
+    return header is not None and all(re.search(rf"\btvmgen_{name}_map_{kind}\s*\(\s*void\s*\)", header)
+                                      for kind in ("inputs", "outputs"))
 
 
 # The CMSIS-NN functions whose requantisation an MLF may ask to round once (mlfbuild import does for

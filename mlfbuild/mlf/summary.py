@@ -39,7 +39,9 @@ def _module_lines(m: Module) -> list[str]:
     tensors = sum(t.nbytes for t in (*m.inputs, *m.outputs))
     for mem in m.memory:
         io = f"io {mem.io_size_bytes:,} B"
-        if mem.io_size_bytes != tensors and m.inputs:  # TVM's AOT figure is not the buffers the firmware holds
+        if m.io_in_pool:
+            io += f" (the inputs and outputs, {tensors:,} B, are inside the workspace: tvmgen_{m.name}_map_inputs)"
+        elif mem.io_size_bytes != tensors and m.inputs:  # TVM's AOT figure is not the buffers the firmware holds
             io += f" (TVM's figure; the inputs and outputs are {tensors:,} B)"
         lines.append(f"    memory device {mem.device}: workspace {mem.workspace_size_bytes:,} B, "
                      f"constants {mem.constants_size_bytes:,} B, {io}")

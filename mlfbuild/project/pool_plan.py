@@ -77,6 +77,11 @@ def plan_usmp_pool(sources: dict[str, str], module_name: str, scratch: dict[str,
     buffers = [Buffer(r.name, r.size or 0, r.first, r.last) for r in pool.regions]
     placed = {function: nbytes for function, nbytes in (scratch or {}).items() if function in pool.operators and nbytes}
     buffers += [Buffer(f"{function}:scratch", nbytes, *pool.operators[function][1:]) for function, nbytes in placed.items()]
+    if pool.mapped:  # its inputs and outputs where the application was told: the layout as it is
+        live = _live_in_layout(pool)
+        return PoolPlan("usmp", pool.tvm_bytes, pool.tvm_bytes, max(live, default=0), False,
+                        f"its inputs and outputs are in the pool, at the offsets tvmgen_{module_name}_map_inputs and "
+                        "_map_outputs give the application", producer=producer, live=live)
     floor = floor_bytes(buffers, ALIGNMENT)
     live = _live_per_call(buffers, pool)
     overlap = _overlap_in_tvm_layout(pool.regions)
@@ -101,6 +106,21 @@ def _live_per_call(buffers: list[Buffer], pool: UsmpPool) -> list[int]:
     calls = sorted((first, last) for _, first, last in pool.operators.values())
     return [sum(align(b.size, ALIGNMENT) for b in buffers if b.first <= last and first <= b.last)
             for first, last in calls]
+
+
+def _live_in_layout(pool: UsmpPool) -> list[int]:
+    """The bytes of the pool live during each operator call as the code lays them out: the union of
+    the regions live then (regions may share bytes, a layer written over its dying input)."""
+    calls = sorted((first, last) for _, first, last in pool.operators.values())
+    live = []
+    for first, last in calls:
+        spans = sorted((r.offset, r.offset + (r.size or 0)) for r in pool.regions if r.first <= last and first <= r.last)
+        total, reach = 0, 0
+        for low, high in spans:
+            total += max(0, high - max(low, reach))
+            reach = max(reach, high)
+        live.append(total)
+    return live
 
 
 def header_dirs(root: Path, cmsis_nn: Path | None = None, cmsis_core: Path | None = None,

@@ -158,8 +158,8 @@ def check_plan_fits(lowered: list[Lowered], bounds: Bounds, own_io: bool) -> Non
             ram.append((name, "USMP pool global_workspace at its floor", item.pool.floor_bytes))
         if own_io:      # an application of the user's may define the arena and the io buffers elsewhere
             ram.append((name, "arena", item.arena_bytes))
-            ram.append((name, "input and output buffers",
-                        sum(spec.nbytes for spec in item.module.inputs + item.module.outputs)))
+            ram.append((name, "input and output buffers",  # none of their own when in the pool
+                        0 if item.module.io_in_pool else sum(spec.nbytes for spec in item.module.inputs + item.module.outputs)))
     bounds.check_total("flash", "the constants", [part for part in flash if part[2]])
     bounds.check_total("ram", "the planned workspace pools and io buffers", [part for part in ram if part[2]])
 

@@ -286,6 +286,7 @@ class _LinkedModule:
     plan: dict
     pool_users: list
     pool: dict  # build.json's workspace_pool
+    io_in_pool: bool = False  # inputs and outputs are tensors of its USMP pool (tvmgen_<mod>_map_inputs)
 
 
 def _pool_with_plan(model: dict) -> dict | None:
@@ -306,7 +307,7 @@ def _memory_rows(module: dict, lowered: dict, linked: dict, pool: int, pool_user
         module_pool=own_pool if own_pool else (pool if lowered.get("workspace_bytes") else 0),
         arena=get("graph arena", 1), io=get("io buffers", 1), constants=get("constants", 0),
         weights=get("weights (params file)", 0), plan=lowered.get("memory_plan") or {}, pool_users=pool_users,
-        pool=lowered.get("workspace_pool") or {})
+        pool=lowered.get("workspace_pool") or {}, io_in_pool=bool(module.get("io_in_pool")))
     memory = (module.get("memory") or {}).get("main") or []
     if not memory:  # operator style: no main function, so no summary; still show what is linked
         if not (facts.module_pool or facts.io):
@@ -391,6 +392,12 @@ def _constants_row(cs: int, device: int, f: _LinkedModule) -> MemoryRow:
 
 
 def _io_row(ios: int, device: int, f: _LinkedModule) -> MemoryRow:
+    if f.io_in_pool:
+        text = (f"inputs and outputs inside the USMP pool global_workspace (tensors {f.tensors:,} B, at the "
+                f"offsets the module's map_inputs/map_outputs give): no buffers of their own")
+        if f.io:
+            text += f"; {f.io:,} B of io buffers linked all the same"
+        return MemoryRow("io", device, ios, f.io, text)
     if f.executor == "graph":
         text = f"graph executor: inputs and outputs live inside the planned arena (tensors {f.tensors:,} B)"
         return MemoryRow("io", device, ios, f.io, text)
