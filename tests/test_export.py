@@ -180,8 +180,9 @@ def _model_symbols(elf: Path, modules) -> dict[str, int]:
                    for m in modules))}
 
 
+@pytest.mark.qemu  # cmake_apps, made by whichever test asks first, probes kws_aot_cmsisnn_m4's sizes in QEMU
 @pytest.mark.parametrize("name", ["kws_aot_c_unpacked_usmp", "kws_graph_c", "kws_aot_c_unpacked_nousmp",
-                                  pytest.param("kws_aot_cmsisnn_m4", marks=pytest.mark.qemu)])  # its size probe
+                                  "kws_aot_cmsisnn_m4"])
 def test_exported_model_is_the_firmware_model(cmake_apps, build_firmware, fixtures_dir, third_party_dir, name):
     """The same code, weights and planned arena as in `build`'s firmware: nothing copied, nothing re-planned
     (CMSIS-NN: the same library functions and the same pool with its scratch regions)."""
