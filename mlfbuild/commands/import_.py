@@ -28,10 +28,15 @@ class ImportCommand(Command):
                                  "min: convolutions and pads also write their output over their dying input row by "
                                  "row, and the first convolutions run in stripes, where that makes the pool smaller "
                                  "(a little more compute: calls per row, rows of the stripes recomputed)")
+        parser.add_argument("--kernels", choices=("generated", "cmsis-nn"), default="generated",
+                            help="generated: the layers that dominate time (1x1 convolutions) get a kernel generated "
+                                 "for their shapes, used on cores with DSP and no MVE (Cortex-M4/M7/M33) and on the "
+                                 "host, the CMSIS-NN call elsewhere (the default); cmsis-nn: every layer calls "
+                                 "CMSIS-NN. Both are bit-exact")
         parser.add_argument("--json", action="store_true", help="print what was imported as JSON")
 
     def run(self, args):
-        from ..importer import import_tflite
+        from ..importer import generated_layers, import_tflite
 
         out = args.output or Path(f"{args.model.stem}.tar")
         if out.is_dir():
@@ -39,7 +44,7 @@ class ImportCommand(Command):
         if out.resolve() == args.model.resolve():
             raise UsageError(f"-o {out}: is the model itself")
         try:
-            result = import_tflite(args.model, out, args.name, args.rounding, args.memory)
+            result = import_tflite(args.model, out, args.name, args.rounding, args.memory, args.kernels)
         except MlfError as error:
             if args.json:  # the refusal as a document too; the one line on stderr and the exit code stay
                 operator = getattr(error, "operator", None)
@@ -54,6 +59,8 @@ class ImportCommand(Command):
         calls = [s for s in result.steps if s.function]
         kernels = [s for s in result.steps if s.kernel]
         own = f" and {len(kernels)} kernel(s) of mlfbuild's" if kernels else ""
+        generated = generated_layers(result.steps)
+        own += f" ({generated} of the calls a kernel generated for DSP cores)" if generated else ""
         print(f"imported {args.model} → {out}: module {result.module}, {len(result.steps)} operator(s) as "
               f"{len(calls)} CMSIS-NN call(s){own}, workspace {result.pool_bytes:,} B "
               + (f"(liveness floor {result.floor_bytes:,} B)" if args.memory == "floor" else "(--memory min)"))

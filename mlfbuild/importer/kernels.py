@@ -1,0 +1,172 @@
+"""Layer kernels generated at import (`--kernels generated`): C specialised to one layer's shapes and
+quantization, faster on a Cortex-M core with the DSP extension than the CMSIS-NN call it replaces.
+
+Each generated layer keeps its operator function's operands (the CMSIS-NN call's: input, int8 filter
+as TFLite lays it out, multipliers, bias, shifts, output) and its CMSIS-NN call: the function body is
+
+    #if MLF_GENERATED_KERNELS   (DSP without MVE: the ACLE intrinsics; a host: their plain-C twins)
+      the generated kernel
+    #else                       (the M55's MVE, the M0's and M3's generic C: CMSIS-NN is faster or equal)
+      the CMSIS-NN call
+    #endif
+
+so the MLF stays board-independent, and the host runs the generated kernel's exact arithmetic
+(the same layout, the same sums) where QEMU runs the intrinsics. Each output value is TFLite's
+reference value: int32 sums of (input + input offset) × filter plus the bias, requantised by
+mlf_requantize (TFLite's two roundings; CMSIS-NN's convolutions round the same way, so both
+`--rounding` choices give the same convolution), the output offset added, clamped.
+
+Row bands and patches (`--memory min`) keep their CMSIS-NN calls: only the whole-layer body is
+generated, and a layer the memory plan computes row by row runs its band functions as before.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .lowering.base import C_HELPERS, REQUANTIZE_FUNCTION, Lowered, fused_activation_range, tensor_at
+from .tflite import Graph
+
+GENERATED_KERNELS, CMSIS_NN_KERNELS = "generated", "cmsis-nn"
+KERNEL_CHOICES = (GENERATED_KERNELS, CMSIS_NN_KERNELS)
+
+# The intrinsics the generated kernels use: ACLE's on a core with DSP and no MVE, the same arithmetic
+# in plain C on a host (no __arm__), and neither elsewhere (MLF_GENERATED_KERNELS 0: CMSIS-NN's calls).
+# Words are read with memcpy (an unaligned LDR on the M4; the pool analysis follows it).
+DSP_FUNCTION = "mlf_dsp_read4"
+DSP_C = """#if defined(__ARM_FEATURE_DSP) && !defined(__ARM_FEATURE_MVE)
+#include <arm_acle.h>
+#define MLF_GENERATED_KERNELS 1
+static inline int32_t mlf_dsp_sxtb16(int32_t x) { return __sxtb16(x); }
+static inline int32_t mlf_dsp_smlad(int32_t x, int32_t y, int32_t acc) { return __smlad(x, y, acc); }
+#elif !defined(__arm__)
+#define MLF_GENERATED_KERNELS 1
+static inline int32_t mlf_dsp_sxtb16(int32_t x) {
+  return (int32_t)(((uint32_t)(uint16_t)(int16_t)(int8_t)x) | ((uint32_t)(uint16_t)(int16_t)(int8_t)(x >> 16) << 16));
+}
+static inline int32_t mlf_dsp_smlad(int32_t x, int32_t y, int32_t acc) {
+  return (int32_t)((uint32_t)acc + (uint32_t)((int32_t)(int16_t)x * (int16_t)y) +
+                   (uint32_t)((int32_t)(int16_t)(x >> 16) * (int16_t)(y >> 16)));
+}
+#else
+#define MLF_GENERATED_KERNELS 0
+#endif
+#if MLF_GENERATED_KERNELS
+static inline int32_t mlf_dsp_ror8(int32_t x) { return (int32_t)(((uint32_t)x >> 8) | ((uint32_t)x << 24)); }
+static inline int32_t mlf_dsp_read4(const int8_t* p) { int32_t word; memcpy(&word, p, 4); return word; }
+/* mlf_requantize for a shift <= 0: TFLite's rounding doubling high multiply, whose nudge toward zero
+   for a negative product equals adding 2^30 and shifting (floor((p + 2^30) / 2^31) is
+   trunc((p + 1 - 2^30) / 2^31) for p < 0), then its rounding divide by 2^right (ties away from zero).
+   Inlined: gcc -Os calls mlf_requantize, 34 instructions an output with the call (kws, Cortex-M4F). */
+static inline __attribute__((always_inline)) int32_t mlf_dsp_requantize(int32_t value, int32_t multiplier,
+                                                                        int32_t right) {
+  const int32_t high = (int32_t)(((int64_t)value * multiplier + (1ll << 30)) >> 31);
+  const int32_t mask = (int32_t)((1u << right) - 1u);
+  const int32_t remainder = high & mask, threshold = (mask >> 1) + (high < 0 ? 1 : 0);
+  return (high >> right) + (remainder > threshold ? 1 : 0);
+}
+#endif"""
+
+# Registered once with the helpers the emitter writes where a body names them (before the functions).
+C_HELPERS.setdefault(DSP_FUNCTION, DSP_C)
+
+
+def specialise(graph: Graph, steps: list[Lowered], kernels: str) -> list[Lowered]:
+    """`steps` with the layers a generated kernel serves made generated (`kernels` "generated"), or as
+    they are ("cmsis-nn")."""
+    if kernels == CMSIS_NN_KERNELS:
+        return steps
+    return [_generated(graph, step) or step for step in steps]
+
+
+def generated_layers(steps: list[Lowered]) -> int:
+    return sum(1 for step in steps if any(line.startswith("#if MLF_GENERATED_KERNELS") for line in step.body))
+
+
+def _generated(graph: Graph, step: Lowered) -> Lowered | None:
+    if step.function != "arm_convolve_wrapper_s8" or step.alias_of is not None:
+        return None
+    kernel = _pointwise(graph, step)
+    if kernel is None:
+        return None
+    return replace(step, body=["#if MLF_GENERATED_KERNELS", *kernel, "#else", *step.body, "#endif"])
+
+
+def _pointwise(graph: Graph, step: Lowered) -> list[str] | None:
+    """A 1x1 convolution of stride 1 (every pixel a matrix-vector product), input and output channels
+    multiples of 4; None for any other."""
+    op = step.operator
+    x, w, y = tensor_at(graph, op, 0), tensor_at(graph, op, 1), tensor_at(graph, op, 0, output=True)
+    if len(w.shape) != 4 or w.shape[1:3] != (1, 1) or len(x.shape) != 4 or len(y.shape) != 4:
+        return None
+    if op.options.get("stride_h") != 1 or op.options.get("stride_w") != 1 or x.shape[:3] != y.shape[:3]:
+        return None
+    out_c, in_c = w.shape[0], w.shape[3]
+    if in_c % 4 or out_c % 4 or in_c != x.shape[3] or out_c != y.shape[3] or 8 * in_c > MAX_PAIR_BYTES:
+        return None
+    pixels = x.shape[0] * x.shape[1] * x.shape[2]
+    bias = any(o.param == "bias_" for o in step.operands)
+    lo, hi = fused_activation_range(op, y)
+    right_shifts = all(int(v) <= 0 for v in _constant(step, "shift_"))
+    return pointwise_body(pixels, in_c, out_c, -x.quantization.zero_point, y.quantization.zero_point, lo, hi, bias,
+                          right_shifts)
+
+
+def _constant(step: Lowered, param: str):
+    return next(o.constant for o in step.operands if o.param == param)
+
+
+def _offset_pair(offset: int) -> str:
+    """The input offset in both halfwords, as SMLAD multiplies it with a pair of filter values."""
+    half = offset & 0xFFFF
+    return f"(int32_t)0x{(half << 16) | half:08x}u"
+
+
+# The largest stack buffer of sign-extended filter pairs a generated layer takes (four output
+# channels' worth); a layer with more input channels keeps its CMSIS-NN call.
+MAX_PAIR_BYTES = 2048
+
+
+def pointwise_body(pixels: int, in_c: int, out_c: int, in_offset: int, out_offset: int, lo: int, hi: int,
+                   bias: bool, right_shifts: bool) -> list[str]:
+    """Four output channels at a time: their filters sign-extended once into halfword pairs on the
+    stack (SXTB16: bytes 0 and 2, then 1 and 3, of each word) and the input offset folded into their
+    bias (bias + offset × the filter's sum, by SMLAD on the same pairs); then per pixel four
+    accumulators, each input word made two pairs by SXTB16 and multiplied with each channel's two
+    pairs by SMLAD. The sums equal TFLite's sum of (input + offset) × filter + bias modulo 2^32.
+    `right_shifts`: every channel's shift is <= 0 (requantised by the inlined mlf_dsp_requantize)."""
+    words = in_c // 2  # filter pairs per output channel
+    step = 4
+    lines = [f"  int32_t pairs[{4 * words}];",
+             f"  for (int32_t group = 0; group < {out_c // 4}; ++group) {{",
+             "    const int32_t oc = group * 4;"]
+    lines += [f"    int32_t base{j} = {f'bias_[oc + {j}]' if bias else '0'};" for j in range(4)]
+    lines += [f"    for (int32_t k = 0; k < {in_c // 4}; ++k) {{"]
+    for j in range(4):
+        lines += [f"      {{ const int32_t f = mlf_dsp_read4(filter_ + (oc + {j}) * {in_c} + k * 4);",
+                  f"        const int32_t even = mlf_dsp_sxtb16(f), odd = mlf_dsp_sxtb16(mlf_dsp_ror8(f));",
+                  f"        pairs[k * 8 + {2 * j}] = even;",
+                  f"        pairs[k * 8 + {2 * j + 1}] = odd;",
+                  f"        base{j} = mlf_dsp_smlad({_offset_pair(in_offset)}, even, base{j});",
+                  f"        base{j} = mlf_dsp_smlad({_offset_pair(in_offset)}, odd, base{j}); }}"]
+    lines += ["    }",
+              f"    for (int32_t p = 0; p < {pixels}; ++p) {{",
+              f"      const int8_t* in = input_ + p * {in_c};"]
+    lines += [f"      int32_t acc{j} = base{j};" for j in range(4)]
+    # counted loops (an index times the step): the pool analysis's intervals then bound every read
+    lines += [f"      for (int32_t k = 0; k < {in_c // step}; ++k) {{", f"        const int32_t c = k * {step};"]
+    for word in range(step // 4):
+        at = f"c + {4 * word}" if word else "c"
+        lines += [f"        {{ const int32_t x = mlf_dsp_read4(in + {at});",
+                  "          const int32_t even = mlf_dsp_sxtb16(x), odd = mlf_dsp_sxtb16(mlf_dsp_ror8(x));"]
+        for j in range(4):
+            lines += [f"          acc{j} = mlf_dsp_smlad(even, pairs[({at}) * 2 + {2 * j}], acc{j});",
+                      f"          acc{j} = mlf_dsp_smlad(odd, pairs[({at}) * 2 + {2 * j + 1}], acc{j});"]
+        lines += ["        }"]
+    lines += ["      }"]
+    for j in range(4):
+        requantized = (f"mlf_dsp_requantize(acc{j}, multiplier_[oc + {j}], -shift_[oc + {j}])" if right_shifts else
+                       f"{REQUANTIZE_FUNCTION}(acc{j}, multiplier_[oc + {j}], shift_[oc + {j}])")
+        lines += [f"      {{ const int32_t out = {requantized} + ({out_offset});",
+                  f"        output_[p * {out_c} + oc + {j}] = (int8_t)(out < {lo} ? {lo} : (out > {hi} ? {hi} : out)); }}"]
+    return lines + ["    }", "  }", "  return 0;"]
