@@ -1,0 +1,124 @@
+"""Layer kernels generated at import (`mlfbuild import --kernels generated`, the default): each equals
+LiteRT's reference kernel on the host (the intrinsics' plain-C twins) and in QEMU on the Cortex-M4F
+(the ACLE intrinsics); `--kernels cmsis-nn` keeps every CMSIS-NN call, and the choice is recorded in
+the MLF and shown by size and run --profile."""
+
+from __future__ import annotations
+
+import json
+import tarfile
+
+import numpy as np
+import pytest
+
+from mlfbuild.importer import generated_layers, import_tflite
+from conftest import cli
+from test_import_operators import check_against_litert
+from tflitewriter import bundle_model
+
+
+def _pointwise(channels: int, out_channels: int, **more):
+    return ("CONV_2D", {"kernel_h": 1, "kernel_w": 1, "stride_h": 1, "stride_w": 1, "dilation_h": 1,
+                        "dilation_w": 1, "padding": "VALID", "channels": channels, "out_channels": out_channels,
+                        **more})
+
+
+# input and output channels multiples of 4, batches, extreme zero points, every fused activation
+POINTWISE = [
+    _pointwise(4, 4),
+    _pointwise(8, 12, batch=2, activation="RELU6"),
+    _pointwise(12, 8, input_zero_point=-128, output_zero_point=127, activation="NONE"),
+    _pointwise(16, 4, input_zero_point=127, output_zero_point=-128, activation="RELU"),
+]
+
+
+def _random_pointwise(rng: np.random.Generator, count: int) -> list:
+    return [_pointwise(4 * int(rng.integers(1, 9)), 4 * int(rng.integers(1, 5))) for _ in range(count)]
+
+
+def _lib2(mlf) -> str:
+    with tarfile.open(mlf) as tar:
+        name = next(n for n in tar.getnames() if n.endswith("_lib2.c"))
+        return tar.extractfile(name).read().decode()
+
+
+def _metadata(mlf) -> dict:
+    with tarfile.open(mlf) as tar:
+        name = next(n for n in tar.getnames() if n.endswith("metadata.json"))
+        return json.loads(tar.extractfile(name).read())
+
+
+def test_pointwise_layers_are_generated_and_others_keep_their_call(tmp_path):
+    cases = POINTWISE + [_pointwise(6, 4), _pointwise(4, 4, kernel_h=3, kernel_w=3, padding="SAME")]
+    model = bundle_model(np.random.default_rng(3), cases).write(tmp_path / "m.tflite")
+    result = import_tflite(model, tmp_path / "m.tar")
+    assert generated_layers(result.steps) == len(POINTWISE)  # 6 input channels and 3x3: CMSIS-NN
+    source = _lib2(tmp_path / "m.tar")
+    assert source.count("(void)global_workspace_var;\n#if MLF_GENERATED_KERNELS") == len(POINTWISE)
+    assert source.count("arm_convolve_wrapper_s8(") == len(cases)  # the call stays for cores without DSP
+    (module,) = _metadata(tmp_path / "m.tar")["modules"].values()
+    assert module["mlfbuild_import"]["kernels"] == "generated"
+
+
+def test_kernels_cmsis_nn_gives_the_cmsis_nn_calls(tmp_path):
+    model = bundle_model(np.random.default_rng(3), POINTWISE).write(tmp_path / "m.tflite")
+    imported = cli("import", str(model), "-o", str(tmp_path / "c.tar"), "--kernels", "cmsis-nn")
+    assert imported.returncode == 0, imported.stderr
+    assert "generated" not in imported.stdout
+    assert "MLF_GENERATED_KERNELS" not in _lib2(tmp_path / "c.tar")
+    (module,) = _metadata(tmp_path / "c.tar")["modules"].values()
+    assert module["mlfbuild_import"]["kernels"] == "cmsis-nn"
+    assert "mlf_dsp_" not in _lib2(tmp_path / "c.tar")
+    assert _lib2(tmp_path / "c.tar").count("arm_convolve_wrapper_s8(") == len(POINTWISE)
+    generated = import_tflite(model, tmp_path / "g.tar")
+    assert generated_layers(generated.steps) == len(POINTWISE)
+
+
+def test_an_unknown_kernels_choice_is_refused(tmp_path):
+    model = bundle_model(np.random.default_rng(3), POINTWISE[:1]).write(tmp_path / "m.tflite")
+    refused = cli("import", str(model), "-o", str(tmp_path / "c.tar"), "--kernels", "fast")
+    assert refused.returncode == 2 and "--kernels" in refused.stderr
+    assert not (tmp_path / "c.tar").exists()
+
+
+@pytest.mark.cross
+def test_generated_pointwise_layers_equal_litert_on_the_host(cmsis_nn, tmp_path):
+    cases = POINTWISE + _random_pointwise(np.random.default_rng(11), 4)
+    model = bundle_model(np.random.default_rng(41), cases).write(tmp_path / "pw.tflite")
+    assert generated_layers(import_tflite(model, tmp_path / "pw.tar").steps) == len(cases)
+    check_against_litert(model, "host", cmsis_nn("v6.0.0"), tmp_path / "host", samples=4)
+
+
+@pytest.mark.cross
+def test_build_json_and_size_show_the_kernels(cmsis_nn, tmp_path):
+    model = bundle_model(np.random.default_rng(3), POINTWISE[:2]).write(tmp_path / "m.tflite")
+    for kernels in ("cmsis-nn", "generated"):
+        mlf = tmp_path / f"{kernels}.tar"
+        assert cli("import", str(model), "-o", str(mlf), "--kernels", kernels).returncode == 0
+        built = cli("build", str(mlf), "-b", "host", "--cmsis-nn", str(cmsis_nn("v6.0.0")), "-o", str(tmp_path / kernels))
+        assert built.returncode == 0, built.stderr
+        assert "not proven" not in built.stdout + built.stderr
+        record = json.loads((tmp_path / kernels / "build.json").read_text())
+        assert record["models"][0]["imported_from"]["kernels"] == kernels
+        size = json.loads(cli("size", "--json", str(tmp_path / kernels)).stdout)
+        assert size["modules"][0]["workspace_pool"]["kernels"] == kernels
+
+
+@pytest.mark.qemu
+@pytest.mark.cross
+def test_generated_pointwise_layers_equal_litert_on_the_cortex_m4f(cmsis_nn, tmp_path):
+    """The ACLE intrinsics' path (SXTB16, SMLAD), on mps2-an386; its profile header names the kernels."""
+    model = bundle_model(np.random.default_rng(43), POINTWISE[1:3]).write(tmp_path / "pw.tflite")
+    check_against_litert(model, "mps2-an386", cmsis_nn("v6.0.0"), tmp_path / "m4", samples=2)
+    profiled = cli("run", str(tmp_path / "m4"), "--profile", "--samples", "1")
+    assert profiled.returncode == 0, profiled.stderr
+    assert "generated kernels" in profiled.stdout
+
+
+@pytest.mark.exhaustive
+@pytest.mark.qemu
+@pytest.mark.cross
+def test_many_generated_pointwise_layers_equal_litert_on_the_cortex_m4f(cmsis_nn, tmp_path):
+    cases = POINTWISE + _random_pointwise(np.random.default_rng(12), 12)
+    model = bundle_model(np.random.default_rng(44), cases).write(tmp_path / "pw.tflite")
+    check_against_litert(model, "mps2-an386", cmsis_nn("v6.0.0"), tmp_path / "m4", samples=4)
