@@ -198,7 +198,7 @@ def test_size_shows_the_memory_over_the_inference_and_the_plan(cmsis_nn, tmp_pat
     assert built.returncode == 0, built.stderr
     text = cli("size", str(tmp_path / "b")).stdout
     line = next(line for line in text.splitlines() if "live over the inference" in line)
-    assert f"peak {least.pool_bytes:,} B" in line and "(memory plan min)" in line
+    assert f"peak {least.pool_bytes:,} B" in line and "(memory plan min, generated kernels)" in line
     pool = json.loads(cli("size", str(tmp_path / "b"), "--json").stdout)["modules"][0]["workspace_pool"]
     assert max(pool["live_bytes"]) == least.pool_bytes and len(pool["live_bytes"]) == len(least.steps)
     assert cli("size", str(tmp_path / "b"), "--html", str(tmp_path / "s.html")).returncode == 0

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
+
 from .lowering.base import C_HELPERS, REQUANTIZE_FUNCTION, Lowered, fused_activation_range, tensor_at
 from .tflite import Graph
 
@@ -54,17 +56,23 @@ static inline int32_t mlf_dsp_smlad(int32_t x, int32_t y, int32_t acc) {
 #if MLF_GENERATED_KERNELS
 static inline int32_t mlf_dsp_ror8(int32_t x) { return (int32_t)(((uint32_t)x >> 8) | ((uint32_t)x << 24)); }
 static inline int32_t mlf_dsp_read4(const int8_t* p) { int32_t word; memcpy(&word, p, 4); return word; }
-/* mlf_requantize for a shift <= 0: TFLite's rounding doubling high multiply, whose nudge toward zero
-   for a negative product equals adding 2^30 and shifting (floor((p + 2^30) / 2^31) is
-   trunc((p + 1 - 2^30) / 2^31) for p < 0), then its rounding divide by 2^right (ties away from zero).
+/* mlf_requantize for a shift of -1 or less (right = -shift, half = 2^(right - 1)), for sums below 2^30
+   in magnitude. TFLite's rounding doubling high multiply nudges a negative product toward zero,
+   which equals adding 2^30 and shifting: floor((p + 2^30) / 2^31) is trunc((p + 1 - 2^30) / 2^31)
+   for p < 0. Its rounding divide by 2^right (ties away from zero) is (high + half - (high < 0)) >> right:
+   a remainder above the threshold (half - 1, or half for a negative high) carries into the quotient.
    Inlined: gcc -Os calls mlf_requantize, 34 instructions an output with the call (kws, Cortex-M4F). */
 static inline __attribute__((always_inline)) int32_t mlf_dsp_requantize(int32_t value, int32_t multiplier,
-                                                                        int32_t right) {
+                                                                        int32_t right, int32_t half) {
   const int32_t high = (int32_t)(((int64_t)value * multiplier + (1ll << 30)) >> 31);
-  const int32_t mask = (int32_t)((1u << right) - 1u);
-  const int32_t remainder = high & mask, threshold = (mask >> 1) + (high < 0 ? 1 : 0);
-  return (high >> right) + (remainder > threshold ? 1 : 0);
+  return (high + half + (high >> 31)) >> right;
 }
+#if defined(__ARM_FEATURE_DSP)
+/* ACLE's __ssat is a statement expression in gcc's arm_acle.h, which the pool analysis does not follow */
+static inline int32_t mlf_dsp_ssat8(int32_t x) { return __builtin_arm_ssat(x, 8); }
+#else
+static inline int32_t mlf_dsp_ssat8(int32_t x) { return x < -128 ? -128 : (x > 127 ? 127 : x); }
+#endif
 #endif"""
 
 # Registered once with the helpers the emitter writes where a body names them (before the functions).
@@ -107,7 +115,8 @@ def _pointwise(graph: Graph, step: Lowered) -> list[str] | None:
     pixels = x.shape[0] * x.shape[1] * x.shape[2]
     bias = any(o.param == "bias_" for o in step.operands)
     lo, hi = fused_activation_range(op, y)
-    right_shifts = all(int(v) <= 0 for v in _constant(step, "shift_"))
+    largest = in_c * 255 * 128 + (int(np.abs(_constant(step, "bias_").astype(np.int64)).max()) if bias else 0)
+    right_shifts = all(int(v) <= -1 for v in _constant(step, "shift_")) and largest < 1 << 30
     return pointwise_body(pixels, in_c, out_c, -x.quantization.zero_point, y.quantization.zero_point, lo, hi, bias,
                           right_shifts)
 
@@ -127,6 +136,11 @@ def _offset_pair(offset: int) -> str:
 MAX_PAIR_BYTES = 2048
 
 
+# Input channels a pass of the pixel loop takes, unrolled (constant offsets from one pointer each for
+# the input and the filter pairs: no loop counter, no pointer steps, the accumulators in registers).
+CHUNK_CHANNELS = 64
+
+
 def pointwise_body(pixels: int, in_c: int, out_c: int, in_offset: int, out_offset: int, lo: int, hi: int,
                    bias: bool, right_shifts: bool) -> list[str]:
     """Four output channels at a time: their filters sign-extended once into halfword pairs on the
@@ -134,13 +148,16 @@ def pointwise_body(pixels: int, in_c: int, out_c: int, in_offset: int, out_offse
     bias (bias + offset × the filter's sum, by SMLAD on the same pairs); then per pixel four
     accumulators, each input word made two pairs by SXTB16 and multiplied with each channel's two
     pairs by SMLAD. The sums equal TFLite's sum of (input + offset) × filter + bias modulo 2^32.
-    `right_shifts`: every channel's shift is <= 0 (requantised by the inlined mlf_dsp_requantize)."""
+    `right_shifts`: every channel's shift is -1 or less and every sum below 2^30 in magnitude
+    (requantised by the inlined mlf_dsp_requantize, its per-channel constants kept per group)."""
     words = in_c // 2  # filter pairs per output channel
-    step = 4
+    chunk = min(in_c, CHUNK_CHANNELS) if in_c % min(in_c, CHUNK_CHANNELS) == 0 else 4
     lines = [f"  int32_t pairs[{4 * words}];",
              f"  for (int32_t group = 0; group < {out_c // 4}; ++group) {{",
              "    const int32_t oc = group * 4;"]
     lines += [f"    int32_t base{j} = {f'bias_[oc + {j}]' if bias else '0'};" for j in range(4)]
+    if right_shifts:
+        lines += [f"    const int32_t right{j} = -shift_[oc + {j}], half{j} = 1 << (right{j} - 1);" for j in range(4)]
     lines += [f"    for (int32_t k = 0; k < {in_c // 4}; ++k) {{"]
     for j in range(4):
         lines += [f"      {{ const int32_t f = mlf_dsp_read4(filter_ + (oc + {j}) * {in_c} + k * 4);",
@@ -150,23 +167,24 @@ def pointwise_body(pixels: int, in_c: int, out_c: int, in_offset: int, out_offse
                   f"        base{j} = mlf_dsp_smlad({_offset_pair(in_offset)}, even, base{j});",
                   f"        base{j} = mlf_dsp_smlad({_offset_pair(in_offset)}, odd, base{j}); }}"]
     lines += ["    }",
-              f"    for (int32_t p = 0; p < {pixels}; ++p) {{",
-              f"      const int8_t* in = input_ + p * {in_c};"]
+              f"    for (int32_t p = 0; p < {pixels}; ++p) {{"]
     lines += [f"      int32_t acc{j} = base{j};" for j in range(4)]
     # counted loops (an index times the step): the pool analysis's intervals then bound every read
-    lines += [f"      for (int32_t k = 0; k < {in_c // step}; ++k) {{", f"        const int32_t c = k * {step};"]
-    for word in range(step // 4):
-        at = f"c + {4 * word}" if word else "c"
-        lines += [f"        {{ const int32_t x = mlf_dsp_read4(in + {at});",
+    lines += [f"      for (int32_t part = 0; part < {in_c // chunk}; ++part) {{",
+              f"        const int8_t* in = input_ + p * {in_c} + part * {chunk};",
+              f"        const int32_t* pair = pairs + part * {2 * chunk};"]
+    for word in range(chunk // 4):
+        lines += [f"        {{ const int32_t x = mlf_dsp_read4(in + {4 * word});",
                   "          const int32_t even = mlf_dsp_sxtb16(x), odd = mlf_dsp_sxtb16(mlf_dsp_ror8(x));"]
         for j in range(4):
-            lines += [f"          acc{j} = mlf_dsp_smlad(even, pairs[({at}) * 2 + {2 * j}], acc{j});",
-                      f"          acc{j} = mlf_dsp_smlad(odd, pairs[({at}) * 2 + {2 * j + 1}], acc{j});"]
+            lines += [f"          acc{j} = mlf_dsp_smlad(even, pair[{8 * word + 2 * j}], acc{j});",
+                      f"          acc{j} = mlf_dsp_smlad(odd, pair[{8 * word + 2 * j + 1}], acc{j});"]
         lines += ["        }"]
     lines += ["      }"]
     for j in range(4):
-        requantized = (f"mlf_dsp_requantize(acc{j}, multiplier_[oc + {j}], -shift_[oc + {j}])" if right_shifts else
+        requantized = (f"mlf_dsp_requantize(acc{j}, multiplier_[oc + {j}], right{j}, half{j})" if right_shifts else
                        f"{REQUANTIZE_FUNCTION}(acc{j}, multiplier_[oc + {j}], shift_[oc + {j}])")
+        clamped = "mlf_dsp_ssat8(out)" if (lo, hi) == (-128, 127) else f"(out < {lo} ? {lo} : (out > {hi} ? {hi} : out))"
         lines += [f"      {{ const int32_t out = {requantized} + ({out_offset});",
-                  f"        output_[p * {out_c} + oc + {j}] = (int8_t)(out < {lo} ? {lo} : (out > {hi} ? {hi} : out)); }}"]
+                  f"        output_[p * {out_c} + oc + {j}] = (int8_t){clamped}; }}"]
     return lines + ["    }", "  }", "  return 0;"]
