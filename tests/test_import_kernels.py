@@ -29,6 +29,8 @@ POINTWISE = [
     _pointwise(8, 12, batch=2, activation="RELU6"),
     _pointwise(12, 8, input_zero_point=-128, output_zero_point=127, activation="NONE"),
     _pointwise(16, 4, input_zero_point=127, output_zero_point=-128, activation="RELU"),
+    # a scale above 1/2 (a shift >= 0): requantised by mlf_requantize, not the inlined right shift
+    _pointwise(8, 4, output_scale_ratio=0.002),
 ]
 
 
@@ -54,6 +56,7 @@ def test_pointwise_layers_are_generated_and_others_keep_their_call(tmp_path):
     result = import_tflite(model, tmp_path / "m.tar")
     assert generated_layers(result.steps) == len(POINTWISE)  # 6 input channels and 3x3: CMSIS-NN
     source = _lib2(tmp_path / "m.tar")
+    assert source.count("= mlf_requantize(") == 4 and source.count("= mlf_dsp_requantize(") == 4 * (len(POINTWISE) - 1)
     assert source.count("(void)global_workspace_var;\n#if MLF_GENERATED_KERNELS") == len(POINTWISE)
     assert source.count("arm_convolve_wrapper_s8(") == len(cases)  # the call stays for cores without DSP
     (module,) = _metadata(tmp_path / "m.tar")["modules"].values()
