@@ -34,6 +34,24 @@ POINTWISE = [
 ]
 
 
+def _depthwise(channels: int, kernel=(3, 3), stride=(1, 1), padding="SAME", dilation=(1, 1), **more):
+    return ("DEPTHWISE_CONV_2D", {"kernel_h": kernel[0], "kernel_w": kernel[1], "stride_h": stride[0],
+                                  "stride_w": stride[1], "dilation_h": dilation[0], "dilation_w": dilation[1],
+                                  "padding": padding, "channels": channels, "depth_multiplier": 1, "batch": 1,
+                                  **more})
+
+
+# batch 1, depth multiplier 1, channels multiples of 4: windows inside and across the padding
+DEPTHWISE = [
+    _depthwise(4, height=6, width=5),
+    _depthwise(8, stride=(2, 2), height=7, width=9, activation="RELU6"),
+    _depthwise(4, kernel=(3, 2), stride=(2, 1), dilation=(2, 2), height=9, width=7),
+    _depthwise(12, kernel=(5, 5), height=3, width=3, input_zero_point=-128, output_zero_point=127, activation="NONE"),
+    _depthwise(8, padding="VALID", height=5, width=6, input_zero_point=127, output_zero_point=-128),
+    _depthwise(4, output_scale_ratio=0.002, height=4, width=4),  # a shift >= 0: mlf_requantize
+]
+
+
 def _random_pointwise(rng: np.random.Generator, count: int) -> list:
     return [_pointwise(4 * int(rng.integers(1, 9)), 4 * int(rng.integers(1, 5))) for _ in range(count)]
 
@@ -51,14 +69,19 @@ def _metadata(mlf) -> dict:
 
 
 def test_pointwise_layers_are_generated_and_others_keep_their_call(tmp_path):
-    cases = POINTWISE + [_pointwise(6, 4), _pointwise(4, 4, kernel_h=3, kernel_w=3, padding="SAME")]
+    kept = [_pointwise(6, 4), _pointwise(4, 4, kernel_h=3, kernel_w=3, padding="SAME"), _depthwise(6),
+            _depthwise(4, depth_multiplier=2)]  # 6 channels, 3x3 convolutions, multipliers: CMSIS-NN
+    cases = POINTWISE + DEPTHWISE + kept
     model = bundle_model(np.random.default_rng(3), cases).write(tmp_path / "m.tflite")
     result = import_tflite(model, tmp_path / "m.tar")
-    assert generated_layers(result.steps) == len(POINTWISE)  # 6 input channels and 3x3: CMSIS-NN
+    generated = len(POINTWISE) + len(DEPTHWISE)
+    assert generated_layers(result.steps) == generated
     source = _lib2(tmp_path / "m.tar")
-    assert source.count("= mlf_requantize(") == 4 and source.count("= mlf_dsp_requantize(") == 4 * (len(POINTWISE) - 1)
-    assert source.count("(void)global_workspace_var;\n#if MLF_GENERATED_KERNELS") == len(POINTWISE)
-    assert source.count("arm_convolve_wrapper_s8(") == len(cases)  # the call stays for cores without DSP
+    assert source.count("= mlf_requantize(") == 8 and source.count("= mlf_dsp_requantize(") == 4 * (generated - 2)
+    assert source.count("(void)global_workspace_var;\n#if MLF_GENERATED_KERNELS") == generated
+    # the call stays for cores without DSP
+    assert source.count("arm_convolve_wrapper_s8(") == len(POINTWISE) + 2
+    assert source.count("arm_depthwise_conv_wrapper_s8(") == len(DEPTHWISE) + 2
     (module,) = _metadata(tmp_path / "m.tar")["modules"].values()
     assert module["mlfbuild_import"]["kernels"] == "generated"
 
@@ -85,8 +108,8 @@ def test_an_unknown_kernels_choice_is_refused(tmp_path):
 
 
 @pytest.mark.cross
-def test_generated_pointwise_layers_equal_litert_on_the_host(cmsis_nn, tmp_path):
-    cases = POINTWISE + _random_pointwise(np.random.default_rng(11), 4)
+def test_generated_layers_equal_litert_on_the_host(cmsis_nn, tmp_path):
+    cases = POINTWISE + DEPTHWISE + _random_pointwise(np.random.default_rng(11), 4)
     model = bundle_model(np.random.default_rng(41), cases).write(tmp_path / "pw.tflite")
     assert generated_layers(import_tflite(model, tmp_path / "pw.tar").steps) == len(cases)
     check_against_litert(model, "host", cmsis_nn("v6.0.0"), tmp_path / "host", samples=4)
@@ -109,9 +132,10 @@ def test_build_json_and_size_show_the_kernels(cmsis_nn, tmp_path):
 
 @pytest.mark.qemu
 @pytest.mark.cross
-def test_generated_pointwise_layers_equal_litert_on_the_cortex_m4f(cmsis_nn, tmp_path):
-    """The ACLE intrinsics' path (SXTB16, SMLAD), on mps2-an386; its profile header names the kernels."""
-    model = bundle_model(np.random.default_rng(43), POINTWISE[1:3]).write(tmp_path / "pw.tflite")
+def test_generated_layers_equal_litert_on_the_cortex_m4f(cmsis_nn, tmp_path):
+    """The ACLE intrinsics' path (SXTB16, SXTAB16, SMLAD, SMLABB/SMLATT, SSAT), on mps2-an386; its
+    profile header names the kernels."""
+    model = bundle_model(np.random.default_rng(43), POINTWISE[1:3] + DEPTHWISE[1:4]).write(tmp_path / "pw.tflite")
     check_against_litert(model, "mps2-an386", cmsis_nn("v6.0.0"), tmp_path / "m4", samples=2)
     profiled = cli("run", str(tmp_path / "m4"), "--profile", "--samples", "1")
     assert profiled.returncode == 0, profiled.stderr
@@ -121,7 +145,7 @@ def test_generated_pointwise_layers_equal_litert_on_the_cortex_m4f(cmsis_nn, tmp
 @pytest.mark.exhaustive
 @pytest.mark.qemu
 @pytest.mark.cross
-def test_many_generated_pointwise_layers_equal_litert_on_the_cortex_m4f(cmsis_nn, tmp_path):
-    cases = POINTWISE + _random_pointwise(np.random.default_rng(12), 12)
+def test_many_generated_layers_equal_litert_on_the_cortex_m4f(cmsis_nn, tmp_path):
+    cases = POINTWISE + DEPTHWISE + _random_pointwise(np.random.default_rng(12), 12)
     model = bundle_model(np.random.default_rng(44), cases).write(tmp_path / "pw.tflite")
     check_against_litert(model, "mps2-an386", cmsis_nn("v6.0.0"), tmp_path / "m4", samples=4)

@@ -22,11 +22,11 @@ generated, and a layer the memory plan computes row by row runs its band functio
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .lowering.base import C_HELPERS, REQUANTIZE_FUNCTION, Lowered, fused_activation_range, tensor_at
+from .lowering.base import C_HELPERS, REQUANTIZE_FUNCTION, Lowered, fused_activation_range, tensor_at, window_padding
 from .tflite import Graph
 
 GENERATED_KERNELS, CMSIS_NN_KERNELS = "generated", "cmsis-nn"
@@ -41,6 +41,9 @@ DSP_C = """#if defined(__ARM_FEATURE_DSP) && !defined(__ARM_FEATURE_MVE)
 #define MLF_GENERATED_KERNELS 1
 static inline int32_t mlf_dsp_sxtb16(int32_t x) { return __sxtb16(x); }
 static inline int32_t mlf_dsp_smlad(int32_t x, int32_t y, int32_t acc) { return __smlad(x, y, acc); }
+static inline int32_t mlf_dsp_sxtab16(int32_t pair, int32_t x) { return __sxtab16(pair, x); }
+static inline int32_t mlf_dsp_smlabb(int32_t x, int32_t y, int32_t acc) { return __smlabb(x, y, acc); }
+static inline int32_t mlf_dsp_smlatt(int32_t x, int32_t y, int32_t acc) { return __smlatt(x, y, acc); }
 #elif !defined(__arm__)
 #define MLF_GENERATED_KERNELS 1
 static inline int32_t mlf_dsp_sxtb16(int32_t x) {
@@ -49,6 +52,17 @@ static inline int32_t mlf_dsp_sxtb16(int32_t x) {
 static inline int32_t mlf_dsp_smlad(int32_t x, int32_t y, int32_t acc) {
   return (int32_t)((uint32_t)acc + (uint32_t)((int32_t)(int16_t)x * (int16_t)y) +
                    (uint32_t)((int32_t)(int16_t)(x >> 16) * (int16_t)(y >> 16)));
+}
+static inline int32_t mlf_dsp_sxtab16(int32_t pair, int32_t x) {
+  const uint32_t low = (uint32_t)(uint16_t)((int16_t)pair + (int8_t)x);
+  const uint32_t high = (uint32_t)(uint16_t)((int16_t)(pair >> 16) + (int8_t)(x >> 16));
+  return (int32_t)(low | (high << 16));
+}
+static inline int32_t mlf_dsp_smlabb(int32_t x, int32_t y, int32_t acc) {
+  return (int32_t)((uint32_t)acc + (uint32_t)((int32_t)(int16_t)x * (int16_t)y));
+}
+static inline int32_t mlf_dsp_smlatt(int32_t x, int32_t y, int32_t acc) {
+  return (int32_t)((uint32_t)acc + (uint32_t)((int32_t)(int16_t)(x >> 16) * (int16_t)(y >> 16)));
 }
 #else
 #define MLF_GENERATED_KERNELS 0
@@ -92,9 +106,9 @@ def generated_layers(steps: list[Lowered]) -> int:
 
 
 def _generated(graph: Graph, step: Lowered) -> Lowered | None:
-    if step.function != "arm_convolve_wrapper_s8" or step.alias_of is not None:
+    if step.alias_of is not None or step.function not in _GENERATORS:
         return None
-    kernel = _pointwise(graph, step)
+    kernel = _GENERATORS[step.function](graph, step)
     if kernel is None:
         return None
     return replace(step, body=["#if MLF_GENERATED_KERNELS", *kernel, "#else", *step.body, "#endif"])
@@ -115,10 +129,38 @@ def _pointwise(graph: Graph, step: Lowered) -> list[str] | None:
     pixels = x.shape[0] * x.shape[1] * x.shape[2]
     bias = any(o.param == "bias_" for o in step.operands)
     lo, hi = fused_activation_range(op, y)
-    largest = in_c * 255 * 128 + (int(np.abs(_constant(step, "bias_").astype(np.int64)).max()) if bias else 0)
-    right_shifts = all(int(v) <= -1 for v in _constant(step, "shift_")) and largest < 1 << 30
+    right_shifts = _requantisation(step, in_c, bias)
     return pointwise_body(pixels, in_c, out_c, -x.quantization.zero_point, y.quantization.zero_point, lo, hi, bias,
                           right_shifts)
+
+
+def _requantisation(step: Lowered, fan_in: int, bias: bool) -> bool:
+    """Whether the inlined mlf_dsp_requantize serves every channel: shifts of -1 or less, and every sum
+    (fan_in products of at most 255 × 128, and the bias) below 2^30 in magnitude."""
+    largest = fan_in * 255 * 128 + (int(np.abs(_constant(step, "bias_").astype(np.int64)).max()) if bias else 0)
+    return all(int(v) <= -1 for v in _constant(step, "shift_")) and largest < 1 << 30
+
+
+def _depthwise(graph: Graph, step: Lowered) -> list[str] | None:
+    """A depthwise convolution of batch 1 and depth multiplier 1 over channels a multiple of 4."""
+    op = step.operator
+    x, w, y = tensor_at(graph, op, 0), tensor_at(graph, op, 1), tensor_at(graph, op, 0, output=True)
+    if len(x.shape) != 4 or len(y.shape) != 4 or len(w.shape) != 4 or x.shape[0] != 1:
+        return None
+    _, in_h, in_w, channels = x.shape
+    _, out_h, out_w, out_c = y.shape
+    _, k_h, k_w, _ = w.shape
+    if out_c != channels or channels % 4 or w.shape[3] != channels:
+        return None
+    o = op.options
+    stride, dilation = (o["stride_h"], o["stride_w"]), (o["dilation_h"], o["dilation_w"])
+    padding = (window_padding(op, in_h, k_h, stride[0], dilation[0], out_h),
+               window_padding(op, in_w, k_w, stride[1], dilation[1], out_w))
+    bias = any(o.param == "bias_" for o in step.operands)
+    lo, hi = fused_activation_range(op, y)
+    window = DepthwiseWindow((in_h, in_w, channels), (out_h, out_w), (k_h, k_w), stride, dilation, padding)
+    return depthwise_body(window, -x.quantization.zero_point, y.quantization.zero_point, lo, hi, bias,
+                          _requantisation(step, k_h * k_w, bias))
 
 
 def _constant(step: Lowered, param: str):
@@ -188,3 +230,84 @@ def pointwise_body(pixels: int, in_c: int, out_c: int, in_offset: int, out_offse
         lines += [f"      {{ const int32_t out = {requantized} + ({out_offset});",
                   f"        output_[p * {out_c} + oc + {j}] = (int8_t){clamped}; }}"]
     return lines + ["    }", "  }", "  return 0;"]
+
+
+def _requantised_store(j: int, out_offset: int, lo: int, hi: int, right_shifts: bool, channel: str, at: str) -> list[str]:
+    """Accumulator j requantised (TFLite's two roundings), offset, clamped and stored at output_[at]."""
+    requantized = (f"mlf_dsp_requantize(acc{j}, multiplier_[{channel}], right{j}, half{j})" if right_shifts else
+                   f"{REQUANTIZE_FUNCTION}(acc{j}, multiplier_[{channel}], shift_[{channel}])")
+    clamped = "mlf_dsp_ssat8(out)" if (lo, hi) == (-128, 127) else f"(out < {lo} ? {lo} : (out > {hi} ? {hi} : out))"
+    return [f"{{ const int32_t out = {requantized} + ({out_offset});", f"  output_[{at}] = (int8_t){clamped}; }}"]
+
+
+@dataclass(frozen=True)
+class DepthwiseWindow:
+    in_hwc: tuple[int, int, int]
+    out_hw: tuple[int, int]
+    kernel: tuple[int, int]
+    stride: tuple[int, int]
+    dilation: tuple[int, int]
+    padding: tuple[int, int]  # before the first row and column
+
+    def inside(self, axis: int) -> tuple[int, int]:
+        """The first and last output row (axis 0) or column (1) whose window lies inside the input."""
+        size, out = self.in_hwc[axis], self.out_hw[axis]
+        stride, pad, reach = self.stride[axis], self.padding[axis], (self.kernel[axis] - 1) * self.dilation[axis]
+        first = -(-pad // stride)
+        last = (size - 1 - reach + pad) // stride if size - 1 - reach + pad >= 0 else -1
+        return first, min(last, out - 1)
+
+
+def depthwise_body(window: DepthwiseWindow, in_offset: int, out_offset: int, lo: int, hi: int, bias: bool,
+                   right_shifts: bool) -> list[str]:
+    """Four channels at a time: their filter taps sign-extended once into halfword pairs on the stack
+    (bytes 0 and 2, then 1 and 3, as SXTB16 takes them); then per output pixel four accumulators, each
+    tap's input word made two pairs of (input + offset) by SXTAB16 and multiplied by SMLABB/SMLATT (one
+    channel per halfword). Pixels whose window lies inside the input take the taps unrolled at
+    constant offsets; the others skip the taps in the padding, as TFLite's reference kernel does."""
+    (in_h, in_w, channels), (out_h, out_w) = window.in_hwc, window.out_hw
+    (k_h, k_w), (s_h, s_w), (d_h, d_w), (p_h, p_w) = window.kernel, window.stride, window.dilation, window.padding
+    (row_lo, row_hi), (col_lo, col_hi) = window.inside(0), window.inside(1)
+    pair = _offset_pair(in_offset)
+
+    def tap(source: str, index: str, indent: str) -> list[str]:
+        return [f"{indent}{{ const int32_t x = mlf_dsp_read4({source});",
+                f"{indent}  const int32_t even = mlf_dsp_sxtab16({pair}, x), odd = mlf_dsp_sxtab16({pair}, mlf_dsp_ror8(x));",
+                f"{indent}  const int32_t we = taps[{index} * 2], wo = taps[{index} * 2 + 1];",
+                f"{indent}  acc0 = mlf_dsp_smlabb(even, we, acc0); acc2 = mlf_dsp_smlatt(even, we, acc2);",
+                f"{indent}  acc1 = mlf_dsp_smlabb(odd, wo, acc1); acc3 = mlf_dsp_smlatt(odd, wo, acc3); }}"]
+
+    lines = [f"  int32_t taps[{2 * k_h * k_w}];",
+             f"  for (int32_t block = 0; block < {channels // 4}; ++block) {{",
+             "    const int32_t c = block * 4;",
+             f"    for (int32_t t = 0; t < {k_h * k_w}; ++t) {{",
+             f"      const int32_t f = mlf_dsp_read4(filter_ + t * {channels} + c);",
+             "      taps[t * 2] = mlf_dsp_sxtb16(f);",
+             "      taps[t * 2 + 1] = mlf_dsp_sxtb16(mlf_dsp_ror8(f));",
+             "    }"]
+    if right_shifts:
+        lines += [f"    const int32_t right{j} = -shift_[c + {j}], half{j} = 1 << (right{j} - 1);" for j in range(4)]
+    lines += [f"    for (int32_t oy = 0; oy < {out_h}; ++oy) {{",
+              f"      for (int32_t ox = 0; ox < {out_w}; ++ox) {{"]
+    lines += [f"        int32_t acc{j} = {f'bias_[c + {j}]' if bias else '0'};" for j in range(4)]
+    lines += [f"        if (oy >= {row_lo} && oy <= {row_hi} && ox >= {col_lo} && ox <= {col_hi}) {{",
+              f"          const int8_t* in = input_ + ((oy * {s_h} - {p_h}) * {in_w} + ox * {s_w} - {p_w}) * {channels} + c;"]
+    for ky in range(k_h):
+        for kx in range(k_w):
+            lines += tap(f"in + {(ky * d_h * in_w + kx * d_w) * channels}", str(ky * k_w + kx), "          ")
+    lines += ["        } else {",
+              f"          for (int32_t ky = 0; ky < {k_h}; ++ky) {{",
+              f"            const int32_t iy = oy * {s_h} - {p_h} + ky * {d_h};",
+              f"            if (iy < 0 || iy >= {in_h}) continue;",
+              f"            for (int32_t kx = 0; kx < {k_w}; ++kx) {{",
+              f"              const int32_t ix = ox * {s_w} - {p_w} + kx * {d_w};",
+              f"              if (ix < 0 || ix >= {in_w}) continue;"]
+    lines += tap(f"input_ + (iy * {in_w} + ix) * {channels} + c", f"(ky * {k_w} + kx)", "              ")
+    lines += ["            }", "          }", "        }"]
+    for j in range(4):
+        lines += [f"        {line}" for line in _requantised_store(j, out_offset, lo, hi, right_shifts, f"c + {j}",
+                                                                    f"(oy * {out_w} + ox) * {channels} + c + {j}")]
+    return lines + ["      }", "    }", "  }", "  return 0;"]
+
+
+_GENERATORS = {"arm_convolve_wrapper_s8": _pointwise, "arm_depthwise_conv_wrapper_s8": _depthwise}
