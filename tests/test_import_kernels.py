@@ -44,11 +44,12 @@ def _depthwise(channels: int, kernel=(3, 3), stride=(1, 1), padding="SAME", dila
 # batch 1, depth multiplier 1, channels multiples of 4: windows inside and across the padding
 DEPTHWISE = [
     _depthwise(4, height=6, width=5),
-    _depthwise(8, stride=(2, 2), height=7, width=9, activation="RELU6"),
+    _depthwise(8, stride=(2, 2), height=9, width=9, activation="RELU6"),
     _depthwise(4, kernel=(3, 2), stride=(2, 1), dilation=(2, 2), height=9, width=7),
-    _depthwise(12, kernel=(5, 5), height=3, width=3, input_zero_point=-128, output_zero_point=127, activation="NONE"),
+    _depthwise(12, kernel=(5, 5), padding="VALID", height=7, width=7, input_zero_point=-128, output_zero_point=127,
+               activation="NONE"),
     _depthwise(8, padding="VALID", height=5, width=6, input_zero_point=127, output_zero_point=-128),
-    _depthwise(4, output_scale_ratio=0.002, height=4, width=4),  # a shift >= 0: mlf_requantize
+    _depthwise(4, output_scale_ratio=0.002, height=6, width=6),  # a shift >= 0: mlf_requantize
 ]
 
 
@@ -69,8 +70,9 @@ def _metadata(mlf) -> dict:
 
 
 def test_pointwise_layers_are_generated_and_others_keep_their_call(tmp_path):
+    # 6 channels, 3x3 convolutions, multipliers, windows mostly across the padding: CMSIS-NN
     kept = [_pointwise(6, 4), _pointwise(4, 4, kernel_h=3, kernel_w=3, padding="SAME"), _depthwise(6),
-            _depthwise(4, depth_multiplier=2)]  # 6 channels, 3x3 convolutions, multipliers: CMSIS-NN
+            _depthwise(4, depth_multiplier=2), _depthwise(4, kernel=(5, 5), height=3, width=3)]
     cases = POINTWISE + DEPTHWISE + kept
     model = bundle_model(np.random.default_rng(3), cases).write(tmp_path / "m.tflite")
     result = import_tflite(model, tmp_path / "m.tar")
@@ -81,7 +83,7 @@ def test_pointwise_layers_are_generated_and_others_keep_their_call(tmp_path):
     assert source.count("(void)global_workspace_var;\n#if MLF_GENERATED_KERNELS") == generated
     # the call stays for cores without DSP
     assert source.count("arm_convolve_wrapper_s8(") == len(POINTWISE) + 2
-    assert source.count("arm_depthwise_conv_wrapper_s8(") == len(DEPTHWISE) + 2
+    assert source.count("arm_depthwise_conv_wrapper_s8(") == len(DEPTHWISE) + 3
     (module,) = _metadata(tmp_path / "m.tar")["modules"].values()
     assert module["mlfbuild_import"]["kernels"] == "generated"
 

@@ -159,6 +159,8 @@ def _depthwise(graph: Graph, step: Lowered) -> list[str] | None:
     bias = any(o.param == "bias_" for o in step.operands)
     lo, hi = fused_activation_range(op, y)
     window = DepthwiseWindow((in_h, in_w, channels), (out_h, out_w), (k_h, k_w), stride, dilation, padding)
+    if 3 * window.inside_pixels() < out_h * out_w:
+        return None
     return depthwise_body(window, -x.quantization.zero_point, y.quantization.zero_point, lo, hi, bias,
                           _requantisation(step, k_h * k_w, bias))
 
@@ -256,6 +258,14 @@ class DepthwiseWindow:
         first = -(-pad // stride)
         last = (size - 1 - reach + pad) // stride if size - 1 - reach + pad >= 0 else -1
         return first, min(last, out - 1)
+
+    def inside_pixels(self) -> int:
+        """Output pixels whose window lies inside the input (the unrolled taps; the others check each tap).
+        Measured (vww, Cortex-M4F, -Os, against CMSIS-NN v7): with 4 of 9 and 16 of 36 inside the
+        generated layer took 0.75× CMSIS-NN's estimated cycles, with 1 of 9 (3x3 pixels, 256 channels)
+        1.04×: it is generated where at least a third of its pixels are inside."""
+        (row_lo, row_hi), (col_lo, col_hi) = self.inside(0), self.inside(1)
+        return max(row_hi - row_lo + 1, 0) * max(col_hi - col_lo + 1, 0)
 
 
 def depthwise_body(window: DepthwiseWindow, in_offset: int, out_offset: int, lo: int, hi: int, bias: bool,
