@@ -53,6 +53,17 @@ DEPTHWISE = [
 ]
 
 
+# convolutions over a window (batch 1): 3x3 across the padding, strides, dilations, 1x1 of stride 2
+WINDOWED = [
+    _pointwise(4, 4, kernel_h=3, kernel_w=3, padding="SAME", batch=1),
+    _pointwise(8, 8, kernel_h=3, kernel_w=3, stride_h=2, stride_w=2, padding="SAME", batch=1, height=7, width=8),
+    _pointwise(4, 8, kernel_h=2, kernel_w=3, dilation_h=2, dilation_w=1, padding="SAME", batch=1, height=6, width=5,
+               input_zero_point=-128, output_zero_point=127, activation="NONE"),
+    _pointwise(12, 4, kernel_h=3, kernel_w=3, padding="VALID", batch=1, height=5, width=5, activation="RELU6"),
+    _pointwise(8, 4, stride_h=2, stride_w=2, batch=1, height=6, width=6, output_scale_ratio=0.002),
+]
+
+
 def _random_pointwise(rng: np.random.Generator, count: int) -> list:
     return [_pointwise(4 * int(rng.integers(1, 9)), 4 * int(rng.integers(1, 5))) for _ in range(count)]
 
@@ -71,18 +82,18 @@ def _metadata(mlf) -> dict:
 
 def test_pointwise_layers_are_generated_and_others_keep_their_call(tmp_path):
     # 6 channels, 3x3 convolutions, multipliers, windows mostly across the padding: CMSIS-NN
-    kept = [_pointwise(6, 4), _pointwise(4, 4, kernel_h=3, kernel_w=3, padding="SAME"), _depthwise(6),
+    kept = [_pointwise(6, 4), _pointwise(4, 4, kernel_h=3, kernel_w=3, padding="SAME", batch=2), _depthwise(6),
             _depthwise(4, depth_multiplier=2), _depthwise(4, kernel=(5, 5), height=3, width=3)]
-    cases = POINTWISE + DEPTHWISE + kept
+    cases = POINTWISE + DEPTHWISE + WINDOWED + kept
     model = bundle_model(np.random.default_rng(3), cases).write(tmp_path / "m.tflite")
     result = import_tflite(model, tmp_path / "m.tar")
-    generated = len(POINTWISE) + len(DEPTHWISE)
+    generated = len(POINTWISE) + len(DEPTHWISE) + len(WINDOWED)
     assert generated_layers(result.steps) == generated
     source = _lib2(tmp_path / "m.tar")
-    assert source.count("= mlf_requantize(") == 8 and source.count("= mlf_dsp_requantize(") == 4 * (generated - 2)
+    assert source.count("= mlf_requantize(") == 12 and source.count("= mlf_dsp_requantize(") == 4 * (generated - 3)
     assert source.count("(void)global_workspace_var;\n#if MLF_GENERATED_KERNELS") == generated
     # the call stays for cores without DSP
-    assert source.count("arm_convolve_wrapper_s8(") == len(POINTWISE) + 2
+    assert source.count("arm_convolve_wrapper_s8(") == len(POINTWISE) + len(WINDOWED) + 2
     assert source.count("arm_depthwise_conv_wrapper_s8(") == len(DEPTHWISE) + 3
     (module,) = _metadata(tmp_path / "m.tar")["modules"].values()
     assert module["mlfbuild_import"]["kernels"] == "generated"
@@ -111,7 +122,7 @@ def test_an_unknown_kernels_choice_is_refused(tmp_path):
 
 @pytest.mark.cross
 def test_generated_layers_equal_litert_on_the_host(cmsis_nn, tmp_path):
-    cases = POINTWISE + DEPTHWISE + _random_pointwise(np.random.default_rng(11), 4)
+    cases = POINTWISE + DEPTHWISE + WINDOWED + _random_pointwise(np.random.default_rng(11), 4)
     model = bundle_model(np.random.default_rng(41), cases).write(tmp_path / "pw.tflite")
     assert generated_layers(import_tflite(model, tmp_path / "pw.tar").steps) == len(cases)
     check_against_litert(model, "host", cmsis_nn("v6.0.0"), tmp_path / "host", samples=4)
@@ -137,7 +148,7 @@ def test_build_json_and_size_show_the_kernels(cmsis_nn, tmp_path):
 def test_generated_layers_equal_litert_on_the_cortex_m4f(cmsis_nn, tmp_path):
     """The ACLE intrinsics' path (SXTB16, SXTAB16, SMLAD, SMLABB/SMLATT, SSAT), on mps2-an386; its
     profile header names the kernels."""
-    model = bundle_model(np.random.default_rng(43), POINTWISE[1:3] + DEPTHWISE[1:4]).write(tmp_path / "pw.tflite")
+    model = bundle_model(np.random.default_rng(43), POINTWISE[1:3] + DEPTHWISE[1:4] + WINDOWED[1:3]).write(tmp_path / "pw.tflite")
     check_against_litert(model, "mps2-an386", cmsis_nn("v6.0.0"), tmp_path / "m4", samples=2)
     profiled = cli("run", str(tmp_path / "m4"), "--profile", "--samples", "1")
     assert profiled.returncode == 0, profiled.stderr
@@ -148,6 +159,6 @@ def test_generated_layers_equal_litert_on_the_cortex_m4f(cmsis_nn, tmp_path):
 @pytest.mark.qemu
 @pytest.mark.cross
 def test_many_generated_layers_equal_litert_on_the_cortex_m4f(cmsis_nn, tmp_path):
-    cases = POINTWISE + DEPTHWISE + _random_pointwise(np.random.default_rng(12), 12)
+    cases = POINTWISE + DEPTHWISE + WINDOWED + _random_pointwise(np.random.default_rng(12), 12)
     model = bundle_model(np.random.default_rng(44), cases).write(tmp_path / "pw.tflite")
     check_against_litert(model, "mps2-an386", cmsis_nn("v6.0.0"), tmp_path / "m4", samples=4)

@@ -114,9 +114,34 @@ def _generated(graph: Graph, step: Lowered) -> Lowered | None:
     return replace(step, body=["#if MLF_GENERATED_KERNELS", *kernel, "#else", *step.body, "#endif"])
 
 
+def _convolution(graph: Graph, step: Lowered) -> list[str] | None:
+    """A 1x1 convolution of stride 1 (the pointwise kernel), or any other of batch 1 (the windowed
+    kernel), input and output channels multiples of 4; None for any other."""
+    return _pointwise(graph, step) or _windowed(graph, step)
+
+
+def _windowed(graph: Graph, step: Lowered) -> list[str] | None:
+    op = step.operator
+    x, w, y = tensor_at(graph, op, 0), tensor_at(graph, op, 1), tensor_at(graph, op, 0, output=True)
+    if len(x.shape) != 4 or len(y.shape) != 4 or len(w.shape) != 4 or x.shape[0] != 1:
+        return None
+    _, in_h, in_w, in_c = x.shape
+    _, out_h, out_w, out_c = y.shape
+    _, k_h, k_w, f_c = w.shape
+    if in_c % 4 or out_c % 4 or f_c != in_c or w.shape[0] != out_c or 8 * k_h * k_w * in_c > MAX_PAIR_BYTES:
+        return None
+    o = op.options
+    stride, dilation = (o["stride_h"], o["stride_w"]), (o["dilation_h"], o["dilation_w"])
+    padding = (window_padding(op, in_h, k_h, stride[0], dilation[0], out_h),
+               window_padding(op, in_w, k_w, stride[1], dilation[1], out_w))
+    bias = any(o.param == "bias_" for o in step.operands)
+    lo, hi = fused_activation_range(op, y)
+    window = DepthwiseWindow((in_h, in_w, in_c), (out_h, out_w), (k_h, k_w), stride, dilation, padding)
+    return windowed_body(window, out_c, -x.quantization.zero_point, y.quantization.zero_point, lo, hi, bias,
+                         _requantisation(step, k_h * k_w * in_c, bias))
+
+
 def _pointwise(graph: Graph, step: Lowered) -> list[str] | None:
-    """A 1x1 convolution of stride 1 (every pixel a matrix-vector product), input and output channels
-    multiples of 4; None for any other."""
     op = step.operator
     x, w, y = tensor_at(graph, op, 0), tensor_at(graph, op, 1), tensor_at(graph, op, 0, output=True)
     if len(w.shape) != 4 or w.shape[1:3] != (1, 1) or len(x.shape) != 4 or len(y.shape) != 4:
@@ -177,7 +202,7 @@ def _offset_pair(offset: int) -> str:
 
 # The largest stack buffer of sign-extended filter pairs a generated layer takes (four output
 # channels' worth); a layer with more input channels keeps its CMSIS-NN call.
-MAX_PAIR_BYTES = 2048
+MAX_PAIR_BYTES = 4608  # ic's 3x3 convolutions of 64 channels
 
 
 # Input channels a pass of the pixel loop takes, unrolled (constant offsets from one pointer each for
@@ -320,4 +345,54 @@ def depthwise_body(window: DepthwiseWindow, in_offset: int, out_offset: int, lo:
     return lines + ["      }", "    }", "  }", "  return 0;"]
 
 
-_GENERATORS = {"arm_convolve_wrapper_s8": _pointwise, "arm_depthwise_conv_wrapper_s8": _depthwise}
+
+def windowed_body(window: DepthwiseWindow, out_c: int, in_offset: int, out_offset: int, lo: int, hi: int,
+                  bias: bool, right_shifts: bool) -> list[str]:
+    """The pointwise kernel over a window: four output channels at a time, their filters (every tap)
+    sign-extended once into halfword pairs on the stack; per output pixel, per tap inside the input
+    (TFLite skips the taps in the padding), the tap's input channels as the pointwise kernel takes
+    them, made pairs of (input + offset) by SXTAB16 (no fold into the bias: padding taps count nothing)."""
+    (in_h, in_w, in_c), (out_h, out_w) = window.in_hwc, window.out_hw
+    (k_h, k_w), (s_h, s_w), (d_h, d_w), (p_h, p_w) = window.kernel, window.stride, window.dilation, window.padding
+    fan_in = k_h * k_w * in_c
+    chunk = min(in_c, CHUNK_CHANNELS) if in_c % min(in_c, CHUNK_CHANNELS) == 0 else 4
+    pair = _offset_pair(in_offset)
+    lines = [f"  int32_t pairs[{2 * fan_in}];",
+             f"  for (int32_t group = 0; group < {out_c // 4}; ++group) {{",
+             "    const int32_t oc = group * 4;",
+             f"    for (int32_t k = 0; k < {fan_in // 4}; ++k) {{"]
+    for j in range(4):
+        lines += [f"      {{ const int32_t f = mlf_dsp_read4(filter_ + (oc + {j}) * {fan_in} + k * 4);",
+                  f"        pairs[k * 8 + {2 * j}] = mlf_dsp_sxtb16(f);",
+                  f"        pairs[k * 8 + {2 * j + 1}] = mlf_dsp_sxtb16(mlf_dsp_ror8(f)); }}"]
+    lines += ["    }"]
+    if right_shifts:
+        lines += [f"    const int32_t right{j} = -shift_[oc + {j}], half{j} = 1 << (right{j} - 1);" for j in range(4)]
+    lines += [f"    for (int32_t oy = 0; oy < {out_h}; ++oy) {{",
+              f"      for (int32_t ox = 0; ox < {out_w}; ++ox) {{"]
+    lines += [f"        int32_t acc{j} = {f'bias_[oc + {j}]' if bias else '0'};" for j in range(4)]
+    lines += [f"        for (int32_t ky = 0; ky < {k_h}; ++ky) {{",
+              f"          const int32_t iy = oy * {s_h} - {p_h} + ky * {d_h};",
+              f"          if (iy < 0 || iy >= {in_h}) continue;",
+              f"          for (int32_t kx = 0; kx < {k_w}; ++kx) {{",
+              f"            const int32_t ix = ox * {s_w} - {p_w} + kx * {d_w};",
+              f"            if (ix < 0 || ix >= {in_w}) continue;",
+              f"            for (int32_t part = 0; part < {in_c // chunk}; ++part) {{",
+              f"              const int8_t* in = input_ + (iy * {in_w} + ix) * {in_c} + part * {chunk};",
+              f"              const int32_t* pair = pairs + ((ky * {k_w} + kx) * {in_c} + part * {chunk}) * 2;"]
+    for word in range(chunk // 4):
+        lines += [f"              {{ const int32_t x = mlf_dsp_read4(in + {4 * word});",
+                  f"                const int32_t even = mlf_dsp_sxtab16({pair}, x), "
+                  f"odd = mlf_dsp_sxtab16({pair}, mlf_dsp_ror8(x));"]
+        for j in range(4):
+            lines += [f"                acc{j} = mlf_dsp_smlad(even, pair[{8 * word + 2 * j}], acc{j});",
+                      f"                acc{j} = mlf_dsp_smlad(odd, pair[{8 * word + 2 * j + 1}], acc{j});"]
+        lines += ["              }"]
+    lines += ["            }", "          }", "        }"]
+    for j in range(4):
+        lines += [f"        {line}" for line in _requantised_store(j, out_offset, lo, hi, right_shifts, f"oc + {j}",
+                                                                    f"(oy * {out_w} + ox) * {out_c} + oc + {j}")]
+    return lines + ["      }", "    }", "  }", "  return 0;"]
+
+
+_GENERATORS = {"arm_convolve_wrapper_s8": _convolution, "arm_depthwise_conv_wrapper_s8": _depthwise}
