@@ -106,7 +106,7 @@ def import_tflite(model: Path, out: Path, module: str | None = None, rounding: s
         raise UsageError(f"--name {module!r}: a module name is a C identifier of at most 63 characters")
     data = read_regular(Path(model), "model", MAX_MODEL_BYTES)
     graph = parse_model(data, str(model))
-    steps = specialise(graph, compile_graph(graph, str(model)), kernels)
+    steps = specialise(graph, compile_graph(graph, str(model)), kernels, rounding)
     sha256 = hashlib.sha256(data).hexdigest()
     provenance = Provenance(tool=f"mlfbuild {__version__}", model_file=Path(model).name, model_sha256=sha256,
                             rounding=rounding, memory=memory, kernels=kernels)

@@ -26,7 +26,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .lowering.base import C_HELPERS, REQUANTIZE_FUNCTION, Lowered, fused_activation_range, tensor_at, window_padding
+from . import quantization as q
+from .lowering.base import C_HELPERS, REQUANTIZE_FUNCTION, REQUANTIZE_ONCE_FUNCTION, Lowered, fused_activation_range, tensor_at, window_padding
 from .tflite import Graph
 
 GENERATED_KERNELS, CMSIS_NN_KERNELS = "generated", "cmsis-nn"
@@ -93,22 +94,25 @@ static inline int32_t mlf_dsp_ssat8(int32_t x) { return x < -128 ? -128 : (x > 1
 C_HELPERS.setdefault(DSP_FUNCTION, DSP_C)
 
 
-def specialise(graph: Graph, steps: list[Lowered], kernels: str) -> list[Lowered]:
+def specialise(graph: Graph, steps: list[Lowered], kernels: str, rounding: str = "tflite") -> list[Lowered]:
     """`steps` with the layers a generated kernel serves made generated (`kernels` "generated"), or as
-    they are ("cmsis-nn")."""
+    they are ("cmsis-nn"); `rounding` (emit.ROUNDINGS) chooses the fully connected requantisation."""
     if kernels == CMSIS_NN_KERNELS:
         return steps
-    return [_generated(graph, step) or step for step in steps]
+    return [_generated(graph, step, rounding) or step for step in steps]
 
 
 def generated_layers(steps: list[Lowered]) -> int:
     return sum(1 for step in steps if any(line.startswith("#if MLF_GENERATED_KERNELS") for line in step.body))
 
 
-def _generated(graph: Graph, step: Lowered) -> Lowered | None:
+def _generated(graph: Graph, step: Lowered, rounding: str) -> Lowered | None:
     if step.alias_of is not None or step.function not in _GENERATORS:
         return None
-    kernel = _GENERATORS[step.function](graph, step)
+    if step.function == "arm_fully_connected_s8":
+        kernel = _fully_connected(graph, step, rounding)
+    else:
+        kernel = _GENERATORS[step.function](graph, step)
     if kernel is None:
         return None
     return replace(step, body=["#if MLF_GENERATED_KERNELS", *kernel, "#else", *step.body, "#endif"])
@@ -395,4 +399,54 @@ def windowed_body(window: DepthwiseWindow, out_c: int, in_offset: int, out_offse
     return lines + ["      }", "    }", "  }", "  return 0;"]
 
 
-_GENERATORS = {"arm_convolve_wrapper_s8": _convolution, "arm_depthwise_conv_wrapper_s8": _depthwise}
+def _fully_connected(graph: Graph, step: Lowered, rounding: str) -> list[str] | None:
+    """A fully connected layer of per-tensor weights whose units and depth are multiples of 4."""
+    op = step.operator
+    x, w, y = tensor_at(graph, op, 0), tensor_at(graph, op, 1), tensor_at(graph, op, 0, output=True)
+    weights = _constant(step, "filter_")
+    units, depth = weights.shape
+    if units % 4 or depth % 4 or 3 * depth + CHUNK_CHANNELS > 4095:  # the rows at immediate offsets
+        return None
+    batches = int(np.prod(x.shape)) // depth
+    multiplier, shift = q.fully_connected_multiplier(x.quantization.scale, w.quantization.scale, y.quantization.scale)
+    requantize = REQUANTIZE_ONCE_FUNCTION if rounding == "tflite" else REQUANTIZE_FUNCTION
+    lo, hi = fused_activation_range(op, y)
+    bias = any(o.param == "bias_" for o in step.operands)
+    return fully_connected_body(batches, depth, units, -x.quantization.zero_point, y.quantization.zero_point, lo, hi,
+                                bias, f"{requantize}(acc{{j}}, {multiplier}, {shift})")
+
+
+def fully_connected_body(batches: int, depth: int, units: int, in_offset: int, out_offset: int, lo: int, hi: int,
+                         bias: bool, requantized: str) -> list[str]:
+    """Four units at a time, four accumulators: each input word made two pairs of (input + offset) by
+    SXTAB16, each unit's weight word two pairs by SXTB16 (read once: nothing to gain by keeping
+    them), two SMLADs; the rows at constant offsets from one pointer, unrolled over up to 64 of the
+    depth. `requantized`: the rounding's requantisation of acc{j} (TFLite's one rounding with
+    `--rounding tflite`, as its reference fully connected kernel; CMSIS-NN's two otherwise)."""
+    chunk = min(depth, CHUNK_CHANNELS) if depth % min(depth, CHUNK_CHANNELS) == 0 else 4
+    pair = _offset_pair(in_offset)
+    lines = [f"  for (int32_t b = 0; b < {batches}; ++b) {{",
+             f"    for (int32_t group = 0; group < {units // 4}; ++group) {{",
+             "      const int32_t unit = group * 4;"]
+    lines += [f"      int32_t acc{j} = {f'bias_[unit + {j}]' if bias else '0'};" for j in range(4)]
+    lines += [f"      for (int32_t part = 0; part < {depth // chunk}; ++part) {{",
+              f"        const int8_t* in = input_ + b * {depth} + part * {chunk};",
+              f"        const int8_t* row = filter_ + unit * {depth} + part * {chunk};"]
+    for word in range(chunk // 4):
+        lines += [f"        {{ const int32_t x = mlf_dsp_read4(in + {4 * word});",
+                  f"          const int32_t even = mlf_dsp_sxtab16({pair}, x), odd = mlf_dsp_sxtab16({pair}, mlf_dsp_ror8(x));"]
+        for j in range(4):
+            lines += [f"          {{ const int32_t f = mlf_dsp_read4(row + {j * depth + 4 * word});",
+                      f"            acc{j} = mlf_dsp_smlad(even, mlf_dsp_sxtb16(f), acc{j});",
+                      f"            acc{j} = mlf_dsp_smlad(odd, mlf_dsp_sxtb16(mlf_dsp_ror8(f)), acc{j}); }}"]
+        lines += ["        }"]
+    lines += ["      }"]
+    clamped = "mlf_dsp_ssat8(out)" if (lo, hi) == (-128, 127) else f"(out < {lo} ? {lo} : (out > {hi} ? {hi} : out))"
+    for j in range(4):
+        lines += [f"      {{ const int32_t out = {requantized.format(j=j)} + ({out_offset});",
+                  f"        output_[b * {units} + unit + {j}] = (int8_t){clamped}; }}"]
+    return lines + ["    }", "  }", "  return 0;"]
+
+
+_GENERATORS = {"arm_convolve_wrapper_s8": _convolution, "arm_depthwise_conv_wrapper_s8": _depthwise,
+               "arm_fully_connected_s8": _fully_connected}
