@@ -64,6 +64,16 @@ WINDOWED = [
 ]
 
 
+# fully connected, per-tensor weights: units and depth multiples of 4, batches, 3-D inputs, no bias
+FULLY_CONNECTED = [
+    ("FULLY_CONNECTED", {"input_shape": (1, 16), "units": 8}),
+    ("FULLY_CONNECTED", {"input_shape": (2, 72), "units": 4, "bias": False, "activation": "RELU"}),
+    ("FULLY_CONNECTED", {"input_shape": (1, 3, 8), "units": 12, "input_zero_point": -128, "output_zero_point": 127,
+                         "activation": "NONE"}),
+    ("FULLY_CONNECTED", {"input_shape": (1, 4), "units": 4, "input_zero_point": 127, "output_zero_point": -128}),
+]
+
+
 def _random_pointwise(rng: np.random.Generator, count: int) -> list:
     return [_pointwise(4 * int(rng.integers(1, 9)), 4 * int(rng.integers(1, 5))) for _ in range(count)]
 
@@ -84,17 +94,22 @@ def test_pointwise_layers_are_generated_and_others_keep_their_call(tmp_path):
     # 6 channels, 3x3 convolutions, multipliers, windows mostly across the padding: CMSIS-NN
     kept = [_pointwise(6, 4), _pointwise(4, 4, kernel_h=3, kernel_w=3, padding="SAME", batch=2), _depthwise(6),
             _depthwise(4, depth_multiplier=2), _depthwise(4, kernel=(5, 5), height=3, width=3)]
-    cases = POINTWISE + DEPTHWISE + WINDOWED + kept
+    kept += [("FULLY_CONNECTED", {"input_shape": (1, 6), "units": 4}), ("FULLY_CONNECTED/per_channel", {})]
+    cases = POINTWISE + DEPTHWISE + WINDOWED + FULLY_CONNECTED + kept
     model = bundle_model(np.random.default_rng(3), cases).write(tmp_path / "m.tflite")
     result = import_tflite(model, tmp_path / "m.tar")
-    generated = len(POINTWISE) + len(DEPTHWISE) + len(WINDOWED)
+    layers = len(POINTWISE) + len(DEPTHWISE) + len(WINDOWED)
+    generated = layers + len(FULLY_CONNECTED)
     assert generated_layers(result.steps) == generated
     source = _lib2(tmp_path / "m.tar")
-    assert source.count("= mlf_requantize(") == 12 and source.count("= mlf_dsp_requantize(") == 4 * (generated - 3)
+    assert source.count("= mlf_requantize(") == 12 and source.count("= mlf_dsp_requantize(") == 4 * (layers - 3)
+    # TFLite's one rounding (and the per-channel fully connected kernel's own)
+    assert source.count("= mlf_requantize_once(") == 4 * len(FULLY_CONNECTED) + 1
     assert source.count("(void)global_workspace_var;\n#if MLF_GENERATED_KERNELS") == generated
     # the call stays for cores without DSP
     assert source.count("arm_convolve_wrapper_s8(") == len(POINTWISE) + len(WINDOWED) + 2
     assert source.count("arm_depthwise_conv_wrapper_s8(") == len(DEPTHWISE) + 3
+    assert source.count("arm_fully_connected_s8(") == len(FULLY_CONNECTED) + 1
     (module,) = _metadata(tmp_path / "m.tar")["modules"].values()
     assert module["mlfbuild_import"]["kernels"] == "generated"
 
@@ -122,10 +137,40 @@ def test_an_unknown_kernels_choice_is_refused(tmp_path):
 
 @pytest.mark.cross
 def test_generated_layers_equal_litert_on_the_host(cmsis_nn, tmp_path):
-    cases = POINTWISE + DEPTHWISE + WINDOWED + _random_pointwise(np.random.default_rng(11), 4)
+    cases = POINTWISE + DEPTHWISE + WINDOWED + FULLY_CONNECTED + _random_pointwise(np.random.default_rng(11), 4)
     model = bundle_model(np.random.default_rng(41), cases).write(tmp_path / "pw.tflite")
     assert generated_layers(import_tflite(model, tmp_path / "pw.tar").steps) == len(cases)
     check_against_litert(model, "host", cmsis_nn("v6.0.0"), tmp_path / "host", samples=4)
+
+
+def test_generated_fully_connected_layers_round_as_the_rounding_asks(tmp_path):
+    """--rounding tflite: TFLite's one rounding (mlf_requantize_once); cmsis-nn: CMSIS-NN's two
+    (mlf_requantize, the arithmetic of arm_nn_requantize without CMSIS_NN_USE_SINGLE_ROUNDING)."""
+    model = bundle_model(np.random.default_rng(45), FULLY_CONNECTED).write(tmp_path / "fc.tflite")
+    for rounding, function in (("tflite", "mlf_requantize_once("), ("cmsis-nn", "mlf_requantize(")):
+        import_tflite(model, tmp_path / f"{rounding}.tar", rounding=rounding)
+        assert _lib2(tmp_path / f"{rounding}.tar").count(f"= {function}") == 4 * len(FULLY_CONNECTED)
+
+
+@pytest.mark.exhaustive
+@pytest.mark.qemu
+@pytest.mark.cross
+def test_generated_ad_computes_what_cmsis_nn_computes_with_its_rounding(cmsis_nn, models_dir, tmp_path):
+    """ad (ten fully connected layers) with --rounding cmsis-nn on the Cortex-M4F: the generated layers'
+    outputs are off LiteRT's by exactly the LSBs CMSIS-NN's calls are, sample by sample."""
+    compared = {}
+    for kernels in ("generated", "cmsis-nn"):
+        mlf = tmp_path / f"{kernels}.tar"
+        imported = cli("import", str(models_dir / "ad01_int8.tflite"), "-o", str(mlf), "--rounding", "cmsis-nn",
+                       "--kernels", kernels)
+        assert imported.returncode == 0, imported.stderr
+        run = cli("run", str(mlf), "-b", "mps2-an386", "--cmsis-nn", str(cmsis_nn("v6.0.0")), "-o", str(tmp_path / kernels),
+                  "--samples", "4", "--json")
+        assert run.returncode == 0, run.stderr
+        compared[kernels] = [(o["rmse"], o["max_abs_error"], o["first_mismatches"])
+                             for o in json.loads(run.stdout)["models"][0]["outputs"]]
+    assert compared["cmsis-nn"][0][0] > 0  # CMSIS-NN's two roundings are not TFLite's one here
+    assert compared["generated"] == compared["cmsis-nn"]
 
 
 @pytest.mark.cross
@@ -148,7 +193,7 @@ def test_build_json_and_size_show_the_kernels(cmsis_nn, tmp_path):
 def test_generated_layers_equal_litert_on_the_cortex_m4f(cmsis_nn, tmp_path):
     """The ACLE intrinsics' path (SXTB16, SXTAB16, SMLAD, SMLABB/SMLATT, SSAT), on mps2-an386; its
     profile header names the kernels."""
-    model = bundle_model(np.random.default_rng(43), POINTWISE[1:3] + DEPTHWISE[1:4] + WINDOWED[1:3]).write(tmp_path / "pw.tflite")
+    model = bundle_model(np.random.default_rng(43), POINTWISE[1:3] + DEPTHWISE[1:4] + WINDOWED[1:3] + FULLY_CONNECTED[1:3]).write(tmp_path / "pw.tflite")
     check_against_litert(model, "mps2-an386", cmsis_nn("v6.0.0"), tmp_path / "m4", samples=2)
     profiled = cli("run", str(tmp_path / "m4"), "--profile", "--samples", "1")
     assert profiled.returncode == 0, profiled.stderr
@@ -159,6 +204,6 @@ def test_generated_layers_equal_litert_on_the_cortex_m4f(cmsis_nn, tmp_path):
 @pytest.mark.qemu
 @pytest.mark.cross
 def test_many_generated_layers_equal_litert_on_the_cortex_m4f(cmsis_nn, tmp_path):
-    cases = POINTWISE + DEPTHWISE + WINDOWED + _random_pointwise(np.random.default_rng(12), 12)
+    cases = POINTWISE + DEPTHWISE + WINDOWED + FULLY_CONNECTED + _random_pointwise(np.random.default_rng(12), 12)
     model = bundle_model(np.random.default_rng(44), cases).write(tmp_path / "pw.tflite")
     check_against_litert(model, "mps2-an386", cmsis_nn("v6.0.0"), tmp_path / "m4", samples=4)
