@@ -22,17 +22,17 @@ class ImportCommand(Command):
         parser.add_argument("--rounding", choices=("tflite", "cmsis-nn"), default="tflite",
                             help="tflite: bit-exact with TFLite's reference kernels (fully connected layers round "
                                  "once; the default); cmsis-nn: CMSIS-NN's default rounding everywhere, as TFLM with "
-                                 "CMSIS-NN computes (faster fully connected layers on DSP cores, within an LSB per layer)")
+                                 "CMSIS-NN computes (within an LSB per layer)")
         parser.add_argument("--memory", choices=("floor", "min"), default="floor",
                             help="floor: every layer writes a tensor of its own (the liveness floor; the default); "
                                  "min: convolutions and pads also write their output over their dying input row by "
                                  "row, and the first convolutions run in stripes, where that makes the pool smaller "
                                  "(a little more compute: calls per row, rows of the stripes recomputed)")
         parser.add_argument("--kernels", choices=("generated", "cmsis-nn"), default="generated",
-                            help="generated: the layers that dominate time (1x1 convolutions) get a kernel generated "
-                                 "for their shapes, used on cores with DSP and no MVE (Cortex-M4/M7/M33) and on the "
-                                 "host, the CMSIS-NN call elsewhere (the default); cmsis-nn: every layer calls "
-                                 "CMSIS-NN. Both are bit-exact")
+                            help="generated: convolutions, depthwise convolutions and fully connected layers get C "
+                                 "generated for their shapes where it beats CMSIS-NN, used on cores with DSP and no "
+                                 "MVE (Cortex-M4/M7/M33) and on the host, their CMSIS-NN call elsewhere (the default); "
+                                 "cmsis-nn: every layer calls CMSIS-NN. Both compute the same values")
         parser.add_argument("--json", action="store_true", help="print what was imported as JSON")
 
     def run(self, args):
