@@ -7,14 +7,15 @@ Lite Micro + CMSIS-NN.
 micro_speech is TFLM's own example (tensorflow/lite/micro/examples/micro_speech/models/
 micro_speech_quantized.tflite in the tflite-micro repository); it is measured when --tflm-models holds it
 (for it only TFLM's instruction count is known). Each model is imported (`mlfbuild import --rounding
-R`) and built at -Os
-and run with `mlfbuild run --profile` (once per `--kernels` choice: generated, cmsis-nn): instructions per inference from QEMU's TCG plugin and the
-plugin's cycle estimate (the core's documented timings, docs/benchmarks.md), outputs checked against
-the model with LiteRT. Flash is what `mlfbuild size` reports; RAM is data + bss + the
+R --kernels K`, once per `--kernels` choice: generated, cmsis-nn), built at -Os and run with
+`mlfbuild run --profile`: instructions per inference from QEMU's TCG plugin and the plugin's cycle
+estimate (the core's documented timings, docs/benchmarks.md), outputs checked against the model with
+LiteRT. Flash is what `mlfbuild size` reports; RAM is data + bss + the
 measured stack peak, the measure of the TFLM figures below (arena at the smallest size AllocateTensors
 accepts, the same QEMU machines, arm-none-eabi-gcc at -Os, only the model's operators registered).
 Prints a Markdown table with the ratio to TFLM in each cell, then the estimate in milliseconds at
-the clock of the boards MLPerf Tiny published latencies for (PUBLISHED) beside those latencies.
+the clock of the boards MLPerf Tiny published latencies for (PUBLISHED) beside those latencies;
+with both --kernels choices, a table of their ratios (generated / cmsis-nn) comes between the two.
 """
 
 from __future__ import annotations
