@@ -10,11 +10,12 @@ import tarfile
 
 import numpy as np
 import pytest
-
-from mlfbuild.importer import generated_layers, import_tflite
 from conftest import cli
 from test_import_operators import check_against_litert
 from tflitewriter import bundle_model
+
+from mlfbuild.importer import import_tflite
+from mlfbuild.importer.kernels import generated_layers
 
 
 def _pointwise(channels: int, out_channels: int, **more):

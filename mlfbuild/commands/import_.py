@@ -36,7 +36,8 @@ class ImportCommand(Command):
         parser.add_argument("--json", action="store_true", help="print what was imported as JSON")
 
     def run(self, args):
-        from ..importer import generated_layers, import_tflite
+        from ..importer import import_tflite
+        from ..importer.kernels import generated_layers
 
         out = args.output or Path(f"{args.model.stem}.tar")
         if out.is_dir():

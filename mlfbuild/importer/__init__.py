@@ -23,7 +23,7 @@ from ..errors import InvalidInputError, UsageError
 from ..mlf.writer import tar_bytes
 from ..untrusted import read_regular
 from .emit import FLOOR_MEMORY, IO_DTYPES, MEMORY_PLANS, MIN_MEMORY, ROUNDINGS, TFLITE_ROUNDING, Layout, Provenance, mlf_files
-from .kernels import GENERATED_KERNELS, KERNEL_CHOICES, generated_layers, specialise
+from .kernels import GENERATED_KERNELS, KERNEL_CHOICES, specialise
 from .lowering import Lowered, UnsupportedModelError, lower, refusal
 from .tflite import Graph, parse_model
 

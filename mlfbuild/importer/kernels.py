@@ -12,9 +12,12 @@ as TFLite lays it out, multipliers, bias, shifts, output) and its CMSIS-NN call:
 
 so the MLF stays board-independent, and the host runs the generated kernel's exact arithmetic
 (the same layout, the same sums) where QEMU runs the intrinsics. Each output value is TFLite's
-reference value: int32 sums of (input + input offset) × filter plus the bias, requantised by
-mlf_requantize (TFLite's two roundings; CMSIS-NN's convolutions round the same way, so both
-`--rounding` choices give the same convolution), the output offset added, clamped.
+reference value: int32 sums of (input + input offset) × filter plus the bias (modulo 2^32, as TFLite's
+int32 sums), requantised as the build already requantises — convolutions by mlf_requantize (TFLite's
+two roundings; CMSIS-NN's convolutions round the same way, so both `--rounding` choices give the same
+convolution), fully connected layers by mlf_requantize_once with `--rounding tflite` (TFLite's one
+rounding, as the build compiles CMSIS-NN's for such an MLF) and mlf_requantize with `cmsis-nn` —
+the output offset added, clamped.
 
 Row bands and patches (`--memory min`) keep their CMSIS-NN calls: only the whole-layer body is
 generated, and a layer the memory plan computes row by row runs its band functions as before.
@@ -27,7 +30,15 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from . import quantization as q
-from .lowering.base import C_HELPERS, REQUANTIZE_FUNCTION, REQUANTIZE_ONCE_FUNCTION, Lowered, fused_activation_range, tensor_at, window_padding
+from .lowering.base import (
+    C_HELPERS,
+    REQUANTIZE_FUNCTION,
+    REQUANTIZE_ONCE_FUNCTION,
+    Lowered,
+    fused_activation_range,
+    tensor_at,
+    window_padding,
+)
 from .tflite import Graph
 
 GENERATED_KERNELS, CMSIS_NN_KERNELS = "generated", "cmsis-nn"
@@ -110,18 +121,16 @@ def generated_layers(steps: list[Lowered]) -> int:
 def _generated(graph: Graph, step: Lowered, rounding: str) -> Lowered | None:
     if step.alias_of is not None or step.function not in _GENERATORS:
         return None
-    if step.function == "arm_fully_connected_s8":
-        kernel = _fully_connected(graph, step, rounding)
-    else:
-        kernel = _GENERATORS[step.function](graph, step)
+    kernel = _GENERATORS[step.function](graph, step, rounding)
     if kernel is None:
         return None
     return replace(step, body=["#if MLF_GENERATED_KERNELS", *kernel, "#else", *step.body, "#endif"])
 
 
-def _convolution(graph: Graph, step: Lowered) -> list[str] | None:
+def _convolution(graph: Graph, step: Lowered, rounding: str) -> list[str] | None:
     """A 1x1 convolution of stride 1 (the pointwise kernel), or any other of batch 1 (the windowed
-    kernel), input and output channels multiples of 4; None for any other."""
+    kernel), input and output channels multiples of 4; None for any other. Convolutions round twice
+    whatever `rounding` (TFLite's and CMSIS-NN's convolutions agree)."""
     return _pointwise(graph, step) or _windowed(graph, step)
 
 
@@ -141,7 +150,7 @@ def _windowed(graph: Graph, step: Lowered) -> list[str] | None:
                window_padding(op, in_w, k_w, stride[1], dilation[1], out_w))
     bias = any(o.param == "bias_" for o in step.operands)
     lo, hi = fused_activation_range(op, y)
-    window = DepthwiseWindow((in_h, in_w, in_c), (out_h, out_w), (k_h, k_w), stride, dilation, padding)
+    window = Window((in_h, in_w, in_c), (out_h, out_w), (k_h, k_w), stride, dilation, padding)
     return windowed_body(window, out_c, -x.quantization.zero_point, y.quantization.zero_point, lo, hi, bias,
                          _requantisation(step, k_h * k_w * in_c, bias))
 
@@ -171,8 +180,9 @@ def _requantisation(step: Lowered, fan_in: int, bias: bool) -> bool:
     return all(int(v) <= -1 for v in _constant(step, "shift_")) and largest < 1 << 30
 
 
-def _depthwise(graph: Graph, step: Lowered) -> list[str] | None:
-    """A depthwise convolution of batch 1 and depth multiplier 1 over channels a multiple of 4."""
+def _depthwise(graph: Graph, step: Lowered, rounding: str) -> list[str] | None:
+    """A depthwise convolution of batch 1 and depth multiplier 1 over channels a multiple of 4 (two
+    roundings whatever `rounding`, as for convolutions)."""
     op = step.operator
     x, w, y = tensor_at(graph, op, 0), tensor_at(graph, op, 1), tensor_at(graph, op, 0, output=True)
     if len(x.shape) != 4 or len(y.shape) != 4 or len(w.shape) != 4 or x.shape[0] != 1:
@@ -188,7 +198,7 @@ def _depthwise(graph: Graph, step: Lowered) -> list[str] | None:
                window_padding(op, in_w, k_w, stride[1], dilation[1], out_w))
     bias = any(o.param == "bias_" for o in step.operands)
     lo, hi = fused_activation_range(op, y)
-    window = DepthwiseWindow((in_h, in_w, channels), (out_h, out_w), (k_h, k_w), stride, dilation, padding)
+    window = Window((in_h, in_w, channels), (out_h, out_w), (k_h, k_w), stride, dilation, padding)
     if 3 * window.inside_pixels() < out_h * out_w:
         return None
     return depthwise_body(window, -x.quantization.zero_point, y.quantization.zero_point, lo, hi, bias,
@@ -235,7 +245,7 @@ def pointwise_body(pixels: int, in_c: int, out_c: int, in_offset: int, out_offse
     lines += [f"    for (int32_t k = 0; k < {in_c // 4}; ++k) {{"]
     for j in range(4):
         lines += [f"      {{ const int32_t f = mlf_dsp_read4(filter_ + (oc + {j}) * {in_c} + k * 4);",
-                  f"        const int32_t even = mlf_dsp_sxtb16(f), odd = mlf_dsp_sxtb16(mlf_dsp_ror8(f));",
+                  "        const int32_t even = mlf_dsp_sxtb16(f), odd = mlf_dsp_sxtb16(mlf_dsp_ror8(f));",
                   f"        pairs[k * 8 + {2 * j}] = even;",
                   f"        pairs[k * 8 + {2 * j + 1}] = odd;",
                   f"        base{j} = mlf_dsp_smlad({_offset_pair(in_offset)}, even, base{j});",
@@ -273,7 +283,7 @@ def _requantised_store(j: int, out_offset: int, lo: int, hi: int, right_shifts: 
 
 
 @dataclass(frozen=True)
-class DepthwiseWindow:
+class Window:
     in_hwc: tuple[int, int, int]
     out_hw: tuple[int, int]
     kernel: tuple[int, int]
@@ -298,7 +308,7 @@ class DepthwiseWindow:
         return max(row_hi - row_lo + 1, 0) * max(col_hi - col_lo + 1, 0)
 
 
-def depthwise_body(window: DepthwiseWindow, in_offset: int, out_offset: int, lo: int, hi: int, bias: bool,
+def depthwise_body(window: Window, in_offset: int, out_offset: int, lo: int, hi: int, bias: bool,
                    right_shifts: bool) -> list[str]:
     """Four channels at a time: their filter taps sign-extended once into halfword pairs on the stack
     (bytes 0 and 2, then 1 and 3, as SXTB16 takes them); then per output pixel four accumulators, each
@@ -351,7 +361,7 @@ def depthwise_body(window: DepthwiseWindow, in_offset: int, out_offset: int, lo:
 
 
 
-def windowed_body(window: DepthwiseWindow, out_c: int, in_offset: int, out_offset: int, lo: int, hi: int,
+def windowed_body(window: Window, out_c: int, in_offset: int, out_offset: int, lo: int, hi: int,
                   bias: bool, right_shifts: bool) -> list[str]:
     """The pointwise kernel over a window: four output channels at a time, their filters (every tap)
     sign-extended once into halfword pairs on the stack; per output pixel, per tap inside the input
@@ -387,8 +397,8 @@ def windowed_body(window: DepthwiseWindow, out_c: int, in_offset: int, out_offse
               f"              const int32_t* pair = pairs + ((ky * {k_w} + kx) * {in_c} + part * {chunk}) * 2;"]
     for word in range(chunk // 4):
         lines += [f"              {{ const int32_t x = mlf_dsp_read4(in + {4 * word});",
-                  f"                const int32_t even = mlf_dsp_sxtab16({pair}, x), "
-                  f"odd = mlf_dsp_sxtab16({pair}, mlf_dsp_ror8(x));"]
+                  (f"                const int32_t even = mlf_dsp_sxtab16({pair}, x), "
+                   f"odd = mlf_dsp_sxtab16({pair}, mlf_dsp_ror8(x));")]
         for j in range(4):
             lines += [f"                acc{j} = mlf_dsp_smlad(even, pair[{8 * word + 2 * j}], acc{j});",
                       f"                acc{j} = mlf_dsp_smlad(odd, pair[{8 * word + 2 * j + 1}], acc{j});"]
@@ -454,6 +464,6 @@ def fully_connected_body(batches: int, depth: int, units: int, in_offset: int, o
 # 0.43-0.80x the estimated cycles, every 3x3 and strided 1x1 layer of ic 0.46-0.60x, every fully
 # connected layer of ad 0.36-0.67x (0.30-0.55x the cycles), so those are generated wherever their
 # shapes fit; depthwise layers lose where few pixels have their window inside the input (the rule in
-# DepthwiseWindow.inside_pixels).
+# Window.inside_pixels).
 _GENERATORS = {"arm_convolve_wrapper_s8": _convolution, "arm_depthwise_conv_wrapper_s8": _depthwise,
                "arm_fully_connected_s8": _fully_connected}
