@@ -62,6 +62,9 @@ WINDOWED = [
                input_zero_point=-128, output_zero_point=127, activation="NONE"),
     _pointwise(12, 4, kernel_h=3, kernel_w=3, padding="VALID", batch=1, height=5, width=5, activation="RELU6"),
     _pointwise(8, 4, stride_h=2, stride_w=2, batch=1, height=6, width=6, output_scale_ratio=0.002),
+    # input channels short of a multiple of 4 (3 of 4 products or more the layer's): the last read bytewise
+    _pointwise(3, 8, kernel_h=3, kernel_w=3, stride_h=2, stride_w=2, padding="SAME", batch=1, height=9, width=7),
+    _pointwise(7, 4, kernel_h=2, kernel_w=2, padding="VALID", batch=1, height=4, width=5),
 ]
 
 
@@ -92,8 +95,10 @@ def _metadata(mlf) -> dict:
 
 
 def test_pointwise_layers_are_generated_and_others_keep_their_call(tmp_path):
-    # 6 channels, 3x3 convolutions, multipliers, windows mostly across the padding: CMSIS-NN
-    kept = [_pointwise(6, 4), _pointwise(4, 4, kernel_h=3, kernel_w=3, padding="SAME", batch=2), _depthwise(6),
+    # 1x1 of 5 channels, 3x3 of 1, batch 2, depthwise of 6, multipliers, windows mostly across the padding:
+    # CMSIS-NN
+    kept = [_pointwise(5, 4), _pointwise(4, 4, kernel_h=3, kernel_w=3, padding="SAME", batch=2), _depthwise(6),
+            _pointwise(1, 4, kernel_h=3, kernel_w=3, padding="SAME", batch=1),
             _depthwise(4, depth_multiplier=2), _depthwise(4, kernel=(5, 5), height=3, width=3)]
     kept += [("FULLY_CONNECTED", {"input_shape": (1, 6), "units": 4}), ("FULLY_CONNECTED/per_channel", {})]
     cases = POINTWISE + DEPTHWISE + WINDOWED + FULLY_CONNECTED + kept
@@ -104,11 +109,12 @@ def test_pointwise_layers_are_generated_and_others_keep_their_call(tmp_path):
     assert generated_layers(result.steps) == generated
     source = _lib2(tmp_path / "m.tar")
     assert source.count("= mlf_requantize(") == 12 and source.count("= mlf_dsp_requantize(") == 4 * (layers - 3)
+    assert "(uint8_t)(in + 0)[2] << 16" in source  # the 3-channel layer's input, byte by byte
     # TFLite's one rounding (and the per-channel fully connected kernel's own)
     assert source.count("= mlf_requantize_once(") == 4 * len(FULLY_CONNECTED) + 1
     assert source.count("(void)global_workspace_var;\n#if MLF_GENERATED_KERNELS") == generated
     # the call stays for cores without DSP
-    assert source.count("arm_convolve_wrapper_s8(") == len(POINTWISE) + len(WINDOWED) + 2
+    assert source.count("arm_convolve_wrapper_s8(") == len(POINTWISE) + len(WINDOWED) + 3
     assert source.count("arm_depthwise_conv_wrapper_s8(") == len(DEPTHWISE) + 3
     assert source.count("arm_fully_connected_s8(") == len(FULLY_CONNECTED) + 1
     (module,) = _metadata(tmp_path / "m.tar")["modules"].values()
