@@ -130,6 +130,7 @@ def test_kernels_cmsis_nn_gives_the_cmsis_nn_calls(tmp_path):
     (module,) = _metadata(tmp_path / "c.tar")["modules"].values()
     assert module["mlfbuild_import"]["kernels"] == "cmsis-nn"
     assert "mlf_dsp_" not in _lib2(tmp_path / "c.tar")
+    assert "cmsis-nn kernels" in cli("inspect", str(tmp_path / "c.tar")).stdout
     assert _lib2(tmp_path / "c.tar").count("arm_convolve_wrapper_s8(") == len(POINTWISE)
     generated = import_tflite(model, tmp_path / "g.tar")
     assert generated_layers(generated.steps) == len(POINTWISE)
