@@ -44,18 +44,19 @@ from .tflite import Graph
 GENERATED_KERNELS, CMSIS_NN_KERNELS = "generated", "cmsis-nn"
 KERNEL_CHOICES = (GENERATED_KERNELS, CMSIS_NN_KERNELS)
 
-# The intrinsics the generated kernels use: ACLE's on a core with DSP and no MVE, the same arithmetic
-# in plain C on a host (no __arm__), and neither elsewhere (MLF_GENERATED_KERNELS 0: CMSIS-NN's calls).
+# The intrinsics the generated kernels use: ACLE's on a core with DSP and no MVE (named by macros, so
+# each function is defined once), the same arithmetic in plain C on a host (no __arm__), and neither
+# elsewhere (MLF_GENERATED_KERNELS 0: CMSIS-NN's calls).
 # Words are read with memcpy (an unaligned LDR on the M4; the pool analysis follows it).
 DSP_FUNCTION = "mlf_dsp_read4"
 DSP_C = """#if defined(__ARM_FEATURE_DSP) && !defined(__ARM_FEATURE_MVE)
 #include <arm_acle.h>
 #define MLF_GENERATED_KERNELS 1
-static inline int32_t mlf_dsp_sxtb16(int32_t x) { return __sxtb16(x); }
-static inline int32_t mlf_dsp_smlad(int32_t x, int32_t y, int32_t acc) { return __smlad(x, y, acc); }
-static inline int32_t mlf_dsp_sxtab16(int32_t pair, int32_t x) { return __sxtab16(pair, x); }
-static inline int32_t mlf_dsp_smlabb(int32_t x, int32_t y, int32_t acc) { return __smlabb(x, y, acc); }
-static inline int32_t mlf_dsp_smlatt(int32_t x, int32_t y, int32_t acc) { return __smlatt(x, y, acc); }
+#define mlf_dsp_sxtb16 __sxtb16
+#define mlf_dsp_smlad __smlad
+#define mlf_dsp_sxtab16 __sxtab16
+#define mlf_dsp_smlabb __smlabb
+#define mlf_dsp_smlatt __smlatt
 #elif !defined(__arm__)
 #define MLF_GENERATED_KERNELS 1
 static inline int32_t mlf_dsp_sxtb16(int32_t x) {
@@ -95,7 +96,7 @@ static inline __attribute__((always_inline)) int32_t mlf_dsp_requantize(int32_t 
 }
 #if defined(__ARM_FEATURE_DSP)
 /* ACLE's __ssat is a statement expression in gcc's arm_acle.h, which the pool analysis does not follow */
-static inline int32_t mlf_dsp_ssat8(int32_t x) { return __builtin_arm_ssat(x, 8); }
+#define mlf_dsp_ssat8(x) __builtin_arm_ssat((x), 8)
 #else
 static inline int32_t mlf_dsp_ssat8(int32_t x) { return x < -128 ? -128 : (x > 127 ? 127 : x); }
 #endif
