@@ -7,14 +7,15 @@ Lite Micro + CMSIS-NN.
 micro_speech is TFLM's own example (tensorflow/lite/micro/examples/micro_speech/models/
 micro_speech_quantized.tflite in the tflite-micro repository); it is measured when --tflm-models holds it
 (for it only TFLM's instruction count is known). Each model is imported (`mlfbuild import --rounding
-R`) and built at -Os
-and run with `mlfbuild run --profile`: instructions per inference from QEMU's TCG plugin and the
-plugin's cycle estimate (the core's documented timings, docs/benchmarks.md), outputs checked against
-the model with LiteRT. Flash is what `mlfbuild size` reports; RAM is data + bss + the
+R --kernels K`, once per `--kernels` choice: generated, cmsis-nn), built at -Os and run with
+`mlfbuild run --profile`: instructions per inference from QEMU's TCG plugin and the plugin's cycle
+estimate (the core's documented timings, docs/benchmarks.md), outputs checked against the model with
+LiteRT. Flash is what `mlfbuild size` reports; RAM is data + bss + the
 measured stack peak, the measure of the TFLM figures below (arena at the smallest size AllocateTensors
 accepts, the same QEMU machines, arm-none-eabi-gcc at -Os, only the model's operators registered).
 Prints a Markdown table with the ratio to TFLM in each cell, then the estimate in milliseconds at
-the clock of the boards MLPerf Tiny published latencies for (PUBLISHED) beside those latencies.
+the clock of the boards MLPerf Tiny published latencies for (PUBLISHED) beside those latencies;
+with both --kernels choices, a table of their ratios (generated / cmsis-nn) comes between the two.
 """
 
 from __future__ import annotations
@@ -59,9 +60,10 @@ def mlfbuild(*args: str) -> subprocess.CompletedProcess:
 
 
 def measure(model: Path, board: str, tree: Path, samples: int, folder: Path, rounding: str,
-            memory: str = "floor") -> dict:
+            memory: str = "floor", kernels: str = "generated") -> dict:
     mlf = folder.with_suffix(".tar")
-    imported = mlfbuild("import", str(model), "-o", str(mlf), "--rounding", rounding, "--memory", memory)
+    imported = mlfbuild("import", str(model), "-o", str(mlf), "--rounding", rounding, "--memory", memory,
+                        "--kernels", kernels)
     if imported.returncode != 0:
         sys.exit(f"import of {model.name} failed: {imported.stderr.strip()}")
     built = mlfbuild("build", str(mlf), "-b", board, "--opt=-Os", "--cmsis-nn", str(tree), "-o", str(folder))
@@ -83,6 +85,21 @@ def measure(model: Path, board: str, tree: Path, samples: int, folder: Path, rou
 
 def cell(ours: int, theirs: int | None) -> str:
     return f"{ours:,} ({ours / theirs:.3f}×)" if theirs else f"{ours:,}"
+
+
+def kernels_table(measured: dict[tuple[str, str, str], dict]) -> None:
+    """`--kernels generated` beside `--kernels cmsis-nn` (today's TFLM + CMSIS-NN speed): the ratios."""
+    print()
+    print("| model | board | instructions: generated / cmsis-nn | estimated cycles: generated / cmsis-nn |")
+    print("|---|---|---:|---:|")
+    for (name, board, kernels), m in measured.items():
+        base = measured.get((name, board, "cmsis-nn"))
+        if kernels != "generated" or base is None:
+            continue
+        cycles = (f"{m['cycles']:,} / {base['cycles']:,} ({m['cycles'] / base['cycles']:.3f}×)"
+                  if m["cycles"] and base["cycles"] else "no model")
+        print(f"| {name} | {board} | {m['instructions']:,} / {base['instructions']:,} "
+              f"({m['instructions'] / base['instructions']:.3f}×) | {cycles} |", flush=True)
 
 
 def published_table(measured: dict[tuple[str, str], dict]) -> None:
@@ -112,10 +129,12 @@ def main() -> int:
                         help="mlfbuild import --rounding (tflite: bit-exact with TFLite; cmsis-nn: TFLM's arithmetic)")
     parser.add_argument("--memory", choices=("floor", "min"), default="floor",
                         help="mlfbuild import --memory (floor: the liveness floor; min: convolutions over their inputs)")
+    parser.add_argument("--kernels", nargs="+", choices=("generated", "cmsis-nn"), default=["generated", "cmsis-nn"],
+                        help="mlfbuild import --kernels, each measured (both: a table of their ratios follows)")
     args = parser.parse_args()
-    print("| model | board | flash (ratio to TFLM) | RAM | instructions / inference | cycles / inference (estimate) "
+    print("| model | board | kernels | flash (ratio to TFLM) | RAM | instructions / inference | cycles / inference (estimate) "
           "| vs the .tflite (LiteRT) |")
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     measured = {}
     with tempfile.TemporaryDirectory(prefix="mlfbuild-bench-") as work:
         models = {name: args.models / file for name, file in MODELS.items()}
@@ -125,15 +144,17 @@ def main() -> int:
             if args.only and name not in args.only:
                 continue
             for board in args.boards:
-                m = measure(path, board, args.cmsis_nn, args.samples, Path(work) / f"{name}-{board}", args.rounding,
-                            args.memory)
-                measured[(name, board)] = m
-                flash, ram, insns = TFLM[(name, board)]
-                cycles = f"{m['cycles']:,} ({m['cycle_model']})" if m["cycles"] is not None else "no model"
-                print(f"| {name} | {board} | {cell(m['flash'], flash)} | {cell(m['ram'], ram)} | "
-                      f"{cell(m['instructions'], insns)} | {cycles} | {m['status']}, max diff {m['max_diff']} LSB |",
-                      flush=True)
-    published_table(measured)
+                for kernels in args.kernels:
+                    m = measure(path, board, args.cmsis_nn, args.samples, Path(work) / f"{name}-{board}-{kernels}",
+                                args.rounding, args.memory, kernels)
+                    measured[(name, board, kernels)] = m
+                    flash, ram, insns = TFLM[(name, board)]
+                    cycles = f"{m['cycles']:,} ({m['cycle_model']})" if m["cycles"] is not None else "no model"
+                    print(f"| {name} | {board} | {kernels} | {cell(m['flash'], flash)} | {cell(m['ram'], ram)} | "
+                          f"{cell(m['instructions'], insns)} | {cycles} | {m['status']}, max diff {m['max_diff']} LSB |",
+                          flush=True)
+    kernels_table(measured)
+    published_table({(name, board): m for (name, board, kernels), m in measured.items() if kernels == args.kernels[0]})
     return 0
 
 

@@ -22,7 +22,7 @@ class ImportCommand(Command):
         parser.add_argument("--rounding", choices=("tflite", "cmsis-nn"), default="tflite",
                             help="tflite: bit-exact with TFLite's reference kernels (fully connected layers round "
                                  "once; the default); cmsis-nn: CMSIS-NN's default rounding everywhere, as TFLM with "
-                                 "CMSIS-NN computes (faster fully connected layers on DSP cores, within an LSB per layer)")
+                                 "CMSIS-NN computes (within an LSB per layer)")
         parser.add_argument("--memory", choices=("floor", "min"), default="floor",
                             help="floor: every layer writes a tensor of its own (the liveness floor; the default); "
                                  "min: convolutions and pads also write their output over their dying input row by "
@@ -30,10 +30,16 @@ class ImportCommand(Command):
                                  "and the inputs and outputs are tensors of the pool (tvmgen_<name>_map_inputs and "
                                  "_map_outputs give their bytes) (a little more compute: calls per row, rows of the "
                                  "stripes recomputed)")
+        parser.add_argument("--kernels", choices=("generated", "cmsis-nn"), default="generated",
+                            help="generated: convolutions, depthwise convolutions and fully connected layers get C "
+                                 "generated for their shapes where it beats CMSIS-NN, used on cores with DSP and no "
+                                 "MVE (Cortex-M4/M7/M33) and on the host, their CMSIS-NN call elsewhere (the default); "
+                                 "cmsis-nn: every layer calls CMSIS-NN. Both compute the same values")
         parser.add_argument("--json", action="store_true", help="print what was imported as JSON")
 
     def run(self, args):
         from ..importer import import_tflite
+        from ..importer.kernels import generated_layers
 
         out = args.output or Path(f"{args.model.stem}.tar")
         if out.is_dir():
@@ -41,7 +47,7 @@ class ImportCommand(Command):
         if out.resolve() == args.model.resolve():
             raise UsageError(f"-o {out}: is the model itself")
         try:
-            result = import_tflite(args.model, out, args.name, args.rounding, args.memory)
+            result = import_tflite(args.model, out, args.name, args.rounding, args.memory, args.kernels)
         except MlfError as error:
             if args.json:  # the refusal as a document too; the one line on stderr and the exit code stay
                 operator = getattr(error, "operator", None)
@@ -56,6 +62,8 @@ class ImportCommand(Command):
         calls = [s for s in result.steps if s.function]
         kernels = [s for s in result.steps if s.kernel]
         own = f" and {len(kernels)} kernel(s) of mlfbuild's" if kernels else ""
+        generated = generated_layers(result.steps)
+        own += f" ({generated} of the calls a kernel generated for DSP cores)" if generated else ""
         print(f"imported {args.model} → {out}: module {result.module}, {len(result.steps)} operator(s) as "
               f"{len(calls)} CMSIS-NN call(s){own}, workspace {result.pool_bytes:,} B "
               + (f"(liveness floor {result.floor_bytes:,} B) + io {result.io_bytes:,} B" if args.memory == "floor"

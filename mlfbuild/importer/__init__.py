@@ -23,6 +23,7 @@ from ..errors import InvalidInputError, UsageError
 from ..mlf.writer import tar_bytes
 from ..untrusted import read_regular
 from .emit import FLOOR_MEMORY, IO_DTYPES, MEMORY_PLANS, MIN_MEMORY, ROUNDINGS, TFLITE_ROUNDING, Layout, Provenance, mlf_files
+from .kernels import GENERATED_KERNELS, KERNEL_CHOICES, specialise
 from .lowering import Lowered, UnsupportedModelError, lower, refusal
 from .tflite import Graph, parse_model
 
@@ -98,22 +99,24 @@ def default_module_name(model: Path) -> str:
 
 
 def import_tflite(model: Path, out: Path, module: str | None = None, rounding: str = TFLITE_ROUNDING,
-                  memory: str = FLOOR_MEMORY) -> ImportResult:
+                  memory: str = FLOOR_MEMORY, kernels: str = GENERATED_KERNELS) -> ImportResult:
     """Compile `model` into the MLF `out` (written whole or not at all); `rounding`: emit.ROUNDINGS;
-    `memory`: emit.MEMORY_PLANS."""
+    `memory`: emit.MEMORY_PLANS; `kernels`: kernels.KERNEL_CHOICES."""
     module = module or default_module_name(model)
     if rounding not in ROUNDINGS:
         raise UsageError(f"--rounding {rounding!r}: one of {', '.join(ROUNDINGS)}")
     if memory not in MEMORY_PLANS:
         raise UsageError(f"--memory {memory!r}: one of {', '.join(MEMORY_PLANS)}")
+    if kernels not in KERNEL_CHOICES:
+        raise UsageError(f"--kernels {kernels!r}: one of {', '.join(KERNEL_CHOICES)}")
     if not _MODULE_NAME.match(module):
         raise UsageError(f"--name {module!r}: a module name is a C identifier of at most 63 characters")
     data = read_regular(Path(model), "model", MAX_MODEL_BYTES)
     graph = parse_model(data, str(model))
-    steps = compile_graph(graph, str(model))
+    steps = specialise(graph, compile_graph(graph, str(model)), kernels, rounding)
     sha256 = hashlib.sha256(data).hexdigest()
     provenance = Provenance(tool=f"mlfbuild {__version__}", model_file=Path(model).name, model_sha256=sha256,
-                            rounding=rounding, memory=memory)
+                            rounding=rounding, memory=memory, kernels=kernels)
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
     files, layout, steps = mlf_files(graph, steps, module, provenance, data, stamp)
     _write_atomically(out, tar_bytes(files))

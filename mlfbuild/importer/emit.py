@@ -45,6 +45,7 @@ class Provenance:
     model_sha256: str
     rounding: str = "tflite"  # ROUNDINGS
     memory: str = "floor"  # MEMORY_PLANS
+    kernels: str = "generated"  # kernels.KERNEL_CHOICES
 
     def to_json(self) -> dict:
         return {"tool": self.tool, "model": self.model_file, "sha256": self.model_sha256,
@@ -775,6 +776,7 @@ def _metadata(module: str, calls: list[Lowered], inputs, outputs, workspace: int
         "executors": ["aot"], "export_datetime": export_datetime,
         "memory": {"functions": {"main": [main], "operator_functions": operators}},
         "mlfbuild_import": dict(provenance.to_json(), rounding=provenance.rounding, memory=provenance.memory,
+                                kernels=provenance.kernels,
                                 single_rounding=_single_rounding(calls, provenance.rounding),
                                 **({"io": "workspace pool"} if io_in_pool else {})),
         "model_name": module, "style": "full-model", "target": ["c -keys=arm_cpu,cpu"]}},

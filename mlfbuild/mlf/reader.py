@@ -225,7 +225,7 @@ def _single_rounding(meta: _Obj) -> tuple[str, ...]:
 
 def _provenance(meta: _Obj) -> dict | None:
     imported = _imported(meta)
-    keys = ("tool", "model", "sha256", "model_path", "rounding", "memory")
+    keys = ("tool", "model", "sha256", "model_path", "rounding", "memory", "kernels")
     return {k: str(imported[k])[:200] for k in keys if k in imported} or None
 
 

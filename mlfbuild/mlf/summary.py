@@ -29,7 +29,7 @@ def _module_lines(m: Module) -> list[str]:
         made = m.imported_from
         lines.append(f"    made by {made.get('tool', 'mlfbuild import')} from {made.get('model', '?')} "
                      f"(sha256 {made.get('sha256', '?')[:12]}…, {made.get('rounding', 'tflite')} rounding, "
-                     f"{made.get('memory', 'floor')} memory plan); "
+                     f"{made.get('memory', 'floor')} memory plan, {made.get('kernels', 'cmsis-nn')} kernels); "
                      f"the model travels in {made.get('model_path', 'src/model.tflite')}")
     code = [f"{len(m.sources)} C source(s)"] if m.sources else []
     code += [f"{o.path.rsplit('/', 1)[-1]} ({o.machine}, {o.cpu or '?'}, {o.float_abi}-float)" for o in m.objects]

@@ -67,9 +67,11 @@ class ModelProfile:
     cycles: int | None = None  # estimated per inference (None: no model for this core)
     cycle_model: str | None = None  # the estimate's label, e.g. "Cortex-M4 TRM timings"
     executor_cycles: int = 0
+    kernels: str | None = None  # an imported model's --kernels choice (None: not imported by mlfbuild)
 
     def to_json(self) -> dict:
         return {"instructions": self.instructions, "cycles": self.cycles, "cycle_model": self.cycle_model,
+                "kernels": self.kernels,
                 "profile": [row.to_json() for row in self.rows]}
 
 
@@ -275,6 +277,12 @@ def _defined_functions(path: Path) -> set[str]:
                 if s["st_info"]["type"] == "STT_FUNC" and s["st_shndx"] != "SHN_UNDEF"}
 
 
+def imported_kernels(model: dict) -> str | None:
+    """An imported model's layer kernels (`mlfbuild import --kernels`; MLFs from before the option: cmsis-nn)."""
+    imported = model.get("imported_from")
+    return imported.get("kernels", "cmsis-nn") if imported else None
+
+
 def read_counts(path: Path, ranges: list[_Range], record: dict, runs: dict[str, int]) -> Profile:
     if not path.is_file():
         raise RunError("the profiling plugin wrote no counts (did QEMU exit normally?)")
@@ -292,7 +300,7 @@ def read_counts(path: Path, ranges: list[_Range], record: dict, runs: dict[str, 
         total = model_totals.get(index, 0) // n
         mine = _model_functions(ranges, counts, index)
         result = ModelProfile(model["name"], total, cycles=model_cycles.get(index, 0) // n if label else None,
-                              cycle_model=label)
+                              cycle_model=label, kernels=imported_kernels(model))
         for i in sorted(mine, key=lambda i: counts[i][2]):
             calls, insns, _, cycles = counts[i]
             if ranges[i].kind == "E":
@@ -359,7 +367,9 @@ def format_profile(profile: Profile) -> str:
         estimated = model.cycles is not None
         estimate = (f", {model.cycles:,} cycles (estimate: {model.cycle_model})" if estimated
                     else ", no cycle estimate for this core")
-        lines.append(f"profile of {model.name}: {model.instructions:,} instructions per inference (QEMU){estimate}")
+        kernels = f", {model.kernels} kernels" if model.kernels else ""
+        lines.append(f"profile of {model.name}: {model.instructions:,} instructions per inference (QEMU){estimate}"
+                     f"{kernels}")
         header = f" {'cycles (est.)':>14}" if estimated else ""
         lines.append(f"  {'calls':>6} {'instructions':>14}{header} {'share':>7}  function")
         for row in model.rows:

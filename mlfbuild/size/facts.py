@@ -117,7 +117,8 @@ def _pool_summary(pool: dict | None) -> dict | None:
     if not pool:
         return None
     return {key: pool.get(key) for key in ("kind", "tvm_bytes", "bytes", "floor_bytes", "replanned", "reason",
-                                           "live_bytes", "memory_plan") if key in pool or key not in ("live_bytes", "memory_plan")}
+                                           "live_bytes", "memory_plan", "kernels")
+            if key in pool or key not in ("live_bytes", "memory_plan", "kernels")}
 
 
 @dataclass

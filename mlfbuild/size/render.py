@@ -244,7 +244,8 @@ def live_summary(pool: dict) -> str:
     live = pool.get("live_bytes") or []
     peak = max(live)
     bars = "".join(_BARS[min(len(_BARS) - 1, value * len(_BARS) // (peak + 1))] for value in live_columns(live))
-    plan = f" (memory plan {pool['memory_plan']})" if pool.get("memory_plan") else ""
+    plan = f" (memory plan {pool['memory_plan']}" if pool.get("memory_plan") else ""
+    plan += (f", {pool['kernels']} kernels)" if pool.get("kernels") else ")") if plan else ""
     return f"{bars} peak {peak:,} B at call {live.index(peak) + 1} of {len(live)}{plan}"
 
 

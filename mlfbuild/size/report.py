@@ -290,9 +290,13 @@ class _LinkedModule:
 
 
 def _pool_with_plan(model: dict) -> dict | None:
-    """build.json's workspace_pool, with the memory plan an imported model was made with (--memory)."""
-    pool, plan = model.get("workspace_pool"), (model.get("imported_from") or {}).get("memory")
-    return dict(pool, memory_plan=plan) if pool is not None and plan else pool
+    """build.json's workspace_pool, with the memory plan and layer kernels an imported model was made
+    with (--memory, --kernels; an MLF from before --kernels: cmsis-nn)."""
+    imported = model.get("imported_from") or {}
+    pool, plan = model.get("workspace_pool"), imported.get("memory")
+    if pool is None or not plan:
+        return pool
+    return dict(pool, memory_plan=plan, kernels=imported.get("kernels", "cmsis-nn"))
 
 
 def _memory_rows(module: dict, lowered: dict, linked: dict, pool: int, pool_users: list) -> list[MemoryRow]:

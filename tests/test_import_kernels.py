@@ -1,0 +1,230 @@
+"""Layer kernels generated at import (`mlfbuild import --kernels generated`, the default): each equals
+LiteRT's reference kernel on the host (the intrinsics' plain-C twins) and in QEMU on the Cortex-M4F
+(the ACLE intrinsics); `--kernels cmsis-nn` keeps every CMSIS-NN call, and the choice is recorded in
+the MLF and shown by size and run --profile."""
+
+from __future__ import annotations
+
+import json
+import tarfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import cli
+from litert_oracle import run_seeded
+from test_import_operators import check_against_litert
+from tflitewriter import bundle_model
+
+from mlfbuild.importer import import_tflite
+from mlfbuild.importer.kernels import generated_layers
+
+
+def _pointwise(channels: int, out_channels: int, **more):
+    return ("CONV_2D", {"kernel_h": 1, "kernel_w": 1, "stride_h": 1, "stride_w": 1, "dilation_h": 1,
+                        "dilation_w": 1, "padding": "VALID", "channels": channels, "out_channels": out_channels,
+                        **more})
+
+
+# input and output channels multiples of 4, batches, extreme zero points, every fused activation
+POINTWISE = [
+    _pointwise(4, 4),
+    _pointwise(8, 12, batch=2, activation="RELU6"),
+    _pointwise(12, 8, input_zero_point=-128, output_zero_point=127, activation="NONE"),
+    _pointwise(16, 4, input_zero_point=127, output_zero_point=-128, activation="RELU"),
+    # a scale above 1/2 (a shift >= 0): requantised by mlf_requantize, not the inlined right shift
+    _pointwise(8, 4, output_scale_ratio=0.002),
+]
+
+
+def _depthwise(channels: int, kernel=(3, 3), stride=(1, 1), padding="SAME", dilation=(1, 1), **more):
+    return ("DEPTHWISE_CONV_2D", {"kernel_h": kernel[0], "kernel_w": kernel[1], "stride_h": stride[0],
+                                  "stride_w": stride[1], "dilation_h": dilation[0], "dilation_w": dilation[1],
+                                  "padding": padding, "channels": channels, "depth_multiplier": 1, "batch": 1,
+                                  **more})
+
+
+# batch 1, depth multiplier 1, channels multiples of 4: windows inside and across the padding
+DEPTHWISE = [
+    _depthwise(4, height=6, width=5),
+    _depthwise(8, stride=(2, 2), height=9, width=9, activation="RELU6"),
+    _depthwise(4, kernel=(3, 2), stride=(2, 1), dilation=(2, 2), height=9, width=7),
+    _depthwise(12, kernel=(5, 5), padding="VALID", height=7, width=7, input_zero_point=-128, output_zero_point=127,
+               activation="NONE"),
+    _depthwise(8, padding="VALID", height=5, width=6, input_zero_point=127, output_zero_point=-128),
+    _depthwise(4, output_scale_ratio=0.002, height=6, width=6),  # a shift >= 0: mlf_requantize
+]
+
+
+# convolutions over a window (batch 1): 3x3 across the padding, strides, dilations, 1x1 of stride 2
+WINDOWED = [
+    _pointwise(4, 4, kernel_h=3, kernel_w=3, padding="SAME", batch=1),
+    _pointwise(8, 8, kernel_h=3, kernel_w=3, stride_h=2, stride_w=2, padding="SAME", batch=1, height=7, width=8),
+    _pointwise(4, 8, kernel_h=2, kernel_w=3, dilation_h=2, dilation_w=1, padding="SAME", batch=1, height=6, width=5,
+               input_zero_point=-128, output_zero_point=127, activation="NONE"),
+    _pointwise(12, 4, kernel_h=3, kernel_w=3, padding="VALID", batch=1, height=5, width=5, activation="RELU6"),
+    _pointwise(8, 4, stride_h=2, stride_w=2, batch=1, height=6, width=6, output_scale_ratio=0.002),
+    # input channels short of a multiple of 4 (3 of 4 products or more the layer's): the last read bytewise
+    _pointwise(3, 8, kernel_h=3, kernel_w=3, stride_h=2, stride_w=2, padding="SAME", batch=1, height=9, width=7),
+    _pointwise(7, 4, kernel_h=2, kernel_w=2, padding="VALID", batch=1, height=4, width=5),
+]
+
+
+# fully connected, per-tensor weights: units and depth multiples of 4, batches, 3-D inputs, no bias
+FULLY_CONNECTED = [
+    ("FULLY_CONNECTED", {"input_shape": (1, 16), "units": 8}),
+    ("FULLY_CONNECTED", {"input_shape": (2, 72), "units": 4, "bias": False, "activation": "RELU"}),
+    ("FULLY_CONNECTED", {"input_shape": (1, 3, 8), "units": 12, "input_zero_point": -128, "output_zero_point": 127,
+                         "activation": "NONE"}),
+    ("FULLY_CONNECTED", {"input_shape": (1, 4), "units": 4, "input_zero_point": 127, "output_zero_point": -128}),
+]
+
+
+def _random_pointwise(rng: np.random.Generator, count: int) -> list:
+    return [_pointwise(4 * int(rng.integers(1, 9)), 4 * int(rng.integers(1, 5))) for _ in range(count)]
+
+
+def _lib2(mlf) -> str:
+    with tarfile.open(mlf) as tar:
+        name = next(n for n in tar.getnames() if n.endswith("_lib2.c"))
+        return tar.extractfile(name).read().decode()
+
+
+def _metadata(mlf) -> dict:
+    with tarfile.open(mlf) as tar:
+        name = next(n for n in tar.getnames() if n.endswith("metadata.json"))
+        return json.loads(tar.extractfile(name).read())
+
+
+def test_pointwise_layers_are_generated_and_others_keep_their_call(tmp_path):
+    # 1x1 of 5 channels, 3x3 of 1, batch 2, depthwise of 6, multipliers, windows mostly across the padding:
+    # CMSIS-NN
+    kept = [_pointwise(5, 4), _pointwise(4, 4, kernel_h=3, kernel_w=3, padding="SAME", batch=2), _depthwise(6),
+            _pointwise(1, 4, kernel_h=3, kernel_w=3, padding="SAME", batch=1),
+            _depthwise(4, depth_multiplier=2), _depthwise(4, kernel=(5, 5), height=3, width=3)]
+    kept += [("FULLY_CONNECTED", {"input_shape": (1, 6), "units": 4}), ("FULLY_CONNECTED/per_channel", {})]
+    cases = POINTWISE + DEPTHWISE + WINDOWED + FULLY_CONNECTED + kept
+    model = bundle_model(np.random.default_rng(3), cases).write(tmp_path / "m.tflite")
+    result = import_tflite(model, tmp_path / "m.tar")
+    layers = len(POINTWISE) + len(DEPTHWISE) + len(WINDOWED)
+    generated = layers + len(FULLY_CONNECTED)
+    assert generated_layers(result.steps) == generated
+    source = _lib2(tmp_path / "m.tar")
+    assert source.count("= mlf_requantize(") == 12 and source.count("= mlf_dsp_requantize(") == 4 * (layers - 3)
+    assert "(uint8_t)(in + 0)[2] << 16" in source  # the 3-channel layer's input, byte by byte
+    # TFLite's one rounding (and the per-channel fully connected kernel's own)
+    assert source.count("= mlf_requantize_once(") == 4 * len(FULLY_CONNECTED) + 1
+    assert source.count("(void)global_workspace_var;\n#if MLF_GENERATED_KERNELS") == generated
+    # the call stays for cores without DSP
+    assert source.count("arm_convolve_wrapper_s8(") == len(POINTWISE) + len(WINDOWED) + 3
+    assert source.count("arm_depthwise_conv_wrapper_s8(") == len(DEPTHWISE) + 3
+    assert source.count("arm_fully_connected_s8(") == len(FULLY_CONNECTED) + 1
+    (module,) = _metadata(tmp_path / "m.tar")["modules"].values()
+    assert module["mlfbuild_import"]["kernels"] == "generated"
+
+
+def test_kernels_cmsis_nn_gives_the_cmsis_nn_calls(tmp_path):
+    model = bundle_model(np.random.default_rng(3), POINTWISE).write(tmp_path / "m.tflite")
+    imported = cli("import", str(model), "-o", str(tmp_path / "c.tar"), "--kernels", "cmsis-nn")
+    assert imported.returncode == 0, imported.stderr
+    assert "generated" not in imported.stdout
+    assert "MLF_GENERATED_KERNELS" not in _lib2(tmp_path / "c.tar")
+    (module,) = _metadata(tmp_path / "c.tar")["modules"].values()
+    assert module["mlfbuild_import"]["kernels"] == "cmsis-nn"
+    assert "mlf_dsp_" not in _lib2(tmp_path / "c.tar")
+    assert "cmsis-nn kernels" in cli("inspect", str(tmp_path / "c.tar")).stdout
+    assert _lib2(tmp_path / "c.tar").count("arm_convolve_wrapper_s8(") == len(POINTWISE)
+    generated = import_tflite(model, tmp_path / "g.tar")
+    assert generated_layers(generated.steps) == len(POINTWISE)
+
+
+def test_an_unknown_kernels_choice_is_refused(tmp_path):
+    model = bundle_model(np.random.default_rng(3), POINTWISE[:1]).write(tmp_path / "m.tflite")
+    refused = cli("import", str(model), "-o", str(tmp_path / "c.tar"), "--kernels", "fast")
+    assert refused.returncode == 2 and "--kernels" in refused.stderr
+    assert not (tmp_path / "c.tar").exists()
+
+
+@pytest.mark.cross
+def test_generated_layers_equal_litert_on_the_host(cmsis_nn, tmp_path):
+    cases = POINTWISE + DEPTHWISE + WINDOWED + FULLY_CONNECTED
+    model = bundle_model(np.random.default_rng(41), cases).write(tmp_path / "pw.tflite")
+    assert generated_layers(import_tflite(model, tmp_path / "pw.tar").steps) == len(cases)
+    check_against_litert(model, "host", cmsis_nn("v6.0.0"), tmp_path / "host", samples=4)
+
+
+def test_generated_fully_connected_layers_round_as_the_rounding_asks(tmp_path):
+    """--rounding tflite: TFLite's one rounding (mlf_requantize_once); cmsis-nn: CMSIS-NN's two
+    (mlf_requantize, the arithmetic of arm_nn_requantize without CMSIS_NN_USE_SINGLE_ROUNDING)."""
+    model = bundle_model(np.random.default_rng(45), FULLY_CONNECTED).write(tmp_path / "fc.tflite")
+    for rounding, function in (("tflite", "mlf_requantize_once("), ("cmsis-nn", "mlf_requantize(")):
+        import_tflite(model, tmp_path / f"{rounding}.tar", rounding=rounding)
+        assert _lib2(tmp_path / f"{rounding}.tar").count(f"= {function}") == 4 * len(FULLY_CONNECTED)
+
+
+@pytest.mark.exhaustive
+@pytest.mark.qemu
+@pytest.mark.cross
+def test_generated_ad_computes_what_cmsis_nn_computes_with_its_rounding(cmsis_nn, models_dir, tmp_path):
+    """ad (ten fully connected layers) with --rounding cmsis-nn on the Cortex-M4F: the generated layers'
+    outputs are off LiteRT's by exactly the LSBs CMSIS-NN's calls are, sample by sample."""
+    compared = {}
+    for kernels in ("generated", "cmsis-nn"):
+        mlf = tmp_path / f"{kernels}.tar"
+        imported = cli("import", str(models_dir / "ad01_int8.tflite"), "-o", str(mlf), "--rounding", "cmsis-nn",
+                       "--kernels", kernels)
+        assert imported.returncode == 0, imported.stderr
+        run = cli("run", str(mlf), "-b", "mps2-an386", "--cmsis-nn", str(cmsis_nn("v6.0.0")), "-o", str(tmp_path / kernels),
+                  "--samples", "4", "--json")
+        assert run.returncode == 0, run.stderr
+        compared[kernels] = [(o["rmse"], o["max_abs_error"], o["first_mismatches"])
+                             for o in json.loads(run.stdout)["models"][0]["outputs"]]
+    assert compared["cmsis-nn"][0][0] > 0  # CMSIS-NN's two roundings are not TFLite's one here
+    assert compared["generated"] == compared["cmsis-nn"]
+
+
+def _shows_the_kernels(build: Path, kernels: str) -> None:
+    """build.json records the choice, and size shows it beside the memory plan."""
+    record = json.loads((build / "build.json").read_text())
+    assert record["models"][0]["imported_from"]["kernels"] == kernels
+    size = json.loads(cli("size", "--json", str(build)).stdout)
+    assert size["modules"][0]["workspace_pool"]["kernels"] == kernels
+
+
+@pytest.mark.cross
+def test_build_json_and_size_show_cmsis_nn_kernels(cmsis_nn, tmp_path):
+    model = bundle_model(np.random.default_rng(3), POINTWISE[:2]).write(tmp_path / "m.tflite")
+    assert cli("import", str(model), "-o", str(tmp_path / "c.tar"), "--kernels", "cmsis-nn").returncode == 0
+    built = cli("build", str(tmp_path / "c.tar"), "-b", "host", "--cmsis-nn", str(cmsis_nn("v6.0.0")), "-o",
+                str(tmp_path / "b"))
+    assert built.returncode == 0, built.stderr
+    _shows_the_kernels(tmp_path / "b", "cmsis-nn")
+
+
+@pytest.mark.qemu
+@pytest.mark.cross
+def test_generated_layers_equal_litert_on_the_cortex_m4f(cmsis_nn, tmp_path):
+    """The ACLE intrinsics' path (SXTB16, SXTAB16, SMLAD, SMLABB/SMLATT, SSAT) on mps2-an386, a layer of
+    each kind; the build proves the pool (no "not proven"), records the kernels, and run --profile's
+    header names them."""
+    cases = POINTWISE[1:2] + DEPTHWISE[1:2] + WINDOWED[5:6] + FULLY_CONNECTED[2:3]
+    model = bundle_model(np.random.default_rng(43), cases).write(tmp_path / "m.tflite")
+    built = cli("build", str(model), "-b", "mps2-an386", "--cmsis-nn", str(cmsis_nn("v6.0.0")), "-o", str(tmp_path / "m4"))
+    assert built.returncode == 0, built.stderr
+    assert "not proven" not in built.stdout + built.stderr
+    _shows_the_kernels(tmp_path / "m4", "generated")
+    inputs, outputs = run_seeded(model, seed=5, samples=2)
+    np.savez(tmp_path / "ref.npz", **inputs, **{f"output_{i}": o for i, o in enumerate(outputs)})
+    run = cli("run", str(tmp_path / "m4"), "--reference", str(tmp_path / "ref.npz"), "--atol", "0", "--profile")
+    assert run.returncode == 0, run.stderr
+    assert "result: pass" in run.stdout and "generated kernels" in run.stdout
+
+
+@pytest.mark.exhaustive
+@pytest.mark.qemu
+@pytest.mark.cross
+def test_many_generated_layers_equal_litert_on_the_host_and_the_cortex_m4f(cmsis_nn, tmp_path):
+    cases = POINTWISE + DEPTHWISE + WINDOWED + FULLY_CONNECTED + _random_pointwise(np.random.default_rng(12), 12)
+    model = bundle_model(np.random.default_rng(44), cases).write(tmp_path / "many.tflite")
+    check_against_litert(model, "host", cmsis_nn("v6.0.0"), tmp_path / "host", samples=4)
+    check_against_litert(model, "mps2-an386", cmsis_nn("v6.0.0"), tmp_path / "m4", samples=4)
