@@ -65,6 +65,21 @@ WINDOWED = [
 ]
 
 
+# first layers of few input channels (the patch kernel): a spectrogram's one channel (kws, micro_speech's
+# depthwise of one channel), an image's three, an odd window (a zero pair half), dilation, extreme zero
+# points, a shift >= 0
+PATCH = [
+    _pointwise(1, 8, kernel_h=10, kernel_w=4, stride_h=2, stride_w=2, padding="SAME", batch=1, height=12, width=6),
+    _pointwise(3, 8, kernel_h=3, kernel_w=3, stride_h=2, stride_w=2, padding="SAME", batch=1, height=9, width=8,
+               activation="RELU6"),
+    _pointwise(3, 4, batch=1, height=3, width=4, input_zero_point=-128, output_zero_point=127, activation="NONE"),
+    _pointwise(2, 4, kernel_h=2, kernel_w=3, dilation_h=2, padding="VALID", batch=1, height=6, width=6,
+               input_zero_point=127, output_zero_point=-128),
+    _depthwise(1, kernel=(10, 8), stride=(2, 2), height=12, width=10, depth_multiplier=8),
+    _depthwise(1, kernel=(3, 3), height=5, width=5, depth_multiplier=4, output_scale_ratio=0.002),
+]
+
+
 # fully connected, per-tensor weights: units and depth multiples of 4, batches, 3-D inputs, no bias
 FULLY_CONNECTED = [
     ("FULLY_CONNECTED", {"input_shape": (1, 16), "units": 8}),
@@ -93,23 +108,24 @@ def _metadata(mlf) -> dict:
 
 def test_pointwise_layers_are_generated_and_others_keep_their_call(tmp_path):
     # 6 channels, 3x3 convolutions, multipliers, windows mostly across the padding: CMSIS-NN
-    kept = [_pointwise(6, 4), _pointwise(4, 4, kernel_h=3, kernel_w=3, padding="SAME", batch=2), _depthwise(6),
+    kept = [_pointwise(4, 4, kernel_h=3, kernel_w=3, padding="SAME", batch=2), _depthwise(6),
             _depthwise(4, depth_multiplier=2), _depthwise(4, kernel=(5, 5), height=3, width=3)]
     kept += [("FULLY_CONNECTED", {"input_shape": (1, 6), "units": 4}), ("FULLY_CONNECTED/per_channel", {})]
-    cases = POINTWISE + DEPTHWISE + WINDOWED + FULLY_CONNECTED + kept
+    cases = POINTWISE + DEPTHWISE + WINDOWED + PATCH + FULLY_CONNECTED + kept
     model = bundle_model(np.random.default_rng(3), cases).write(tmp_path / "m.tflite")
     result = import_tflite(model, tmp_path / "m.tar")
-    layers = len(POINTWISE) + len(DEPTHWISE) + len(WINDOWED)
+    layers = len(POINTWISE) + len(DEPTHWISE) + len(WINDOWED) + len(PATCH)
     generated = layers + len(FULLY_CONNECTED)
     assert generated_layers(result.steps) == generated
     source = _lib2(tmp_path / "m.tar")
-    assert source.count("= mlf_requantize(") == 12 and source.count("= mlf_dsp_requantize(") == 4 * (layers - 3)
+    # one layer of each kind scales above 1/2 (a shift >= 0): mlf_requantize, not the inlined right shift
+    assert source.count("= mlf_requantize(") == 16 and source.count("= mlf_dsp_requantize(") == 4 * (layers - 4)
     # TFLite's one rounding (and the per-channel fully connected kernel's own)
     assert source.count("= mlf_requantize_once(") == 4 * len(FULLY_CONNECTED) + 1
     assert source.count("(void)global_workspace_var;\n#if MLF_GENERATED_KERNELS") == generated
     # the call stays for cores without DSP
-    assert source.count("arm_convolve_wrapper_s8(") == len(POINTWISE) + len(WINDOWED) + 2
-    assert source.count("arm_depthwise_conv_wrapper_s8(") == len(DEPTHWISE) + 3
+    assert source.count("arm_convolve_wrapper_s8(") == len(POINTWISE) + len(WINDOWED) + 4 + 1
+    assert source.count("arm_depthwise_conv_wrapper_s8(") == len(DEPTHWISE) + 2 + 3
     assert source.count("arm_fully_connected_s8(") == len(FULLY_CONNECTED) + 1
     (module,) = _metadata(tmp_path / "m.tar")["modules"].values()
     assert module["mlfbuild_import"]["kernels"] == "generated"
@@ -138,7 +154,7 @@ def test_an_unknown_kernels_choice_is_refused(tmp_path):
 
 @pytest.mark.cross
 def test_generated_layers_equal_litert_on_the_host(cmsis_nn, tmp_path):
-    cases = POINTWISE + DEPTHWISE + WINDOWED + FULLY_CONNECTED + _random_pointwise(np.random.default_rng(11), 4)
+    cases = POINTWISE + DEPTHWISE + WINDOWED + PATCH + FULLY_CONNECTED + _random_pointwise(np.random.default_rng(11), 4)
     model = bundle_model(np.random.default_rng(41), cases).write(tmp_path / "pw.tflite")
     assert generated_layers(import_tflite(model, tmp_path / "pw.tar").steps) == len(cases)
     check_against_litert(model, "host", cmsis_nn("v6.0.0"), tmp_path / "host", samples=4)
@@ -194,7 +210,8 @@ def test_build_json_and_size_show_the_kernels(cmsis_nn, tmp_path):
 def test_generated_layers_equal_litert_on_the_cortex_m4f(cmsis_nn, tmp_path):
     """The ACLE intrinsics' path (SXTB16, SXTAB16, SMLAD, SMLABB/SMLATT, SSAT), on mps2-an386; its
     profile header names the kernels."""
-    model = bundle_model(np.random.default_rng(43), POINTWISE[1:3] + DEPTHWISE[1:4] + WINDOWED[1:3] + FULLY_CONNECTED[1:3]).write(tmp_path / "pw.tflite")
+    cases = POINTWISE[1:3] + DEPTHWISE[1:4] + WINDOWED[1:3] + PATCH[1:2] + PATCH[4:6] + FULLY_CONNECTED[1:3]
+    model = bundle_model(np.random.default_rng(43), cases).write(tmp_path / "pw.tflite")
     check_against_litert(model, "mps2-an386", cmsis_nn("v6.0.0"), tmp_path / "m4", samples=2)
     profiled = cli("run", str(tmp_path / "m4"), "--profile", "--samples", "1")
     assert profiled.returncode == 0, profiled.stderr
@@ -205,6 +222,6 @@ def test_generated_layers_equal_litert_on_the_cortex_m4f(cmsis_nn, tmp_path):
 @pytest.mark.qemu
 @pytest.mark.cross
 def test_many_generated_layers_equal_litert_on_the_cortex_m4f(cmsis_nn, tmp_path):
-    cases = POINTWISE + DEPTHWISE + WINDOWED + FULLY_CONNECTED + _random_pointwise(np.random.default_rng(12), 12)
+    cases = POINTWISE + DEPTHWISE + WINDOWED + PATCH + FULLY_CONNECTED + _random_pointwise(np.random.default_rng(12), 12)
     model = bundle_model(np.random.default_rng(44), cases).write(tmp_path / "pw.tflite")
     check_against_litert(model, "mps2-an386", cmsis_nn("v6.0.0"), tmp_path / "m4", samples=4)
