@@ -64,9 +64,27 @@ WINDOWED = [
                input_zero_point=-128, output_zero_point=127, activation="NONE"),
     _pointwise(12, 4, kernel_h=3, kernel_w=3, padding="VALID", batch=1, height=5, width=5, activation="RELU6"),
     _pointwise(8, 4, stride_h=2, stride_w=2, batch=1, height=6, width=6, output_scale_ratio=0.002),
-    # input channels short of a multiple of 4 (3 of 4 products or more the layer's): the last read bytewise
+    # input channels short of a multiple of 4 (63 of 64 products the layer's) and a window too large for
+    # the patch kernel: the last 3 of each tap's channels read bytewise
+    _pointwise(63, 4, kernel_h=3, kernel_w=3, padding="VALID", batch=1, height=4, width=4),
+]
+
+
+# first layers of few input channels (the patch kernel): a spectrogram's one channel (kws, micro_speech's
+# depthwise of one channel), an image's three, an odd window (a zero pair half), dilation, extreme zero
+# points, a shift >= 0
+PATCH = [
+    _pointwise(1, 8, kernel_h=10, kernel_w=4, stride_h=2, stride_w=2, padding="SAME", batch=1, height=12, width=6),
+    _pointwise(3, 8, kernel_h=3, kernel_w=3, stride_h=2, stride_w=2, padding="SAME", batch=1, height=9, width=8,
+               activation="RELU6"),
+    _pointwise(3, 4, batch=1, height=3, width=4, input_zero_point=-128, output_zero_point=127, activation="NONE"),
+    _pointwise(2, 4, kernel_h=2, kernel_w=3, dilation_h=2, padding="VALID", batch=1, height=6, width=6,
+               input_zero_point=127, output_zero_point=-128),
+    _depthwise(1, kernel=(10, 8), stride=(2, 2), height=12, width=10, depth_multiplier=8),
+    _depthwise(1, kernel=(3, 3), height=5, width=5, depth_multiplier=4, output_scale_ratio=0.002),
     _pointwise(3, 8, kernel_h=3, kernel_w=3, stride_h=2, stride_w=2, padding="SAME", batch=1, height=9, width=7),
     _pointwise(7, 4, kernel_h=2, kernel_w=2, padding="VALID", batch=1, height=4, width=5),
+    _pointwise(5, 4, batch=1),
 ]
 
 
@@ -97,27 +115,27 @@ def _metadata(mlf) -> dict:
 
 
 def test_pointwise_layers_are_generated_and_others_keep_their_call(tmp_path):
-    # 1x1 of 5 channels, 3x3 of 1, batch 2, depthwise of 6, multipliers, windows mostly across the padding:
-    # CMSIS-NN
-    kept = [_pointwise(5, 4), _pointwise(4, 4, kernel_h=3, kernel_w=3, padding="SAME", batch=2), _depthwise(6),
-            _pointwise(1, 4, kernel_h=3, kernel_w=3, padding="SAME", batch=1),
+    # batch 2, depthwise of 6, multipliers, windows mostly across the padding: CMSIS-NN
+    kept = [_pointwise(4, 4, kernel_h=3, kernel_w=3, padding="SAME", batch=2), _depthwise(6),
             _depthwise(4, depth_multiplier=2), _depthwise(4, kernel=(5, 5), height=3, width=3)]
     kept += [("FULLY_CONNECTED", {"input_shape": (1, 6), "units": 4}), ("FULLY_CONNECTED/per_channel", {})]
-    cases = POINTWISE + DEPTHWISE + WINDOWED + FULLY_CONNECTED + kept
+    cases = POINTWISE + DEPTHWISE + WINDOWED + PATCH + FULLY_CONNECTED + kept
     model = bundle_model(np.random.default_rng(3), cases).write(tmp_path / "m.tflite")
     result = import_tflite(model, tmp_path / "m.tar")
-    layers = len(POINTWISE) + len(DEPTHWISE) + len(WINDOWED)
+    layers = len(POINTWISE) + len(DEPTHWISE) + len(WINDOWED) + len(PATCH)
     generated = layers + len(FULLY_CONNECTED)
     assert generated_layers(result.steps) == generated
     source = _lib2(tmp_path / "m.tar")
-    assert source.count("= mlf_requantize(") == 12 and source.count("= mlf_dsp_requantize(") == 4 * (layers - 3)
-    assert "(uint8_t)(in + 0)[2] << 16" in source  # the 3-channel layer's input, byte by byte
+    # one layer of each kind scales above 1/2 (a shift >= 0): mlf_requantize, not the inlined right shift
+    assert source.count("= mlf_requantize(") == 16 and source.count("= mlf_dsp_requantize(") == 4 * (layers - 4)
+    assert "[2] << 16)" in source  # the 63-channel layer's last three, byte by byte
+    assert source.count("static const int32_t filter_pairs[") == len(PATCH)  # paired at import
     # TFLite's one rounding (and the per-channel fully connected kernel's own)
     assert source.count("= mlf_requantize_once(") == 4 * len(FULLY_CONNECTED) + 1
     assert source.count("(void)global_workspace_var;\n#if MLF_GENERATED_KERNELS") == generated
     # the call stays for cores without DSP
-    assert source.count("arm_convolve_wrapper_s8(") == len(POINTWISE) + len(WINDOWED) + 3
-    assert source.count("arm_depthwise_conv_wrapper_s8(") == len(DEPTHWISE) + 3
+    assert source.count("arm_convolve_wrapper_s8(") == len(POINTWISE) + len(WINDOWED) + len(PATCH) - 2 + 1
+    assert source.count("arm_depthwise_conv_wrapper_s8(") == len(DEPTHWISE) + 2 + 3
     assert source.count("arm_fully_connected_s8(") == len(FULLY_CONNECTED) + 1
     (module,) = _metadata(tmp_path / "m.tar")["modules"].values()
     assert module["mlfbuild_import"]["kernels"] == "generated"
@@ -147,7 +165,7 @@ def test_an_unknown_kernels_choice_is_refused(tmp_path):
 
 @pytest.mark.cross
 def test_generated_layers_equal_litert_on_the_host(cmsis_nn, tmp_path):
-    cases = POINTWISE + DEPTHWISE + WINDOWED + FULLY_CONNECTED
+    cases = POINTWISE + DEPTHWISE + WINDOWED + PATCH + FULLY_CONNECTED
     model = bundle_model(np.random.default_rng(41), cases).write(tmp_path / "pw.tflite")
     assert generated_layers(import_tflite(model, tmp_path / "pw.tar").steps) == len(cases)
     check_against_litert(model, "host", cmsis_nn("v6.0.0"), tmp_path / "host", samples=4)
@@ -207,7 +225,7 @@ def test_generated_layers_equal_litert_on_the_cortex_m4f(cmsis_nn, tmp_path):
     """The ACLE intrinsics' path (SXTB16, SXTAB16, SMLAD, SMLABB/SMLATT, SSAT) on mps2-an386, a layer of
     each kind; the build proves the pool (no "not proven"), records the kernels, and run --profile's
     header names them."""
-    cases = POINTWISE[1:2] + DEPTHWISE[1:2] + WINDOWED[5:6] + FULLY_CONNECTED[2:3]
+    cases = POINTWISE[1:2] + DEPTHWISE[1:2] + WINDOWED[5:6] + PATCH[1:2] + PATCH[4:5] + FULLY_CONNECTED[2:3]
     model = bundle_model(np.random.default_rng(43), cases).write(tmp_path / "m.tflite")
     built = cli("build", str(model), "-b", "mps2-an386", "--cmsis-nn", str(cmsis_nn("v6.0.0")), "-o", str(tmp_path / "m4"))
     assert built.returncode == 0, built.stderr
@@ -224,7 +242,7 @@ def test_generated_layers_equal_litert_on_the_cortex_m4f(cmsis_nn, tmp_path):
 @pytest.mark.qemu
 @pytest.mark.cross
 def test_many_generated_layers_equal_litert_on_the_host_and_the_cortex_m4f(cmsis_nn, tmp_path):
-    cases = POINTWISE + DEPTHWISE + WINDOWED + FULLY_CONNECTED + _random_pointwise(np.random.default_rng(12), 12)
+    cases = POINTWISE + DEPTHWISE + WINDOWED + PATCH + FULLY_CONNECTED + _random_pointwise(np.random.default_rng(12), 12)
     model = bundle_model(np.random.default_rng(44), cases).write(tmp_path / "many.tflite")
     check_against_litert(model, "host", cmsis_nn("v6.0.0"), tmp_path / "host", samples=4)
     check_against_litert(model, "mps2-an386", cmsis_nn("v6.0.0"), tmp_path / "m4", samples=4)

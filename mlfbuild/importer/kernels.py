@@ -131,9 +131,121 @@ def _generated(graph: Graph, step: Lowered, rounding: str) -> Lowered | None:
 def _convolution(graph: Graph, step: Lowered, rounding: str) -> list[str] | None:
     """A 1x1 convolution of stride 1 (the pointwise kernel), or any other of batch 1 (the windowed
     kernel: input channels short of a multiple of 4 by at most a quarter, a tap's last 1-3 read byte by
-    byte), output channels multiples of 4; None for any other. Convolutions round twice
-    whatever `rounding` (TFLite's and CMSIS-NN's convolutions agree)."""
-    return _pointwise(graph, step) or _windowed(graph, step)
+    byte), output channels multiples of 4; a layer of other input channels short of a multiple of 4
+    (the first layer over an image or a spectrogram: the patch kernel, faster there); None for any
+    other. Convolutions round twice whatever `rounding` (TFLite's and CMSIS-NN's convolutions agree)."""
+    return _pointwise(graph, step) or _patch(graph, step) or _windowed(graph, step)
+
+
+def _patch(graph: Graph, step: Lowered, rounding: str = "tflite") -> list[str] | None:
+    """A convolution of batch 1 whose input channels are too few for the channel-wise kernels (1 to 3:
+    the first layer over an image or a spectrogram), or a depthwise one of one input channel (the
+    same arithmetic: each output channel a filter over the one channel); output channels a multiple
+    of 4 and a window of at most MAX_PATCH values."""
+    op = step.operator
+    x, w, y = tensor_at(graph, op, 0), tensor_at(graph, op, 1), tensor_at(graph, op, 0, output=True)
+    if len(x.shape) != 4 or len(y.shape) != 4 or len(w.shape) != 4 or x.shape[0] != 1:
+        return None
+    _, in_h, in_w, in_c = x.shape
+    _, out_h, out_w, out_c = y.shape
+    _, k_h, k_w, _ = w.shape
+    filters = _constant(step, "filter_")
+    if op.name == "DEPTHWISE_CONV_2D":
+        if in_c != 1 or filters.shape[-1] != out_c:
+            return None
+        filters = filters.reshape(k_h * k_w, out_c).T  # (output channel, tap)
+    elif in_c % 4 == 0 or filters.shape[0] != out_c or filters.shape[3] != in_c:
+        return None
+    fan_in = k_h * k_w * in_c
+    if out_c % 4 or fan_in > MAX_PATCH:
+        return None
+    o = op.options
+    stride, dilation = (o["stride_h"], o["stride_w"]), (o["dilation_h"], o["dilation_w"])
+    padding = (window_padding(op, in_h, k_h, stride[0], dilation[0], out_h),
+               window_padding(op, in_w, k_w, stride[1], dilation[1], out_w))
+    bias = any(o.param == "bias_" for o in step.operands)
+    lo, hi = fused_activation_range(op, y)
+    window = Window((in_h, in_w, in_c), (out_h, out_w), (k_h, k_w), stride, dilation, padding)
+    return patch_body(window, filters.reshape(out_c, fan_in), -x.quantization.zero_point, y.quantization.zero_point,
+                      lo, hi, bias, _requantisation(step, fan_in, bias))
+
+
+# The largest window (taps x input channels) the patch kernel gathers, as halfword pairs on the stack,
+# and the largest it gathers unrolled (one load, add and store a value) where the window is inside.
+MAX_PATCH = 512
+MAX_UNROLLED_PATCH = 128
+
+
+def filter_pairs(filters: np.ndarray) -> np.ndarray:
+    """(output channels, fan_in) int8 filters as the patch kernel reads them from flash: per group of
+    four channels, per pair of window values, the four channels' pairs (low halfword the even value),
+    as int32 words; an odd fan_in gets a zero value."""
+    out_c, fan_in = filters.shape
+    padded = np.zeros((out_c, fan_in + fan_in % 2), dtype=np.int64)
+    padded[:, :fan_in] = filters
+    low, high = padded[:, 0::2] & 0xFFFF, padded[:, 1::2] & 0xFFFF
+    words = (low | (high << 16)).astype(np.uint32).view(np.int32)  # (out_c, pairs)
+    return words.reshape(out_c // 4, 4, -1).transpose(0, 2, 1).copy()  # (group, pair, channel)
+
+
+def patch_body(window: Window, filters: np.ndarray, in_offset: int, out_offset: int, lo: int, hi: int,
+               bias: bool, right_shifts: bool) -> list[str]:
+    """Per output pixel, its window gathered once as halfword pairs of (input + offset) on the stack,
+    zero where a tap lies in the padding (TFLite skips those taps: they add nothing); then four output
+    channels at a time, four accumulators, one SMLAD per pair and channel with the filters paired at
+    import (a constant table in flash, compiled only with the kernel). CMSIS-NN's call instead builds
+    the same window per pixel and sign-extends every filter word at every pixel."""
+    (in_h, in_w, in_c), (out_h, out_w) = window.in_hwc, window.out_hw
+    (k_h, k_w), (s_h, s_w), (d_h, d_w), (p_h, p_w) = window.kernel, window.stride, window.dilation, window.padding
+    out_c, fan_in = filters.shape
+    pairs = (fan_in + 1) // 2
+    table = filter_pairs(filters)
+    values = ", ".join(str(int(v)) for v in table.reshape(-1))
+    lines = [f"  static const int32_t filter_pairs[{table.size}] = {{{values}}};",
+             f"  int16_t patch[{2 * pairs}];",
+             f"  patch[{2 * pairs - 1}] = 0;",
+             f"  for (int32_t oy = 0; oy < {out_h}; ++oy) {{",
+             f"    for (int32_t ox = 0; ox < {out_w}; ++ox) {{"]
+    gather = [f"      for (int32_t ky = 0; ky < {k_h}; ++ky) {{",
+              f"        const int32_t iy = oy * {s_h} - {p_h} + ky * {d_h};",
+              f"        for (int32_t kx = 0; kx < {k_w}; ++kx) {{",
+              f"          const int32_t ix = ox * {s_w} - {p_w} + kx * {d_w};",
+              f"          const int32_t inside = iy >= 0 && iy < {in_h} && ix >= 0 && ix < {in_w};",
+              f"          for (int32_t c = 0; c < {in_c}; ++c) {{",
+              f"            patch[(ky * {k_w} + kx) * {in_c} + c] = "
+              f"(int16_t)(inside ? input_[(iy * {in_w} + ix) * {in_c} + c] + ({in_offset}) : 0);",
+              "          }", "        }", "      }"]
+    if fan_in <= MAX_UNROLLED_PATCH and window.inside_pixels():
+        (row_lo, row_hi), (col_lo, col_hi) = window.inside(0), window.inside(1)
+        offsets = [(ky * d_h * in_w + kx * d_w) * in_c + c for ky in range(k_h) for kx in range(k_w) for c in range(in_c)]
+        lines += [f"      if (oy >= {row_lo} && oy <= {row_hi} && ox >= {col_lo} && ox <= {col_hi}) {{",
+                  f"        const int8_t* in = input_ + ((oy * {s_h} - {p_h}) * {in_w} + ox * {s_w} - {p_w}) * {in_c};"]
+        lines += [f"        patch[{t}] = (int16_t)(in[{offset}] + ({in_offset}));" for t, offset in enumerate(offsets)]
+        lines += ["      } else {", *[f"  {line}" for line in gather], "      }"]
+    else:
+        lines += gather
+    lines += [
+              f"      for (int32_t group = 0; group < {out_c // 4}; ++group) {{",
+              "        const int32_t oc = group * 4;",
+              f"        const int32_t* f = filter_pairs + group * {4 * pairs};"]
+    lines += [f"        int32_t acc{j} = {f'bias_[oc + {j}]' if bias else '0'};" for j in range(4)]
+    # unrolled at constant offsets where it fits (no counter: the four sums stay in registers)
+    unrolled = pairs <= CHUNK_CHANNELS
+    if not unrolled:
+        lines += [f"        for (int32_t k = 0; k < {pairs}; ++k) {{"]
+    for k in ([0] if not unrolled else range(pairs)):
+        at = "k" if not unrolled else str(k)
+        lines += [f"          {{ const int32_t x = mlf_dsp_read4((const int8_t*)(patch + 2 * {at}));"]
+        lines += [f"            acc{j} = mlf_dsp_smlad(x, f[{at} * 4 + {j}], acc{j});" for j in range(4)]
+        lines += ["          }"]
+    if not unrolled:
+        lines += ["        }"]
+    if right_shifts:
+        lines += [f"        const int32_t right{j} = -shift_[oc + {j}], half{j} = 1 << (right{j} - 1);" for j in range(4)]
+    for j in range(4):
+        lines += [f"        {line}" for line in _requantised_store(j, out_offset, lo, hi, right_shifts, f"oc + {j}",
+                                                                    f"(oy * {out_w} + ox) * {out_c} + oc + {j}")]
+    return lines + ["      }", "    }", "  }", "  return 0;"]
 
 
 def _windowed(graph: Graph, step: Lowered) -> list[str] | None:
@@ -212,6 +324,11 @@ def _depthwise(graph: Graph, step: Lowered, rounding: str) -> list[str] | None:
         return None
     return depthwise_body(window, -x.quantization.zero_point, y.quantization.zero_point, lo, hi, bias,
                           _requantisation(step, k_h * k_w, bias))
+
+
+def _depthwise_or_patch(graph: Graph, step: Lowered, rounding: str) -> list[str] | None:
+    """Depthwise layers of multiplier 1 (the depthwise kernel) or of one input channel (the patch kernel)."""
+    return _depthwise(graph, step, rounding) or _patch(graph, step)
 
 
 def _constant(step: Lowered, param: str):
@@ -499,5 +616,5 @@ def fully_connected_body(batches: int, depth: int, units: int, in_offset: int, o
 # connected layer of ad 0.36-0.67x (0.30-0.55x the cycles), so those are generated wherever their
 # shapes fit; depthwise layers lose where few pixels have their window inside the input (the rule in
 # Window.inside_pixels).
-_GENERATORS = {"arm_convolve_wrapper_s8": _convolution, "arm_depthwise_conv_wrapper_s8": _depthwise,
+_GENERATORS = {"arm_convolve_wrapper_s8": _convolution, "arm_depthwise_conv_wrapper_s8": _depthwise_or_patch,
                "arm_fully_connected_s8": _fully_connected}
