@@ -159,13 +159,9 @@ def _patch(graph: Graph, step: Lowered, rounding: str = "tflite") -> list[str] |
     fan_in = k_h * k_w * in_c
     if out_c % 4 or fan_in > MAX_PATCH:
         return None
-    o = op.options
-    stride, dilation = (o["stride_h"], o["stride_w"]), (o["dilation_h"], o["dilation_w"])
-    padding = (window_padding(op, in_h, k_h, stride[0], dilation[0], out_h),
-               window_padding(op, in_w, k_w, stride[1], dilation[1], out_w))
     bias = any(o.param == "bias_" for o in step.operands)
     lo, hi = fused_activation_range(op, y)
-    window = Window((in_h, in_w, in_c), (out_h, out_w), (k_h, k_w), stride, dilation, padding)
+    window = _window(op, x, w, y)
     return patch_body(window, filters.reshape(out_c, fan_in), -x.quantization.zero_point, y.quantization.zero_point,
                       lo, hi, bias, _requantisation(step, fan_in, bias))
 
@@ -265,13 +261,9 @@ def _windowed(graph: Graph, step: Lowered) -> list[str] | None:
     # (1 channel, 1/4) 2.08x: generated where at least 3/4 of the products are the layer's.
     if 4 * in_c < 3 * padded:
         return None
-    o = op.options
-    stride, dilation = (o["stride_h"], o["stride_w"]), (o["dilation_h"], o["dilation_w"])
-    padding = (window_padding(op, in_h, k_h, stride[0], dilation[0], out_h),
-               window_padding(op, in_w, k_w, stride[1], dilation[1], out_w))
     bias = any(o.param == "bias_" for o in step.operands)
     lo, hi = fused_activation_range(op, y)
-    window = Window((in_h, in_w, in_c), (out_h, out_w), (k_h, k_w), stride, dilation, padding)
+    window = _window(op, x, w, y)
     return windowed_body(window, out_c, -x.quantization.zero_point, y.quantization.zero_point, lo, hi, bias,
                          _requantisation(step, k_h * k_w * in_c, bias))
 
@@ -313,13 +305,9 @@ def _depthwise(graph: Graph, step: Lowered, rounding: str) -> list[str] | None:
     _, k_h, k_w, _ = w.shape
     if out_c != channels or channels % 4 or w.shape[3] != channels:
         return None
-    o = op.options
-    stride, dilation = (o["stride_h"], o["stride_w"]), (o["dilation_h"], o["dilation_w"])
-    padding = (window_padding(op, in_h, k_h, stride[0], dilation[0], out_h),
-               window_padding(op, in_w, k_w, stride[1], dilation[1], out_w))
     bias = any(o.param == "bias_" for o in step.operands)
     lo, hi = fused_activation_range(op, y)
-    window = Window((in_h, in_w, channels), (out_h, out_w), (k_h, k_w), stride, dilation, padding)
+    window = _window(op, x, w, y)
     if 3 * window.inside_pixels() < out_h * out_w:
         return None
     return depthwise_body(window, -x.quantization.zero_point, y.quantization.zero_point, lo, hi, bias,
@@ -406,6 +394,16 @@ def _requantised_store(j: int, out_offset: int, lo: int, hi: int, right_shifts: 
                    f"{REQUANTIZE_FUNCTION}(acc{j}, multiplier_[{channel}], shift_[{channel}])")
     clamped = "mlf_dsp_ssat8(out)" if (lo, hi) == (-128, 127) else f"(out < {lo} ? {lo} : (out > {hi} ? {hi} : out))"
     return [f"{{ const int32_t out = {requantized} + ({out_offset});", f"  output_[{at}] = (int8_t){clamped}; }}"]
+
+
+def _window(op, x, w, y) -> "Window":
+    """The geometry of a convolution's window over its NHWC input (batch 1), as the model states it."""
+    (_, in_h, in_w, in_c), (_, out_h, out_w, _), (_, k_h, k_w, _) = x.shape, y.shape, w.shape
+    o = op.options
+    stride, dilation = (o["stride_h"], o["stride_w"]), (o["dilation_h"], o["dilation_w"])
+    padding = (window_padding(op, in_h, k_h, stride[0], dilation[0], out_h),
+               window_padding(op, in_w, k_w, stride[1], dilation[1], out_w))
+    return Window((in_h, in_w, in_c), (out_h, out_w), (k_h, k_w), stride, dilation, padding)
 
 
 @dataclass(frozen=True)
