@@ -102,9 +102,10 @@ def kernels_table(measured: dict[tuple[str, str, str], dict]) -> None:
               f"({m['instructions'] / base['instructions']:.3f}×) | {cycles} |", flush=True)
 
 
-def published_table(measured: dict[tuple[str, str], dict]) -> None:
+def published_table(measured: dict[tuple[str, str], dict], kernels: str) -> None:
     """The cycle estimate at each published board's clock beside its published latency."""
     print()
+    print(f"The estimate against published latencies, with --kernels {kernels}:")
     print("| model | estimate (model) | at the board's clock | published | error | source |")
     print("|---|---|---:|---:|---:|---|")
     for (name, board), m in measured.items():
@@ -154,7 +155,9 @@ def main() -> int:
                           f"{cell(m['instructions'], insns)} | {cycles} | {m['status']}, max diff {m['max_diff']} LSB |",
                           flush=True)
     kernels_table(measured)
-    published_table({(name, board): m for (name, board, kernels), m in measured.items() if kernels == args.kernels[0]})
+    # The published latencies ran CMSIS-NN's kernels: the estimate is checked on the same code where measured.
+    checked = "cmsis-nn" if "cmsis-nn" in args.kernels else args.kernels[0]
+    published_table({(name, board): m for (name, board, kernels), m in measured.items() if kernels == checked}, checked)
     return 0
 
 
