@@ -196,18 +196,21 @@ def test_a_closed_stdout_is_said_not_silently_lost():
                                      "Bad file descriptor (standard output is closed)")
 
 
-def test_ctrl_c_while_the_library_loads_is_one_line():
-    """The console script's own entry point, with Ctrl-C arriving as numpy is imported."""
+# (command, a module it loads once it runs: the command line itself loads neither)
+@pytest.mark.parametrize("args, loaded", [(["boards"], "mlfbuild.boards"),
+                                          (["import", "missing.tflite"], "numpy")])
+def test_ctrl_c_while_the_library_loads_is_one_line(args, loaded):
+    """The console script's own entry point, with Ctrl-C arriving as the command's library is imported."""
     module, function = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]["mlfbuild"].split(":")
     program = f"""
 import sys
 import tempfile
 class CtrlC:
     def find_spec(self, name, path=None, target=None):
-        if name == "numpy":
+        if name == {loaded!r}:
             raise KeyboardInterrupt
 sys.meta_path.insert(0, CtrlC())
-sys.argv = ["mlfbuild", "boards"]
+sys.argv = ["mlfbuild", *{args!r}]
 from {module} import {function} as entry
 sys.exit(entry())
 """
