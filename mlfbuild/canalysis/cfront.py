@@ -36,7 +36,7 @@ PREPROCESS_MEMORY = 512 * 2**20  # an include of /dev/zero grows without end
 # sections, visibility), GNU keywords for inline/restrict, and the extension marker.
 _GNU_SPELLINGS = ("-D__attribute__(x)=", "-D__extension__=", "-D__restrict=", "-D__restrict__=",
                   "-D__inline=inline", "-D__inline__=inline", "-D__volatile__=volatile", "-D__asm__(...)=",
-                  "-D__asm(...)=")
+                  "-D__asm(...)=", "-DMLF_POOL_ANALYSIS")
 
 
 @dataclass(frozen=True)
