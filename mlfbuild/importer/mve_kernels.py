@@ -42,6 +42,7 @@ static inline void vstrbq_s16(int8_t* p, int32_t v) { p[0] = (int8_t)v; p[7] = (
 #define vmovnbq_s32(a, b) ((a) + (b))
 #define vmovntq_s32(a, b) ((a) + (b))
 #define mlf_mve_requantize(a, b, c) ((a) + (b) + (c))
+#define mlf_mve_requantize_right(a, b, c) ((a) + (b) + (c))
 #define MLF_MVE_IN_ORDER(v) ((void)0)
 #else
 #include <arm_mve.h>
@@ -60,12 +61,20 @@ static inline __attribute__((always_inline)) int32x4_t mlf_mve_requantize(int32x
   const int32x4_t fixup = vshrq_n_s32(vandq_s32(high, right), 31);
   return vrshlq_s32(vqaddq_s32(high, fixup), right);
 }
+/* The same for shifts of 0 or less (every layer of kws, vww and ic): no left shift to select. */
+static inline __attribute__((always_inline)) int32x4_t mlf_mve_requantize_right(int32x4_t value, int32x4_t multiplier,
+                                                                                int32x4_t shift) {
+  const int32x4_t high = vqrdmulhq_s32(value, multiplier);
+  return vrshlq_s32(vqaddq_s32(high, vshrq_n_s32(vandq_s32(high, shift), 31)), shift);
+}
 #endif
 #else
 #define MLF_MVE_KERNELS 0
 #endif"""
 
-C_HELPERS.setdefault(MVE_FUNCTION, MVE_C)
+# Registered under the macro every MVE body tests (the emitter writes a helper where a body names it).
+MVE_MACRO = "MLF_MVE_KERNELS"
+C_HELPERS.setdefault(MVE_MACRO, MVE_C)
 
 LANES = 8  # channels a pass: one int16x8 of inputs, two int32x4 accumulators (even and odd channels)
 
@@ -152,8 +161,10 @@ def _depthwise(graph: Graph, step) -> list[str] | None:
             lines += tap("value", str(ky * k_w + kx), "            ")
             lines += ["          }"]
     lines += ["        }"]
+    shifts = _constant(step, "shift_")
+    requantize = f"{MVE_FUNCTION}_right" if int(shifts.max()) <= 0 else MVE_FUNCTION
     for half, name in ((0, "even"), (4, "odd")):
-        lines += [f"        {name} = vaddq_n_s32({MVE_FUNCTION}({name}, vldrwq_s32(multipliers + c + {half}), "
+        lines += [f"        {name} = vaddq_n_s32({requantize}({name}, vldrwq_s32(multipliers + c + {half}), "
                   f"vldrwq_s32(shifts + c + {half})), {out_zero});",
                   f"        {name} = vminq_s32(vmaxq_s32({name}, vdupq_n_s32({lo})), vdupq_n_s32({hi}));"]
     lines += ["        vstrbq_s16(output_ + (oy * " + str(out_w) + " + ox) * " + str(channels) + " + c, "
