@@ -132,7 +132,8 @@ def test_pointwise_layers_are_generated_and_others_keep_their_call(tmp_path):
     assert source.count("static const int32_t filter_pairs[") == len(PATCH)  # paired at import
     # TFLite's one rounding (and the per-channel fully connected kernel's own)
     assert source.count("= mlf_requantize_once(") == 4 * len(FULLY_CONNECTED) + 1
-    assert source.count("(void)global_workspace_var;\n#if MLF_GENERATED_KERNELS") == generated
+    assert (source.count("(void)global_workspace_var;\n#if MLF_GENERATED_KERNELS") +
+            source.count("(void)global_workspace_var;\n#if MLF_MVE_KERNELS")) == generated
     # the call stays for cores without DSP
     assert source.count("arm_convolve_wrapper_s8(") == len(POINTWISE) + len(WINDOWED) + len(PATCH) - 2 + 1
     assert source.count("arm_depthwise_conv_wrapper_s8(") == len(DEPTHWISE) + 2 + 3
@@ -246,3 +247,47 @@ def test_many_generated_layers_equal_litert_on_the_host_and_the_cortex_m4f(cmsis
     model = bundle_model(np.random.default_rng(44), cases).write(tmp_path / "many.tflite")
     check_against_litert(model, "host", cmsis_nn("v6.0.0"), tmp_path / "host", samples=4)
     check_against_litert(model, "mps2-an386", cmsis_nn("v6.0.0"), tmp_path / "m4", samples=4)
+
+
+# depthwise layers for the MVE kernel (channels multiples of 8): borders, strides, dilations, extreme
+# zero points, activations, a shift >= 0 (the left shift), VALID windows
+MVE_DEPTHWISE = [
+    _depthwise(8, height=6, width=5),
+    _depthwise(16, stride=(2, 2), height=9, width=9, activation="RELU6"),
+    _depthwise(8, kernel=(3, 2), stride=(2, 1), dilation=(2, 2), height=9, width=7),
+    _depthwise(24, kernel=(5, 5), padding="VALID", height=7, width=7, input_zero_point=-128, output_zero_point=127,
+               activation="NONE"),
+    _depthwise(8, height=5, width=6, input_zero_point=127, output_zero_point=-128),
+    _depthwise(8, output_scale_ratio=0.002, height=6, width=6),
+]
+
+
+def test_depthwise_layers_of_eight_channels_get_an_mve_kernel_ahead_of_the_dsp_one(tmp_path):
+    cases = MVE_DEPTHWISE[:2] + [_depthwise(4, height=6, width=5), _depthwise(12, height=6, width=5)]
+    model = bundle_model(np.random.default_rng(5), cases).write(tmp_path / "m.tflite")
+    result = import_tflite(model, tmp_path / "m.tar")
+    assert generated_layers(result.steps) == 4
+    source = _lib2(tmp_path / "m.tar")
+    assert source.count("(void)global_workspace_var;\n#if MLF_MVE_KERNELS") == 2
+    assert source.count("(void)global_workspace_var;\n#if MLF_GENERATED_KERNELS") == 2
+    assert source.count("#else\n#if MLF_GENERATED_KERNELS") == 2  # the DSP kernel and the call stay behind it
+    assert source.count("vmullbq_int_s16(x, f)") == 2 * 2 * 9  # every tap unrolled, inside and on the border
+
+
+@pytest.mark.qemu
+@pytest.mark.cross
+def test_mve_depthwise_layers_equal_litert_on_the_cortex_m55(cmsis_nn, tmp_path):
+    """The MVE intrinsics' path, on mps3-an547; the build proves the pool (no "not proven" line)."""
+    cases = MVE_DEPTHWISE[1:3] + MVE_DEPTHWISE[4:6]
+    model = bundle_model(np.random.default_rng(46), cases).write(tmp_path / "dw.tflite")
+    check_against_litert(model, "mps3-an547", cmsis_nn("v6.0.0"), tmp_path / "m55", samples=2)
+    (pool,) = [m["workspace_pool"] for m in json.loads((tmp_path / "m55" / "build.json").read_text())["models"]]
+    assert "not proven" not in pool["reason"]
+
+
+@pytest.mark.exhaustive
+@pytest.mark.qemu
+@pytest.mark.cross
+def test_many_mve_depthwise_layers_equal_litert_on_the_cortex_m55(cmsis_nn, tmp_path):
+    model = bundle_model(np.random.default_rng(47), MVE_DEPTHWISE + DEPTHWISE).write(tmp_path / "dw.tflite")
+    check_against_litert(model, "mps3-an547", cmsis_nn("v6.0.0"), tmp_path / "m55", samples=4)

@@ -33,10 +33,12 @@ from .ctype import parse_int
 PREPROCESS_SECONDS = 10  # the generated C preprocesses in milliseconds; an include of a FIFO waits forever
 PREPROCESS_MEMORY = 512 * 2**20  # an include of /dev/zero grows without end
 # Spellings pycparser does not read that change nothing about memory: attributes (alignment,
-# sections, visibility), GNU keywords for inline/restrict, and the extension marker.
+# sections, visibility), GNU keywords for inline/restrict, and the extension marker; MLF_POOL_ANALYSIS
+# gives the generated MVE kernels' stand-ins for <arm_mve.h> (importer/mve_kernels.py), which pycparser
+# cannot read: each names the bytes its instruction loads or stores.
 _GNU_SPELLINGS = ("-D__attribute__(x)=", "-D__extension__=", "-D__restrict=", "-D__restrict__=",
                   "-D__inline=inline", "-D__inline__=inline", "-D__volatile__=volatile", "-D__asm__(...)=",
-                  "-D__asm(...)=")
+                  "-D__asm(...)=", "-DMLF_POOL_ANALYSIS")
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from . import mve_kernels
 from . import quantization as q
 from .lowering.base import (
     C_HELPERS,
@@ -116,16 +117,19 @@ def specialise(graph: Graph, steps: list[Lowered], kernels: str, rounding: str =
 
 def generated_layers(steps: list[Lowered]) -> int:
     """The layers whose code is a generated kernel (not those the memory plan runs as CMSIS-NN row bands)."""
-    return sum(1 for step in steps if not step.band_order and "#if MLF_GENERATED_KERNELS" in step.body)
+    return sum(1 for step in steps if not step.band_order and
+               ("#if MLF_GENERATED_KERNELS" in step.body or "#if MLF_MVE_KERNELS" in step.body))
 
 
 def _generated(graph: Graph, step: Lowered, rounding: str) -> Lowered | None:
     if step.alias_of is not None or step.function not in _GENERATORS:
         return None
     kernel = _GENERATORS[step.function](graph, step, rounding)
-    if kernel is None:
+    mve = mve_kernels.generated(graph, step, rounding)
+    if kernel is None and mve is None:
         return None
-    return replace(step, body=["#if MLF_GENERATED_KERNELS", *kernel, "#else", *step.body, "#endif"])
+    body = step.body if kernel is None else ["#if MLF_GENERATED_KERNELS", *kernel, "#else", *step.body, "#endif"]
+    return replace(step, body=body if mve is None else ["#if MLF_MVE_KERNELS", *mve, "#else", *body, "#endif"])
 
 
 def _convolution(graph: Graph, step: Lowered, rounding: str) -> list[str] | None:

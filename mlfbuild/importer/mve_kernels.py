@@ -1,0 +1,179 @@
+"""Layer kernels generated at import for a core with MVE (Helium): ACLE's <arm_mve.h> intrinsics under
+`#if MLF_MVE_KERNELS`, ahead of the layer's other bodies (kernels.py's DSP kernel, the CMSIS-NN call).
+
+The depthwise kernel: CMSIS-NN v7's MVE depthwise convolution (arm_depthwise_conv_s8_opt) copies
+every output pixel's window into an im2col buffer and adds the input offset to every value at every
+pixel, four channels a vector; kws's 3x3 layers took 306k instructions for 72k MACs. Here, eight
+channels a vector: the input offset folded at import into a bias table in flash (bias + offset ×
+the sum of the channel's taps), taps in the padding read as the input's zero point (they add
+nothing, as TFLite skips them), each tap two widening loads and two widening multiplies
+(VMULLB/VMULLT, even and odd channels) added to two accumulators; requantised as CMSIS-NN's MVE
+code does (VQRDMULH, then the rounding divide with its fix-up: TFLite's two roundings).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .lowering.base import C_HELPERS, fused_activation_range, tensor_at, window_padding
+from .tflite import Graph
+
+MVE_FUNCTION = "mlf_mve_requantize"
+MVE_C = """#if defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 1)
+#define MLF_MVE_KERNELS 1
+#if defined(MLF_POOL_ANALYSIS)
+/* What the pool analysis reads instead of <arm_mve.h> (which pycparser cannot parse): each load and
+   store touches the first and the last byte of the span the instruction reads or writes, a vector is
+   one int32_t, the arithmetic stands in by an addition (no value reaches an address). */
+typedef int32_t int16x8_t;
+typedef int32_t int32x4_t;
+typedef int32_t mve_pred16_t;
+static inline int32_t vldrbq_s16(const int8_t* p) { return p[0] + p[7]; }
+static inline int32_t vldrwq_s32(const int32_t* p) { return p[0] + p[3]; }
+static inline void vstrbq_s16(int8_t* p, int32_t v) { p[0] = (int8_t)v; p[7] = (int8_t)v; }
+#define vdupq_n_s16(a) ((int32_t)(a))
+#define vdupq_n_s32(a) ((int32_t)(a))
+#define vaddq_s32(a, b) ((a) + (b))
+#define vaddq_n_s32(a, b) ((a) + (b))
+#define vmullbq_int_s16(a, b) ((a) + (b))
+#define vmulltq_int_s16(a, b) ((a) + (b))
+#define vminq_s32(a, b) ((a) + (b))
+#define vmaxq_s32(a, b) ((a) + (b))
+#define vmovnbq_s32(a, b) ((a) + (b))
+#define vmovntq_s32(a, b) ((a) + (b))
+#define mlf_mve_requantize(a, b, c) ((a) + (b) + (c))
+#define mlf_mve_requantize_right(a, b, c) ((a) + (b) + (c))
+#define MLF_MVE_IN_ORDER(v) ((void)0)
+#else
+#include <arm_mve.h>
+/* An accumulator as it stands after a tap: gcc otherwise computes every tap's products first and
+   spills them to the stack (the M55 has eight Q registers) before adding them up. */
+#define MLF_MVE_IN_ORDER(v) __asm__("" : "+w"(v))
+/* TFLite's requantisation of four sums: the doubling high multiply (VQRDMULH equals TFLite's for
+   every multiplier it makes) after any left shift, then the rounding divide by a power of two, ties
+   away from zero (the fix-up subtracts one from a negative value before VRSHL's round half up). */
+static inline __attribute__((always_inline)) int32x4_t mlf_mve_requantize(int32x4_t value, int32x4_t multiplier,
+                                                                          int32x4_t shift) {
+  const int32x4_t zero = vdupq_n_s32(0);
+  const mve_pred16_t left = vcmpgtq_n_s32(shift, 0);
+  const int32x4_t high = vqrdmulhq_s32(vshlq_s32(value, vpselq_s32(shift, zero, left)), multiplier);
+  const int32x4_t right = vpselq_s32(zero, shift, left);
+  const int32x4_t fixup = vshrq_n_s32(vandq_s32(high, right), 31);
+  return vrshlq_s32(vqaddq_s32(high, fixup), right);
+}
+/* The same for shifts of 0 or less (every layer of kws, vww and ic): no left shift to select. */
+static inline __attribute__((always_inline)) int32x4_t mlf_mve_requantize_right(int32x4_t value, int32x4_t multiplier,
+                                                                                int32x4_t shift) {
+  const int32x4_t high = vqrdmulhq_s32(value, multiplier);
+  return vrshlq_s32(vqaddq_s32(high, vshrq_n_s32(vandq_s32(high, shift), 31)), shift);
+}
+#endif
+#else
+#define MLF_MVE_KERNELS 0
+#endif"""
+
+# Registered under the macro every MVE body tests (the emitter writes a helper where a body names it).
+MVE_MACRO = "MLF_MVE_KERNELS"
+C_HELPERS.setdefault(MVE_MACRO, MVE_C)
+
+LANES = 8  # channels a pass: one int16x8 of inputs, two int32x4 accumulators (even and odd channels)
+
+
+# Which layers are generated, from measured per-layer figures (Cortex-M55, mps3-an547, -Os,
+# `run --profile`, against CMSIS-NN v7.0.0's MVE calls): kws's 3x3 depthwise layers took 160,090
+# instructions against 306,356 (0.52x; 0.53x the estimated cycles), vww's thirteen depthwise layers
+# 0.26-0.61x the instructions and 0.25-0.63x the cycles, the 3x3-pixel one (one pixel of nine inside)
+# included: every depthwise layer of multiplier 1 over channels a multiple of 8 is generated.
+def generated(graph: Graph, step, rounding: str) -> list[str] | None:
+    """The MVE body of a layer it serves, or None (`rounding` aside: depthwise layers round twice
+    under either choice, as TFLite's and CMSIS-NN's do)."""
+    if step.alias_of is not None or step.function != "arm_depthwise_conv_wrapper_s8":
+        return None
+    return _depthwise(graph, step)
+
+
+def _constant(step, param: str) -> np.ndarray:
+    return next(o.constant for o in step.operands if o.param == param)
+
+
+def _lane_order(values: np.ndarray) -> np.ndarray:
+    """Per-channel values as the accumulators hold them: per eight channels, the even ones then the odd."""
+    blocks = values.reshape(-1, LANES)
+    return np.concatenate([blocks[:, 0::2], blocks[:, 1::2]], axis=1).reshape(-1)
+
+
+def _table(name: str, values: np.ndarray) -> str:
+    return f"  static const int32_t {name}[{values.size}] = {{{', '.join(str(int(v)) for v in values)}}};"
+
+
+def _depthwise(graph: Graph, step) -> list[str] | None:
+    """A depthwise convolution of batch 1 and depth multiplier 1 over channels a multiple of 8."""
+    op = step.operator
+    x, w, y = tensor_at(graph, op, 0), tensor_at(graph, op, 1), tensor_at(graph, op, 0, output=True)
+    if len(x.shape) != 4 or len(y.shape) != 4 or len(w.shape) != 4 or x.shape[0] != 1:
+        return None
+    _, in_h, in_w, channels = x.shape
+    _, out_h, out_w, out_c = y.shape
+    _, k_h, k_w, _ = w.shape
+    if out_c != channels or channels % LANES or w.shape[3] != channels:
+        return None
+    filters = _constant(step, "filter_").reshape(k_h * k_w, channels).astype(np.int64)
+    in_zero = int(x.quantization.zero_point)
+    bias = (_constant(step, "bias_").astype(np.int64) if any(o.param == "bias_" for o in step.operands)
+            else np.zeros(channels, dtype=np.int64))
+    folded = ((bias - in_zero * filters.sum(axis=0) + 2**31) % 2**32 - 2**31)  # modulo 2^32, as TFLite's sums
+    o = op.options
+    stride, dilation = (o["stride_h"], o["stride_w"]), (o["dilation_h"], o["dilation_w"])
+    pad_h = window_padding(op, in_h, k_h, stride[0], dilation[0], out_h)
+    pad_w = window_padding(op, in_w, k_w, stride[1], dilation[1], out_w)
+    lo, hi = fused_activation_range(op, y)
+    out_zero = int(y.quantization.zero_point)
+    from .kernels import Window  # the window geometry the DSP kernels share
+    window = Window((in_h, in_w, channels), (out_h, out_w), (k_h, k_w), stride, dilation, (pad_h, pad_w))
+    (row_lo, row_hi), (col_lo, col_hi) = window.inside(0), window.inside(1)
+    (s_h, s_w), (d_h, d_w) = stride, dilation
+
+    def tap(load: str, t: str, indent: str) -> list[str]:
+        return [f"{indent}{{ const int16x8_t x = {load};",
+                f"{indent}  const int16x8_t f = vldrbq_s16(filter_ + {t} * {channels} + c);",
+                f"{indent}  even = vaddq_s32(even, vmullbq_int_s16(x, f));",
+                f"{indent}  odd = vaddq_s32(odd, vmulltq_int_s16(x, f));",
+                f"{indent}  MLF_MVE_IN_ORDER(even); MLF_MVE_IN_ORDER(odd); }}"]
+
+    lines = [_table("folded_bias", _lane_order(folded)),
+             _table("multipliers", _lane_order(_constant(step, "multiplier_").astype(np.int64))),
+             _table("shifts", _lane_order(_constant(step, "shift_").astype(np.int64))),
+             f"  for (int32_t block = 0; block < {channels // LANES}; ++block) {{",
+             f"    const int32_t c = block * {LANES};",
+             f"    for (int32_t oy = 0; oy < {out_h}; ++oy) {{",
+             f"      for (int32_t ox = 0; ox < {out_w}; ++ox) {{",
+             f"        int32x4_t even = vldrwq_s32(folded_bias + c), odd = vldrwq_s32(folded_bias + c + 4);",
+             f"        if (oy >= {row_lo} && oy <= {row_hi} && ox >= {col_lo} && ox <= {col_hi}) {{",
+             f"          const int8_t* in = input_ + ((oy * {s_h} - {pad_h}) * {in_w} + ox * {s_w} - {pad_w}) * {channels} + c;"]
+    for ky in range(k_h):
+        for kx in range(k_w):
+            lines += tap(f"vldrbq_s16(in + {(ky * d_h * in_w + kx * d_w) * channels})", str(ky * k_w + kx), "          ")
+    # the other pixels unrolled too, each tap read where it lies inside the input (a loop over the taps
+    # took 180 instructions a pixel more: kws's 3x3 layers have 56 of their 125 pixels on the border)
+    lines += ["        } else {"]
+    lines += [f"          const int32_t iy{ky} = oy * {s_h} - {pad_h} + {ky * d_h};" for ky in range(k_h)]
+    lines += [f"          const int32_t ix{kx} = ox * {s_w} - {pad_w} + {kx * d_w};" for kx in range(k_w)]
+    for ky in range(k_h):
+        for kx in range(k_w):
+            lines += [f"          {{ int16x8_t value = vdupq_n_s16({in_zero});",
+                      f"            if (iy{ky} >= 0 && iy{ky} < {in_h} && ix{kx} >= 0 && ix{kx} < {in_w}) {{",
+                      f"              value = vldrbq_s16(input_ + (iy{ky} * {in_w} + ix{kx}) * {channels} + c);",
+                      "            }"]
+            lines += tap("value", str(ky * k_w + kx), "            ")
+            lines += ["          }"]
+    lines += ["        }"]
+    shifts = _constant(step, "shift_")
+    requantize = f"{MVE_FUNCTION}_right" if int(shifts.max()) <= 0 else MVE_FUNCTION
+    for half, name in ((0, "even"), (4, "odd")):
+        lines += [f"        {name} = vaddq_n_s32({requantize}({name}, vldrwq_s32(multipliers + c + {half}), "
+                  f"vldrwq_s32(shifts + c + {half})), {out_zero});",
+                  f"        {name} = vminq_s32(vmaxq_s32({name}, vdupq_n_s32({lo})), vdupq_n_s32({hi}));"]
+    lines += ["        vstrbq_s16(output_ + (oy * " + str(out_w) + " + ox) * " + str(channels) + " + c, "
+              "vmovntq_s32(vmovnbq_s32(vdupq_n_s16(0), even), odd));",
+              "      }", "    }", "  }", "  return 0;"]
+    return lines
