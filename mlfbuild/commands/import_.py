@@ -63,7 +63,7 @@ class ImportCommand(Command):
         kernels = [s for s in result.steps if s.kernel]
         own = f" and {len(kernels)} kernel(s) of mlfbuild's" if kernels else ""
         generated = generated_layers(result.steps)
-        own += f" ({generated} of the calls a kernel generated for DSP cores)" if generated else ""
+        own += f" ({generated} of the calls a kernel generated for the layer, on DSP and MVE cores)" if generated else ""
         print(f"imported {args.model} → {out}: module {result.module}, {len(result.steps)} operator(s) as "
               f"{len(calls)} CMSIS-NN call(s){own}, workspace {result.pool_bytes:,} B "
               + (f"(liveness floor {result.floor_bytes:,} B) + io {result.io_bytes:,} B" if args.memory == "floor"
