@@ -24,6 +24,7 @@ INT16 = [(f"{op}/int16", {"input_shape": shape, "broadcast": broadcast, "constan
                                             ((1, 3, 5, 4), True, False), ((2, 3, 2, 5), True, True))]
 
 
+@pytest.mark.exhaustive  # every kind of it also runs in CI: test_every_operator_on_the_host_equals_litert
 @pytest.mark.cross
 def test_logical_operators_equal_litert(cmsis_nn, tmp_path):
     graph = bundle_model(np.random.default_rng(7), RARE)
@@ -31,6 +32,7 @@ def test_logical_operators_equal_litert(cmsis_nn, tmp_path):
                          samples=6)
 
 
+@pytest.mark.exhaustive  # every kind of it also runs in CI: test_every_operator_on_the_host_equals_litert
 @pytest.mark.cross
 def test_int16_add_sub_mul_equal_litert(cmsis_nn, tmp_path):
     graph = bundle_model(np.random.default_rng(8), INT16)

@@ -66,6 +66,7 @@ FC_RARE = [
 ]
 
 
+@pytest.mark.exhaustive  # every kind of it also runs in CI: test_every_operator_on_the_host_equals_litert
 @pytest.mark.cross
 def test_rare_convolutions_equal_litert(cmsis_nn, tmp_path):
     model = bundle_model(np.random.default_rng(37), CONV_RARE).write(tmp_path / "conv.tflite")
@@ -111,6 +112,7 @@ TRANSPOSE_RARE = [
 ]
 
 
+@pytest.mark.exhaustive  # every kind of it also runs in CI: test_every_operator_on_the_host_equals_litert
 @pytest.mark.cross
 def test_rare_transpose_convolutions_equal_litert(cmsis_nn, tmp_path):
     model = bundle_model(np.random.default_rng(40), TRANSPOSE_RARE).write(tmp_path / "tconv.tflite")
@@ -240,6 +242,7 @@ GROUPED_RARE = [
 ]
 
 
+@pytest.mark.exhaustive  # every kind of it also runs in CI: test_every_operator_on_the_host_equals_litert
 @pytest.mark.cross
 def test_rare_grouped_convolutions_equal_litert(cmsis_nn, tmp_path):
     model = bundle_model(np.random.default_rng(47), GROUPED_RARE + ["CONV_2D/grouped"] * 4).write(tmp_path / "g.tflite")

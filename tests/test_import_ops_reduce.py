@@ -44,6 +44,7 @@ RARE = [
 ]
 
 
+@pytest.mark.exhaustive  # every kind of it also runs in CI: test_every_operator_on_the_host_equals_litert
 @pytest.mark.cross
 def test_rare_reductions_equal_litert(cmsis_nn, tmp_path):
     model = bundle_model(np.random.default_rng(48), RARE).write(tmp_path / "reduce.tflite")

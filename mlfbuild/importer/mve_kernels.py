@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .lowering.base import C_HELPERS, fused_activation_range, tensor_at, window_padding
+from .lowering.base import C_HELPERS, fused_activation_range, tensor_at
 from .tflite import Graph
+from .window import layer_window
 
 MVE_FUNCTION = "mlf_mve_requantize"
 MVE_C = """#if defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 1)
@@ -122,14 +123,10 @@ def _depthwise(graph: Graph, step) -> list[str] | None:
     bias = (_constant(step, "bias_").astype(np.int64) if any(o.param == "bias_" for o in step.operands)
             else np.zeros(channels, dtype=np.int64))
     folded = ((bias - in_zero * filters.sum(axis=0) + 2**31) % 2**32 - 2**31)  # modulo 2^32, as TFLite's sums
-    o = op.options
-    stride, dilation = (o["stride_h"], o["stride_w"]), (o["dilation_h"], o["dilation_w"])
-    pad_h = window_padding(op, in_h, k_h, stride[0], dilation[0], out_h)
-    pad_w = window_padding(op, in_w, k_w, stride[1], dilation[1], out_w)
+    window = layer_window(op, x, w, y)
+    stride, dilation, (pad_h, pad_w) = window.stride, window.dilation, window.padding
     lo, hi = fused_activation_range(op, y)
     out_zero = int(y.quantization.zero_point)
-    from .kernels import Window  # the window geometry the DSP kernels share
-    window = Window((in_h, in_w, channels), (out_h, out_w), (k_h, k_w), stride, dilation, (pad_h, pad_w))
     (row_lo, row_hi), (col_lo, col_hi) = window.inside(0), window.inside(1)
     (s_h, s_w), (d_h, d_w) = stride, dilation
 
@@ -147,7 +144,7 @@ def _depthwise(graph: Graph, step) -> list[str] | None:
              f"    const int32_t c = block * {LANES};",
              f"    for (int32_t oy = 0; oy < {out_h}; ++oy) {{",
              f"      for (int32_t ox = 0; ox < {out_w}; ++ox) {{",
-             f"        int32x4_t even = vldrwq_s32(folded_bias + c), odd = vldrwq_s32(folded_bias + c + 4);",
+             "        int32x4_t even = vldrwq_s32(folded_bias + c), odd = vldrwq_s32(folded_bias + c + 4);",
              f"        if (oy >= {row_lo} && oy <= {row_hi} && ox >= {col_lo} && ox <= {col_hi}) {{",
              f"          const int8_t* in = input_ + ((oy * {s_h} - {pad_h}) * {in_w} + ox * {s_w} - {pad_w}) * {channels} + c;"]
     for ky in range(k_h):
