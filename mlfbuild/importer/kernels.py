@@ -40,7 +40,7 @@ from .lowering.base import (
     tensor_at,
 )
 from .tflite import Graph
-from .window import Window, layer_window
+from .window import batch_one_layer, Window, layer_window
 
 GENERATED_KERNELS, CMSIS_NN_KERNELS = "generated", "cmsis-nn"
 KERNEL_CHOICES = (GENERATED_KERNELS, CMSIS_NN_KERNELS)
@@ -147,9 +147,10 @@ def _patch(graph: Graph, step: Lowered, rounding: str = "tflite") -> list[str] |
     same arithmetic: each output channel a filter over the one channel); output channels a multiple
     of 4 and a window of at most MAX_PATCH values."""
     op = step.operator
-    x, w, y = tensor_at(graph, op, 0), tensor_at(graph, op, 1), tensor_at(graph, op, 0, output=True)
-    if len(x.shape) != 4 or len(y.shape) != 4 or len(w.shape) != 4 or x.shape[0] != 1:
+    layer = batch_one_layer(graph, op)
+    if layer is None:
         return None
+    x, w, y = layer
     _, in_h, in_w, in_c = x.shape
     _, out_h, out_w, out_c = y.shape
     _, k_h, k_w, _ = w.shape
@@ -250,9 +251,10 @@ def patch_body(window: Window, filters: np.ndarray, in_offset: int, out_offset: 
 
 def _windowed(graph: Graph, step: Lowered) -> list[str] | None:
     op = step.operator
-    x, w, y = tensor_at(graph, op, 0), tensor_at(graph, op, 1), tensor_at(graph, op, 0, output=True)
-    if len(x.shape) != 4 or len(y.shape) != 4 or len(w.shape) != 4 or x.shape[0] != 1:
+    layer = batch_one_layer(graph, op)
+    if layer is None:
         return None
+    x, w, y = layer
     _, in_h, in_w, in_c = x.shape
     _, out_h, out_w, out_c = y.shape
     _, k_h, k_w, f_c = w.shape
@@ -301,9 +303,10 @@ def _depthwise(graph: Graph, step: Lowered, rounding: str) -> list[str] | None:
     """A depthwise convolution of batch 1 and depth multiplier 1 over channels a multiple of 4 (two
     roundings whatever `rounding`, as for convolutions)."""
     op = step.operator
-    x, w, y = tensor_at(graph, op, 0), tensor_at(graph, op, 1), tensor_at(graph, op, 0, output=True)
-    if len(x.shape) != 4 or len(y.shape) != 4 or len(w.shape) != 4 or x.shape[0] != 1:
+    layer = batch_one_layer(graph, op)
+    if layer is None:
         return None
+    x, w, y = layer
     _, in_h, in_w, channels = x.shape
     _, out_h, out_w, out_c = y.shape
     _, k_h, k_w, _ = w.shape

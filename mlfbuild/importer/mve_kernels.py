@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .lowering.base import C_HELPERS, fused_activation_range, tensor_at
+from .lowering.base import C_HELPERS, fused_activation_range
 from .tflite import Graph
-from .window import layer_window
+from .window import batch_one_layer, layer_window
 
 MVE_FUNCTION = "mlf_mve_requantize"
 MVE_C = """#if defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 1)
@@ -110,9 +110,10 @@ def _table(name: str, values: np.ndarray) -> str:
 def _depthwise(graph: Graph, step) -> list[str] | None:
     """A depthwise convolution of batch 1 and depth multiplier 1 over channels a multiple of 8."""
     op = step.operator
-    x, w, y = tensor_at(graph, op, 0), tensor_at(graph, op, 1), tensor_at(graph, op, 0, output=True)
-    if len(x.shape) != 4 or len(y.shape) != 4 or len(w.shape) != 4 or x.shape[0] != 1:
+    layer = batch_one_layer(graph, op)
+    if layer is None:
         return None
+    x, w, y = layer
     _, in_h, in_w, channels = x.shape
     _, out_h, out_w, out_c = y.shape
     _, k_h, k_w, _ = w.shape

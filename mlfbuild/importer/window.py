@@ -5,7 +5,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .lowering.base import window_padding
+from .lowering.base import tensor_at, window_padding
+
+
+def batch_one_layer(graph, op):
+    """(input, filter, output) of a convolution whose tensors are 4-D with a batch of one (what every
+    generated kernel takes), else None."""
+    x, w, y = tensor_at(graph, op, 0), tensor_at(graph, op, 1), tensor_at(graph, op, 0, output=True)
+    if len(x.shape) != 4 or len(y.shape) != 4 or len(w.shape) != 4 or x.shape[0] != 1:
+        return None
+    return x, w, y
 
 
 def layer_window(op, x, w, y) -> "Window":
