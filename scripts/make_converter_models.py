@@ -2,7 +2,7 @@
 
 TensorFlow is not a dependency of mlfbuild: this script runs in a venv of its own (docs/converter-models.md).
 
-    python3 -m venv /work/tfvenv && /work/tfvenv/bin/pip install tensorflow-cpu
+    python3 -m venv /work/tfvenv && /work/tfvenv/bin/pip install tensorflow-cpu tf-keras
     /work/tfvenv/bin/python scripts/make_converter_models.py [--out tests/converter_models] [--only NAME ...]
 
 Each model is built with fixed seeds (weights, biases and batch-norm statistics drawn from them),
@@ -206,6 +206,17 @@ def lstm():
     return keras.Model(x, L.Dense(4)(y))
 
 
+def lstm_fused():
+    """Keras 2's LSTM (tf_keras): the converter fuses each layer into one UNIDIRECTIONAL_SEQUENCE_LSTM"""
+    import tf_keras  # Keras 3's LSTM becomes a WHILE loop that TF 2.21 crashes quantizing
+    x = tf_keras.Input(shape=(6, 8), batch_size=_batch[0], name="sequence")
+    # wide recurrent weights: cells that reach past ±1, the cell-state scales LiteRT computes tanh at
+    wide = tf_keras.initializers.RandomNormal(stddev=0.6)
+    y = tf_keras.layers.LSTM(8, return_sequences=True, recurrent_initializer=wide, kernel_initializer=wide)(x)
+    y = tf_keras.layers.LSTM(6, recurrent_initializer=wide, kernel_initializer=wide)(y)
+    return tf_keras.Model(x, tf_keras.layers.Dense(4)(y))
+
+
 def lstm_unrolled():
     x = _input((6, 8), "sequence")
     y = L.LSTM(8, unroll=True)(x)
@@ -320,6 +331,7 @@ MODELS = {
     "activation_leaky_relu": (_activation_model("LeakyReLU(0.2)", lambda: L.LeakyReLU(0.2)), "int8"),
     "activation_elu": (_activation_model("elu", lambda: L.Activation("elu")), "int8"),
     "lstm": (lstm, "int8"),
+    "lstm_fused": (lstm_fused, "int8"),
     "lstm_unrolled": (lstm_unrolled, "int8"),
     "gru": (gru, "int8"),
     "gru_unrolled": (gru_unrolled, "int8"),
@@ -362,7 +374,7 @@ def randomize_statistics(model, rng: np.random.Generator) -> None:
         weights = layer.get_weights()
         if not weights:
             continue
-        names = [w.path.rsplit("/", 1)[-1] for w in layer.weights]
+        names = [getattr(w, "path", w.name).rsplit("/", 1)[-1].split(":")[0] for w in layer.weights]  # Keras 3, 2
         drawn = []
         for name, value in zip(names, weights):
             if name == "bias":
@@ -465,6 +477,9 @@ def make(name: str, out: Path) -> dict:
              "batch": _batch[0], "tensorflow": tf.__version__}
     if options.get("dense_per_tensor"):
         entry["dense_weights"] = "per tensor"
+    if type(model).__module__.startswith("tf_keras"):
+        import tf_keras
+        entry["keras"] = f"tf_keras {tf_keras.__version__}"
     if builder.__doc__:
         entry["note"] = builder.__doc__.strip().splitlines()[0]
     try:
