@@ -203,7 +203,7 @@ def _scale_of(tensor_name: str, scale: float):
 
 
 @pytest.mark.parametrize("change, said", [
-    (_set_input(16, "lstm0/state_output"), "a projection layer is not supported"),
+    (_set_input(17, "lstm0/bias_forget"), "a projection bias without projection weights"),
     (lambda subgraph, operator: setattr(operator, "intermediates", operator.intermediates[:4]),
      "4 intermediate tensors"),
     (_scale_of("lstm0/c", 3e-4), "is not a power of two"),

@@ -225,9 +225,88 @@ static inline int16_t mlf_lstm_product_s16(int32_t a, int32_t b, int32_t exponen
 }"""
 C_HELPERS[LSTM_ACTIVATION_FUNCTION] = LSTM_ACTIVATION_C  # after mlf_requantize and mlf_srdhm_s16, which it calls
 
+# LiteRT's integer layer normalisation of a gate (portable_tensor_utils' ApplyLayerNorm): the mean and
+# variance over the cells, 1/sqrt(variance) by gemmlowp's Newton-Raphson (GetInvSqrtQuantizedMultiplierExp)
+LSTM_LAYER_NORM_FUNCTION = "mlf_lstm_layer_norm_s16"
+LSTM_LAYER_NORM_C = """static inline int32_t mlf_srdhm_s32(int32_t a, int32_t b) {
+  if (a == b && a == INT32_MIN) return INT32_MAX;
+  const int64_t product = (int64_t)a * b;
+  const int64_t nudge = product >= 0 ? (1ll << 30) : (1 - (1ll << 30));
+  return (int32_t)((product + nudge) / (1ll << 31));
+}
+/* gemmlowp's SaturatingRoundingMultiplyByPOT for a positive exponent on int32 */
+static inline int32_t mlf_saturating_shift_s32(int32_t x, int32_t exponent) {
+  const int32_t threshold = (int32_t)((1u << (31 - exponent)) - 1u);
+  if (x > threshold) return INT32_MAX;
+  if (x < -threshold) return INT32_MIN;
+  return (int32_t)((uint32_t)x << exponent);
+}
+/* 1/sqrt(input) as a multiplier and a (right-negative) shift, as TFLite's GetInvSqrtQuantizedMultiplierExp
+   with reverse_shift -1 */
+static inline void mlf_inv_sqrt_multiplier(int32_t input, int32_t* multiplier, int32_t* shift) {
+  if (input <= 1) {
+    *multiplier = INT32_MAX;
+    *shift = 0;
+    return;
+  }
+  int32_t exponent = 11;
+  for (int32_t k = 0; k < 2 && input >= (1 << 29); ++k) {
+    input /= 4;
+    ++exponent;
+  }
+  int32_t leading_zeros = 0;
+  for (int32_t bit = 31; bit >= 0; --bit) {
+    if (((uint32_t)input >> bit) & 1u) break;
+    ++leading_zeros;
+  }
+  const int32_t pairs = (leading_zeros - 1) / 2 - 1;
+  exponent -= pairs;
+  input = (int32_t)((uint32_t)input << (2 * pairs));
+  const int32_t raw = input >> 1;  /* Q3.28 */
+  const int32_t half_input = (raw >> 1) + ((raw & 1) > 0 ? 1 : 0);
+  const int32_t half_three = (1 << 28) + (1 << 27);
+  int32_t x = 1 << 28;
+  for (int32_t step = 0; step < 5; ++step) {
+    const int32_t cube = mlf_saturating_shift_s32(mlf_srdhm_s32(mlf_srdhm_s32(x, x), x), 6);
+    x = mlf_saturating_shift_s32((int32_t)((uint32_t)mlf_srdhm_s32(half_three, x) -
+                                           (uint32_t)mlf_srdhm_s32(half_input, cube)), 3);
+  }
+  x = mlf_srdhm_s32(x, 1518500250);  /* sqrt(2)/2 in Q0.31 */
+  if (exponent < 0) {
+    x = (int32_t)((uint32_t)x << -exponent);
+    exponent = 0;
+  }
+  *multiplier = x;
+  *shift = -exponent;
+}
+static inline void mlf_lstm_layer_norm_s16(int16_t* gate, int32_t count, const int16_t* weights, const int32_t* bias,
+                                           int32_t multiplier, int32_t shift, int32_t variance_limit) {
+  int64_t sum = 0, sum_of_squares = 0;
+  for (int32_t j = 0; j < count; ++j) {
+    sum += gate[j];
+    sum_of_squares += (int32_t)gate[j] * gate[j];
+  }
+  const int32_t mean = (int32_t)(sum * 1024 / count);
+  const int64_t variance = sum_of_squares * ((1 << 20) / count) - (int64_t)mean * mean;
+  int32_t variance_steps = (int32_t)(variance / (1 << 20));
+  if (variance_steps < 1) variance_steps = variance_limit;
+  int32_t inverse, inverse_shift;
+  mlf_inv_sqrt_multiplier(variance_steps, &inverse, &inverse_shift);
+  for (int32_t j = 0; j < count; ++j) {
+    const int32_t rescaled = mlf_requantize(1024 * gate[j] - mean, inverse, inverse_shift);
+    /* LiteRT computes rescaled * weight + bias in int32 before widening it */
+    const int64_t weighted = (int32_t)((uint32_t)rescaled * (uint32_t)(int32_t)weights[j] + (uint32_t)bias[j]);
+    const int32_t rounded = (int32_t)((weighted > 0 ? weighted + 512 : weighted - 512) / 1024);
+    const int32_t value = mlf_requantize(rounded, multiplier, shift + 12);
+    gate[j] = (int16_t)(value > INT16_MAX ? INT16_MAX : (value < INT16_MIN ? INT16_MIN : value));
+  }
+}"""
+C_HELPERS[LSTM_LAYER_NORM_FUNCTION] = LSTM_LAYER_NORM_C
+
 # Operand positions of lstm::full (LiteRT's lstm_shared.h)
 _INPUT_WEIGHTS, _RECURRENT_WEIGHTS, _PEEPHOLES, _BIASES = (1, 2, 3, 4), (5, 6, 7, 8), (9, 10, 11), (12, 13, 14, 15)
-_PROJECTION, _OUTPUT_STATE, _CELL_STATE, _LAYER_NORMS = (16, 17), 18, 19, (20, 21, 22, 23)
+_PROJECTION_WEIGHTS, _PROJECTION_BIAS, _OUTPUT_STATE, _CELL_STATE = 16, 17, 18, 19
+_LAYER_NORMS = (20, 21, 22, 23)
 _GATES = ("input", "forget", "cell", "output")
 _GATE_SCALE = np.float32(2.0 ** -12)  # Q3.12: the gates' scale without layer normalisation
 
@@ -242,17 +321,30 @@ def _optional(graph: Graph, op: Operator, position: int) -> Tensor | None:
     return graph.tensors[index] if index >= 0 else None
 
 
+def _symmetric_scale(op: Operator, t: Tensor, what: str) -> np.float32:
+    """The one scale of a per-tensor tensor of zero point 0 (what LiteRT's integer LSTM reads)."""
+    if t.quantization is None or t.quantization.per_channel or not t.quantization.scale > 0 \
+            or t.quantization.zero_point != 0:
+        raise refuse(op, f"{what} {t.describe()} are not symmetric per-tensor (LiteRT's integer LSTM reads "
+                         "one scale and no zero point)")
+    return np.float32(t.quantization.scale)
+
+
 def _weights(op: Operator, t: Tensor | None, rows: int, columns: int) -> np.ndarray:
     if t is None:
         raise refuse(op, "a gate's weights are missing")
     data = constant_data(op, t, "int8")
     if t.shape != (rows, columns):
         raise refuse(op, f"weights {t.describe()} are not [{rows},{columns}]")
-    if t.quantization is None or t.quantization.per_channel or not t.quantization.scale > 0 \
-            or t.quantization.zero_point != 0:
-        raise refuse(op, f"weights {t.describe()} are not symmetric per-tensor int8 (LiteRT's integer LSTM reads "
-                         "one scale and no zero point)")
+    _symmetric_scale(op, t, "weights")
     return data.astype(np.int32)
+
+
+def _vector(op: Operator, t: Tensor, dtype: str, size: int, what: str) -> np.ndarray:
+    data = constant_data(op, t, dtype).reshape(-1)
+    if data.size != size:
+        raise refuse(op, f"the {what} {t.describe()} has {data.size} values for {size}")
+    return data
 
 
 def _cell_scale_exponent(op: Operator, cell: Tensor) -> int:
@@ -280,14 +372,7 @@ def _lstm_shape(op: Operator, x: Tensor, time_major: bool) -> tuple[int, int, in
     return (x.shape[1], x.shape[0], x.shape[2]) if time_major else (x.shape[0], x.shape[1], x.shape[2])
 
 
-def _refuse_lstm_variants(graph: Graph, op: Operator) -> None:
-    """Peepholes, projection and layer normalisation are not compiled; say which one the model has."""
-    if any(_optional(graph, op, i) is not None for i in _PEEPHOLES):
-        raise refuse(op, "peephole connections are not supported")
-    if any(_optional(graph, op, i) is not None for i in _PROJECTION):
-        raise refuse(op, "a projection layer is not supported")
-    if len(op.inputs) == 24 and any(_optional(graph, op, i) is not None for i in _LAYER_NORMS):
-        raise refuse(op, "layer normalisation is not supported")
+def _refuse_lstm_options(op: Operator) -> None:
     if len(op.inputs) not in (20, 24):
         raise refuse(op, f"{len(op.inputs)} inputs: the LSTM has 20 or 24")
     if float(op.options.get("proj_clip", 0.0)) < 0 or float(op.options.get("cell_clip", 0.0)) < 0:
@@ -297,114 +382,239 @@ def _refuse_lstm_variants(graph: Graph, op: Operator) -> None:
                          f"a model asking for {ACTIVATIONS.get(op.options.get('activation', 0), '?')} is refused")
 
 
-def _quantized_cell_clip(op: Operator, cell: Tensor) -> int:
-    """The cell clip in the cell state's steps, truncated as LiteRT's prepare casts it (0: none)."""
-    clip = np.float32(op.options.get("cell_clip", 0.0))
+def _quantized_clip(op: Operator, option: str, scale: float, limit: int) -> int:
+    """A clip in steps of `scale`, truncated as LiteRT's prepare casts it (0: none)."""
+    clip = np.float32(op.options.get(option, 0.0))
     if not clip > 0:
         return 0
-    steps = np.float32(clip / np.float32(cell.quantization.scale))
-    return int(np.float32(min(max(steps, np.float32(-32768.0)), np.float32(32767.0))))
+    steps = np.float32(clip / np.float32(scale))
+    return int(np.float32(min(max(steps, np.float32(-limit - 1)), np.float32(limit))))
 
 
-def unidirectional_sequence_lstm(graph: Graph, op: Operator) -> Lowered:
-    """mlfbuild kernel: LiteRT's 8x8_16 integer LSTM (int8 input, output and hidden state, int16 cell state, gemmlowp's fixed-point gate activations), the states static arrays kept across inferences.
+def _intermediate_scale(graph: Graph, op: Operator, k: int) -> np.float32:
+    q = graph.tensors[op.intermediates[k]].quantization
+    if q is None or q.per_channel or not q.scale > 0:
+        raise refuse(op, f"intermediate {k} (the {_GATES[k]} gate's scale under layer normalisation) has no "
+                         "positive per-tensor scale")
+    return np.float32(q.scale)
 
-    Peepholes, projection and layer normalisation are refused, as are float and hybrid LSTMs.
-    CMSIS-NN's arm_lstm_unidirectional_s8 runs TFLM's LSTM, whose gate activations are table
-    approximations that differ from LiteRT's by a few steps: our kernel it is."""
-    _refuse_lstm_variants(graph, op)
-    x = tensor_at(graph, op, 0)
-    y = tensor_at(graph, op, 0, output=True)
-    require_int8(op, x, y)
-    hidden = _state_tensor(graph, op, _OUTPUT_STATE)
-    cell = _state_tensor(graph, op, _CELL_STATE)
-    if hidden.dtype != "int8" or cell.dtype != "int16":
-        raise refuse(op, f"states {hidden.dtype} and {cell.dtype}: LiteRT's integer LSTM keeps an int8 output "
-                         "state and an int16 cell state")
-    require_int8(op, hidden)
-    if len(op.intermediates) != 5:
-        raise refuse(op, f"{len(op.intermediates)} intermediate tensors: LiteRT's integer LSTM reads 5 "
-                         "(the converter's quantization of each gate and of the hidden state)")
-    hidden_quantization = graph.tensors[op.intermediates[4]].quantization
-    if hidden_quantization is None or hidden_quantization.per_channel or not hidden_quantization.scale > 0:
-        raise refuse(op, "the hidden-state intermediate has no positive per-tensor scale")
-    time_major = bool(op.options.get("time_major", False))
-    batches, steps, depth = _lstm_shape(op, x, time_major)
-    cells = tensor_at(graph, op, 4).shape[0] if len(tensor_at(graph, op, 4).shape) == 2 else 0
-    if cells < 1 or int(np.prod(hidden.shape)) != batches * cells or int(np.prod(cell.shape)) != batches * cells:
-        raise refuse(op, f"states {hidden.describe()} and {cell.describe()} do not fit {batches} batches of "
-                         f"{cells} cells (without a projection the output has one value per cell)")
-    expected = (*x.shape[:-1], cells)
-    if tuple(y.shape) != expected:
-        raise refuse(op, f"the output {y.describe()} is not {list(expected)}")
-    cifg = _optional(graph, op, _INPUT_WEIGHTS[0]) is None
-    gates = _GATES[1:] if cifg else _GATES
-    cell_exponent = _cell_scale_exponent(op, cell)
-    in_scale, state_scale = np.float32(x.quantization.scale), np.float32(hidden.quantization.scale)
-    in_zp, state_zp = x.quantization.zero_point, hidden.quantization.zero_point
-    operands = [Operand("int8_t*", "input_", op.inputs[0])]
-    scales = {}
-    for gate in gates:
-        k = _GATES.index(gate)
-        w_in = _weights(op, _optional(graph, op, _INPUT_WEIGHTS[k]), cells, depth)
-        w_state = _weights(op, _optional(graph, op, _RECURRENT_WEIGHTS[k]), cells, cells)
+
+class _Lstm:
+    """One UNIDIRECTIONAL_SEQUENCE_LSTM's shape, variants and import-time arithmetic (LiteRT's lstm.cc
+    prepare: effective scales, zero points folded into the biases)."""
+
+    def __init__(self, graph: Graph, op: Operator):
+        _refuse_lstm_options(op)
+        self.graph, self.op = graph, op
+        self.x, self.y = tensor_at(graph, op, 0), tensor_at(graph, op, 0, output=True)
+        if "int16" in (self.x.dtype, self.y.dtype):
+            raise refuse(op, "16-bit activations (TFLM's 16x8 LSTM): LiteRT's LSTM has no 16-bit integer kernel "
+                             "to hold it to")
+        require_int8(op, self.x, self.y)
+        self.hidden = _state_tensor(graph, op, _OUTPUT_STATE)
+        self.cell = _state_tensor(graph, op, _CELL_STATE)
+        if self.hidden.dtype != "int8" or self.cell.dtype != "int16":
+            raise refuse(op, f"states {self.hidden.dtype} and {self.cell.dtype}: LiteRT's integer LSTM keeps an "
+                             "int8 output state and an int16 cell state")
+        require_int8(op, self.hidden)
+        if len(op.intermediates) != 5:
+            raise refuse(op, f"{len(op.intermediates)} intermediate tensors: LiteRT's integer LSTM reads 5 "
+                             "(the converter's quantization of each gate and of the hidden state)")
+        hidden_q = graph.tensors[op.intermediates[4]].quantization
+        if hidden_q is None or hidden_q.per_channel or not hidden_q.scale > 0:
+            raise refuse(op, "the hidden-state intermediate has no positive per-tensor scale")
+        self.hidden_q = hidden_q
+        self.time_major = bool(op.options.get("time_major", False))
+        self.batches, self.steps, self.depth = _lstm_shape(op, self.x, self.time_major)
+        output_weights = tensor_at(graph, op, _INPUT_WEIGHTS[3])
+        self.cells = output_weights.shape[0] if len(output_weights.shape) == 2 else 0
+        self.projection = _optional(graph, op, _PROJECTION_WEIGHTS)
+        if self.projection is None and _optional(graph, op, _PROJECTION_BIAS) is not None:
+            raise refuse(op, "a projection bias without projection weights")
+        self.outputs = self.projection.shape[0] if self.projection is not None and \
+            len(self.projection.shape) == 2 else self.cells
+        if self.cells < 1 or self.outputs < 1:
+            raise refuse(op, f"weights {output_weights.describe()} give no cells")
+        if int(np.prod(self.hidden.shape)) != self.batches * self.outputs or \
+                int(np.prod(self.cell.shape)) != self.batches * self.cells:
+            raise refuse(op, f"states {self.hidden.describe()} and {self.cell.describe()} do not fit {self.batches} "
+                             f"batches of {self.cells} cells and {self.outputs} outputs")
+        expected = (*self.x.shape[:-1], self.outputs)
+        if tuple(self.y.shape) != expected:
+            raise refuse(op, f"the output {self.y.describe()} is not {list(expected)}")
+        self.cifg = _optional(graph, op, _INPUT_WEIGHTS[0]) is None
+        self.gates = _GATES[1:] if self.cifg else _GATES
+        peepholes = [_optional(graph, op, i) is not None for i in _PEEPHOLES[0 if not self.cifg else 1:]]
+        if any(peepholes) and not all(peepholes):
+            raise refuse(op, "peephole weights for some gates only (LiteRT takes all of them or none)")
+        self.peephole = any(peepholes)
+        self.layer_norm = len(op.inputs) == 24 and _optional(graph, op, _LAYER_NORMS[1]) is not None
+        if self.peephole and self.outputs != self.cells:
+            raise refuse(op, "peepholes with a projection to another size: LiteRT's integer kernel walks the "
+                             "cell state by the output size there")
+        self.cell_exponent = _cell_scale_exponent(op, self.cell)
+
+    def gate_scale(self, k: int) -> np.float32:
+        return _intermediate_scale(self.graph, self.op, k) if self.layer_norm else _GATE_SCALE
+
+    def gate_operands(self, gate: str) -> tuple[list[Operand], dict]:
+        """The gate's constant operands and its multipliers: input, recurrent (and peephole, layer norm)."""
+        graph, op, k = self.graph, self.op, _GATES.index(gate)
+        in_scale, state_scale = np.float32(self.x.quantization.scale), np.float32(self.hidden.quantization.scale)
+        in_zp, state_zp = self.x.quantization.zero_point, self.hidden.quantization.zero_point
+        w_in_tensor = _optional(graph, op, _INPUT_WEIGHTS[k])
+        w_state_tensor = _optional(graph, op, _RECURRENT_WEIGHTS[k])
+        w_in = _weights(op, w_in_tensor, self.cells, self.depth)
+        w_state = _weights(op, w_state_tensor, self.cells, self.outputs)
         bias_tensor = _optional(graph, op, _BIASES[k])
         if bias_tensor is None:
             raise refuse(op, f"the {gate} gate's bias is missing")
-        bias = constant_data(op, bias_tensor, "int32").reshape(-1).astype(np.int64)
-        if bias.size != cells:
-            raise refuse(op, f"the {gate} gate's bias has {bias.size} values for {cells} cells")
-        # LiteRT's prepare folds the zero points into the biases (PrecomputeZeroPointTimesWeightWithBias)
-        input_bias = _wrap_int32(bias - in_zp * w_in.sum(axis=1))
+        bias = _vector(op, bias_tensor, "int32", self.cells, f"{gate} gate's bias").astype(np.int64)
+        # LiteRT's prepare folds the zero points into the biases (PrecomputeZeroPointTimesWeightWithBias);
+        # under layer normalisation the gate's bias is added after normalising instead
+        input_bias = _wrap_int32((0 if self.layer_norm else bias) - in_zp * w_in.sum(axis=1))
         state_bias = _wrap_int32(-state_zp * w_state.sum(axis=1))
-        operands += [Operand("int8_t*", f"{gate}_in_w_", constant=np.ascontiguousarray(w_in.astype(np.int8))),
-                     Operand("int8_t*", f"{gate}_state_w_", constant=np.ascontiguousarray(w_state.astype(np.int8))),
-                     Operand("int32_t*", f"{gate}_in_b_", constant=input_bias),
-                     Operand("int32_t*", f"{gate}_state_b_", constant=state_bias)]
-        w_in_scale = np.float32(graph.tensors[op.inputs[_INPUT_WEIGHTS[k]]].quantization.scale)
-        w_state_scale = np.float32(graph.tensors[op.inputs[_RECURRENT_WEIGHTS[k]]].quantization.scale)
-        scales[gate] = (_checked_multiplier(op, float(np.float32(w_in_scale * in_scale) / _GATE_SCALE), f"{gate} input"),
-                        _checked_multiplier(op, float(np.float32(w_state_scale * state_scale) / _GATE_SCALE),
-                                         f"{gate} recurrent"))
-    hidden_real = float(np.float32(2.0 ** -15 / float(np.float32(hidden_quantization.scale)) * 2.0 ** -15))
-    hidden_multiplier, hidden_shift = _checked_multiplier(op, hidden_real, "hidden")
-    hidden_zp = hidden_quantization.zero_point
+        gate_scale = self.gate_scale(k)
+        w_in_scale = _symmetric_scale(op, w_in_tensor, "weights")
+        w_state_scale = _symmetric_scale(op, w_state_tensor, "weights")
+        scales = {"in": _checked_multiplier(op, float(np.float32(w_in_scale * in_scale) / gate_scale), f"{gate} input"),
+                  "state": _checked_multiplier(op, float(np.float32(w_state_scale * state_scale) / gate_scale),
+                                               f"{gate} recurrent")}
+        operands = [Operand("int8_t*", f"{gate}_in_w_", constant=np.ascontiguousarray(w_in.astype(np.int8))),
+                    Operand("int8_t*", f"{gate}_state_w_", constant=np.ascontiguousarray(w_state.astype(np.int8))),
+                    Operand("int32_t*", f"{gate}_in_b_", constant=input_bias),
+                    Operand("int32_t*", f"{gate}_state_b_", constant=state_bias)]
+        if self.peephole and gate != "cell":
+            peephole = _optional(graph, op, _PEEPHOLES[k if k < 2 else 2])
+            if peephole is None:
+                raise refuse(op, f"the {gate} gate's peephole weights are missing")
+            weights = _vector(op, peephole, "int16", self.cells, f"{gate} gate's peephole")
+            real = np.float32(np.float32(2.0 ** self.cell_exponent) * _symmetric_scale(op, peephole, "peepholes"))
+            scales["peephole"] = _checked_multiplier(op, float(real / gate_scale), f"{gate} peephole")
+            operands.append(Operand("int16_t*", f"{gate}_peephole_w_", constant=np.ascontiguousarray(weights)))
+        if self.layer_norm:
+            norm = _optional(graph, op, _LAYER_NORMS[k])
+            if norm is None:
+                raise refuse(op, f"the {gate} gate's layer-norm coefficients are missing")
+            coefficients = _vector(op, norm, "int16", self.cells, f"{gate} gate's layer-norm coefficients")
+            norm_scale = _symmetric_scale(op, norm, "layer-norm coefficients")
+            scales["norm"] = _checked_multiplier(op, float(norm_scale), f"{gate} layer-norm")
+            guard = np.float32(np.float32(10000) * norm_scale)  # LiteRT's variance guard, cast to int32
+            if not guard < 2 ** 31:
+                raise refuse(op, f"the {gate} gate's layer-norm scale {float(norm_scale):.3g}: 10000 times it "
+                                 "(LiteRT's variance guard) overflows int32")
+            scales["variance_limit"] = max(1, int(guard))
+            operands += [Operand("int16_t*", f"{gate}_norm_w_", constant=np.ascontiguousarray(coefficients)),
+                         Operand("int32_t*", f"{gate}_norm_b_", constant=_wrap_int32(bias))]
+        return operands, scales
+
+    def projection_operands(self) -> tuple[list[Operand], tuple[int, int], int]:
+        op = self.op
+        weights = _weights(op, self.projection, self.outputs, self.cells)
+        bias_tensor = _optional(self.graph, op, _PROJECTION_BIAS)
+        bias = np.zeros(self.outputs, np.int64) if bias_tensor is None else \
+            _vector(op, bias_tensor, "int32", self.outputs, "projection bias").astype(np.int64)
+        # the hidden values reach the projection less the hidden zero point; its bias adds it back
+        folded = _wrap_int32(bias + self.hidden_q.zero_point * weights.sum(axis=1))
+        real = np.float32(_symmetric_scale(op, self.projection, "projection weights") *
+                          np.float32(self.hidden_q.scale)) / np.float32(self.hidden.quantization.scale)
+        multiplier = _checked_multiplier(op, float(real), "projection")
+        clip = _quantized_clip(op, "proj_clip", self.y.quantization.scale, 127)
+        return ([Operand("int8_t*", "projection_w_", constant=np.ascontiguousarray(weights.astype(np.int8))),
+                 Operand("int32_t*", "projection_b_", constant=folded)], multiplier, clip)
+
+
+def _gate_lines(lstm: _Lstm, gate: str, scales: dict, step: str, cell_state: str) -> list[str]:
+    """C computing one gate for every cell of batch b: products, peephole, layer norm, activation."""
+    (mi, si), (ms, ss) = scales["in"], scales["state"]
+    depth, cells, outputs = lstm.depth, lstm.cells, lstm.outputs
+    lines = [f"      for (int32_t c = 0; c < {cells}; ++c) {{",
+             f"        int32_t from_input = {gate}_in_b_[c], from_state = {gate}_state_b_[c];",
+             (f"        for (int32_t j = 0; j < {depth}; ++j) from_input += (int32_t)input_[{step} * {depth} + j] * "
+              f"{gate}_in_w_[c * {depth} + j];"),
+             (f"        for (int32_t j = 0; j < {outputs}; ++j) from_state += (int32_t)hidden[b * {outputs} + j] * "
+              f"{gate}_state_w_[c * {outputs} + j];"),
+             f"        int32_t sum = mlf_lstm_gate_s16(from_input, {mi}, {si}, from_state, {ms}, {ss});"]
+    if "peephole" in scales:
+        mp, sp = scales["peephole"]
+        lines += [(f"        sum += {REQUANTIZE_FUNCTION}((int32_t){gate}_peephole_w_[c] * {cell_state}[b * {cells} + c], "
+                   f"{mp}, {sp});"),
+                  f"        sum = {c_clamp('sum', -32768, 32767)};"]
+    lines += [f"        {gate}_gate[c] = (int16_t)sum;", "      }"]
+    if "norm" in scales:
+        mn, sn = scales["norm"]
+        lines.append(f"      {LSTM_LAYER_NORM_FUNCTION}({gate}_gate, {cells}, {gate}_norm_w_, {gate}_norm_b_, {mn}, "
+                     f"{sn}, {scales['variance_limit']});")
+    activation = "mlf_lstm_tanh_s16" if gate == "cell" else "mlf_lstm_sigmoid_s16"
+    lines.append(f"      for (int32_t c = 0; c < {cells}; ++c) {gate}_gate[c] = {activation}({gate}_gate[c], 3);")
+    return lines
+
+
+def unidirectional_sequence_lstm(graph: Graph, op: Operator) -> Lowered:
+    """mlfbuild kernel: LiteRT's 8x8_16 integer LSTM (int8 input, output and hidden state, int16 cell state, gemmlowp's fixed-point gate activations; CIFG, peepholes, projection and layer normalisation), the states static arrays kept across inferences.
+
+    Float and hybrid LSTMs are refused, as are 16-bit activations (LiteRT's LSTM has no 16x8 kernel
+    to hold one to). CMSIS-NN's arm_lstm_unidirectional_s8 runs TFLM's LSTM, whose gate activations
+    are table approximations that differ from LiteRT's by a few steps: our kernel it is."""
+    lstm = _Lstm(graph, op)
+    batches, steps, cells, outputs = lstm.batches, lstm.steps, lstm.cells, lstm.outputs
+    operands = [Operand("int8_t*", "input_", op.inputs[0])]
+    scales = {}
+    for gate in lstm.gates:
+        gate_operands, scales[gate] = lstm.gate_operands(gate)
+        operands += gate_operands
+    if lstm.projection is not None:
+        projection_operands, (mp, sp), proj_clip = lstm.projection_operands()
+        operands += projection_operands
     operands.append(Operand("int8_t*", "output_", op.outputs[0]))
-    clip = _quantized_cell_clip(op, cell)
-    step = f"(t * {batches} + b)" if time_major else f"(b * {steps} + t)"
+    hidden_real = float(np.float32(2.0 ** -15 / float(np.float32(lstm.hidden_q.scale)) * 2.0 ** -15))
+    hidden_multiplier, hidden_shift = _checked_multiplier(op, hidden_real, "hidden")
+    # with a projection LiteRT's kernel stores the hidden values less their zero point (and folds it
+    # back into the projection's bias)
+    hidden_zp = -lstm.hidden_q.zero_point if lstm.projection is not None else lstm.hidden_q.zero_point
+    cell_exponent = lstm.cell_exponent
+    clip = _quantized_clip(op, "cell_clip", lstm.cell.quantization.scale, 32767)
+    step = f"(t * {batches} + b)" if lstm.time_major else f"(b * {steps} + t)"
+    state_zp = lstm.hidden.quantization.zero_point
     # LiteRT (ResetVariableTensor) and TFLM start an int8 variable tensor at its zero point
-    start = "" if state_zp == 0 else " = {" + ", ".join([str(state_zp)] * (batches * cells)) + "}"
-    body = [f"  static int8_t hidden[{batches * cells}]{start};  /* the output state, kept across inferences */",
+    start = "" if state_zp == 0 else " = {" + ", ".join([str(state_zp)] * (batches * outputs)) + "}"
+    body = [f"  static int8_t hidden[{batches * outputs}]{start};  /* the output state, kept across inferences */",
             f"  static int16_t cell[{batches * cells}];  /* the cell state: zeroed at start, likewise */",
-            *[f"  int16_t {gate}_gate[{cells}];" for gate in gates],
-            f"  for (int32_t b = 0; b < {batches}; ++b) {{",
-            f"    for (int32_t t = 0; t < {steps}; ++t) {{",
-            f"      for (int32_t c = 0; c < {cells}; ++c) {{"]
-    for gate in gates:
-        (mi, si), (ms, ss) = scales[gate]
-        body += [f"        int32_t {gate}_in = {gate}_in_b_[c], {gate}_state = {gate}_state_b_[c];",
-                 (f"        for (int32_t j = 0; j < {depth}; ++j) {gate}_in += (int32_t)input_[{step} * {depth} + j] * "
-                  f"{gate}_in_w_[c * {depth} + j];"),
-                 (f"        for (int32_t j = 0; j < {cells}; ++j) {gate}_state += (int32_t)hidden[b * {cells} + j] * "
-                  f"{gate}_state_w_[c * {cells} + j];"),
-                 f"        const int16_t {gate}_sum = mlf_lstm_gate_s16({gate}_in, {mi}, {si}, {gate}_state, {ms}, {ss});",
-                 (f"        {gate}_gate[c] = " + (f"mlf_lstm_tanh_s16({gate}_sum, 3);" if gate == "cell"
-                                                  else f"mlf_lstm_sigmoid_s16({gate}_sum, 3);"))]
-    input_gate = f"(int16_t)({32767} - forget_gate[c])" if cifg else "input_gate[c]"
-    body += ["      }",
-             f"      for (int32_t c = 0; c < {cells}; ++c) {{",
+            *[f"  int16_t {gate}_gate[{cells}];" for gate in lstm.gates]]
+    if lstm.projection is not None:
+        body.append(f"  int8_t projected[{cells}];")
+    body += [f"  for (int32_t b = 0; b < {batches}; ++b) {{",
+             f"    for (int32_t t = 0; t < {steps}; ++t) {{"]
+    for gate in lstm.gates[:-1]:
+        body += _gate_lines(lstm, gate, scales[gate], step, "cell")
+    input_gate = "(int16_t)(32767 - forget_gate[c])" if lstm.cifg else "input_gate[c]"
+    body += [f"      for (int32_t c = 0; c < {cells}; ++c) {{",
              f"        int16_t* state = &cell[b * {cells} + c];",
              "        const int16_t kept = mlf_lstm_product_s16(forget_gate[c], *state, 15);",
              f"        const int16_t added = mlf_lstm_product_s16({input_gate}, cell_gate[c], {30 + cell_exponent});",
              "        int32_t updated = mlf_saturating_add_s16(kept, added);",
              *([f"        updated = {c_clamp('updated', -clip, clip)};"] if clip > 0 else []),
              "        *state = (int16_t)updated;",
-             f"        const int16_t squashed = mlf_lstm_tanh_s16(*state, {15 + cell_exponent});",
+             "      }"]
+    body += _gate_lines(lstm, "output", scales["output"], step, "cell")  # its peephole reads the new cell
+    target = "projected[c]" if lstm.projection is not None else f"hidden[b * {cells} + c]"
+    body += [f"      for (int32_t c = 0; c < {cells}; ++c) {{",
+             f"        const int16_t squashed = mlf_lstm_tanh_s16(cell[b * {cells} + c], {15 + cell_exponent});",
              (f"        const int32_t out = {REQUANTIZE_FUNCTION}((int32_t)output_gate[c] * squashed, {hidden_multiplier}, "
               f"{hidden_shift}) + ({hidden_zp});"),
-             f"        hidden[b * {cells} + c] = (int8_t){c_clamp('out', -128, 127)};",
-             "      }",
-             f"      for (int32_t c = 0; c < {cells}; ++c) output_[{step} * {cells} + c] = hidden[b * {cells} + c];",
+             f"        {target} = (int8_t){c_clamp('out', -128, 127)};",
+             "      }"]
+    if lstm.projection is not None:
+        body += [f"      for (int32_t o = 0; o < {outputs}; ++o) {{",
+                 "        int32_t sum = projection_b_[o];",
+                 (f"        for (int32_t c = 0; c < {cells}; ++c) sum += (int32_t)projected[c] * "
+                  f"projection_w_[o * {cells} + c];"),
+                 f"        sum = {REQUANTIZE_FUNCTION}(sum, {mp}, {sp}) + ({state_zp});",
+                 f"        sum = {c_clamp('sum', -128, 127)};",
+                 *([f"        sum = {c_clamp('sum', -proj_clip, proj_clip)};"] if proj_clip > 0 else []),
+                 f"        hidden[b * {outputs} + o] = (int8_t)sum;",
+                 "      }"]
+    body += [f"      for (int32_t o = 0; o < {outputs}; ++o) output_[{step} * {outputs} + o] = hidden[b * {outputs} + o];",
              "    }",
              "  }",
              "  return 0;"]
