@@ -14,7 +14,7 @@ import tflitecases  # noqa: F401 - registers the cases
 from test_converter_models import CORPUS
 from test_import_operators import _assert_refused, check_against_litert
 from tflitecases.recurrent import lstm_layer
-from tflitewriter import GraphBuilder, bundle_model
+from tflitewriter import GraphBuilder, bundle_model, pack_model, read_model
 
 VARIANTS = "UNIDIRECTIONAL_SEQUENCE_LSTM/variants"
 
@@ -63,6 +63,23 @@ def _refused(tmp_path: Path, layer: dict, said: str, shape=(1, 3, 4), dtype: str
 def test_peepholes_with_a_projection_to_another_size_are_refused(tmp_path):
     """LiteRT's integer kernel walks the cell state by the output size there: not TFLite's LSTM."""
     _refused(tmp_path, {"cells": 6, "peephole": True, "projection": 4}, "peepholes with a projection")
+
+
+@pytest.mark.parametrize("tensor, scale, said", [("lstm/norm_forget", 1e6, "layer-norm scale 1e+06"),
+                                                 ("lstm/norm_cell", 2.2e5, "overflows int32"),
+                                                 ("lstm/intermediate_2", 0.0, "intermediate 2")])
+def test_layer_norm_scales_outside_litert_arithmetic_are_refused(tensor, scale, said, tmp_path):
+    rng = np.random.default_rng(3)
+    graph = GraphBuilder()
+    x = graph.add_input("in", "int8", (1, 3, 4), scale=0.04, zero_point=0)
+    graph.mark_output(lstm_layer(graph, rng, x, "lstm", cells=4, layer_norm=True))
+    model = read_model(graph.write(tmp_path / "lstm.tflite").read_bytes())
+    for t in model.subgraphs[0].tensors:
+        if (t.name.decode() if isinstance(t.name, bytes) else t.name) == tensor:
+            t.quantization.scale = np.array([scale], np.float32)
+    changed = tmp_path / "changed.tflite"
+    changed.write_bytes(pack_model(model))
+    _assert_refused(changed, said, tmp_path)
 
 
 def test_a_16_bit_lstm_is_refused(tmp_path):

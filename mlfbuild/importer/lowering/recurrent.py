@@ -499,6 +499,9 @@ class _Lstm:
             coefficients = _vector(op, norm, "int16", self.cells, f"{gate} gate's layer-norm coefficients")
             norm_scale = _symmetric_scale(op, norm, "layer-norm coefficients")
             scales["norm"] = _checked_multiplier(op, float(norm_scale), f"{gate} layer-norm")
+            if scales["norm"][1] + 12 > 30:  # LiteRT shifts the normalised value left by 12 more
+                raise refuse(op, f"the {gate} gate's layer-norm scale {float(norm_scale):.3g} is 2^18 or more; "
+                                 "the 32-bit requantisation cannot shift by it")
             guard = np.float32(np.float32(10000) * norm_scale)  # LiteRT's variance guard, cast to int32
             if not guard < 2 ** 31:
                 raise refuse(op, f"the {gate} gate's layer-norm scale {float(norm_scale):.3g}: 10000 times it "
