@@ -65,21 +65,43 @@ def test_peepholes_with_a_projection_to_another_size_are_refused(tmp_path):
     _refused(tmp_path, {"cells": 6, "peephole": True, "projection": 4}, "peepholes with a projection")
 
 
-@pytest.mark.parametrize("tensor, scale, said", [("lstm/norm_forget", 1e6, "layer-norm scale 1e+06"),
-                                                 ("lstm/norm_cell", 2.2e5, "overflows int32"),
-                                                 ("lstm/intermediate_2", 0.0, "intermediate 2")])
-def test_layer_norm_scales_outside_litert_arithmetic_are_refused(tensor, scale, said, tmp_path):
+def _changed(tmp_path: Path, layer: dict, change) -> Path:
+    """A one-LSTM model with `change(subgraph, operator)` applied to its file."""
     rng = np.random.default_rng(3)
     graph = GraphBuilder()
     x = graph.add_input("in", "int8", (1, 3, 4), scale=0.04, zero_point=0)
-    graph.mark_output(lstm_layer(graph, rng, x, "lstm", cells=4, layer_norm=True))
+    graph.mark_output(lstm_layer(graph, rng, x, "lstm", **layer))
     model = read_model(graph.write(tmp_path / "lstm.tflite").read_bytes())
-    for t in model.subgraphs[0].tensors:
-        if (t.name.decode() if isinstance(t.name, bytes) else t.name) == tensor:
-            t.quantization.scale = np.array([scale], np.float32)
+    change(model.subgraphs[0], model.subgraphs[0].operators[0])
     changed = tmp_path / "changed.tflite"
     changed.write_bytes(pack_model(model))
-    _assert_refused(changed, said, tmp_path)
+    return changed
+
+
+def _scale_of(tensor: str, scale: float):
+    def change(subgraph, operator):
+        for t in subgraph.tensors:
+            if (t.name.decode() if isinstance(t.name, bytes) else t.name) == tensor:
+                t.quantization.scale = np.array([scale], np.float32)
+    return change
+
+
+def _without_input(position: int):
+    def change(subgraph, operator):
+        operator.inputs[position] = -1
+    return change
+
+
+@pytest.mark.parametrize("layer, change, said", [
+    ({"layer_norm": True}, _scale_of("lstm/norm_forget", 1e6), "layer-norm scale 1e+06"),
+    ({"layer_norm": True}, _scale_of("lstm/norm_cell", 2.2e5), "overflows int32"),
+    ({"layer_norm": True}, _scale_of("lstm/intermediate_2", 0.0), "intermediate 2"),
+    ({"peephole": True}, _without_input(9), "peephole weights for some gates only"),
+    ({}, _without_input(1), "an input gate with recurrent weights or a bias but no input weights"),
+])
+def test_lstm_parameters_outside_litert_are_refused(layer, change, said, tmp_path):
+    """Scales whose arithmetic overflows LiteRT's int32, and operands LiteRT's prepare rejects."""
+    _assert_refused(_changed(tmp_path, dict({"cells": 4}, **layer), change), said, tmp_path)
 
 
 def test_a_16_bit_lstm_is_refused(tmp_path):

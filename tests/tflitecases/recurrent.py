@@ -125,7 +125,7 @@ def lstm_layer(graph: GraphBuilder, rng: np.random.Generator, x: int, name: str,
         zero_point=state_zero_point if hidden_zero_point is None else hidden_zero_point))
     y = graph.add_tensor(f"{name}/out", "int8", (*source.shape[:-1], outputs), scale=state_scale,
                          zero_point=state_zero_point)
-    gate = lambda kind, g: weights.get((kind, g), -1)  # noqa: E731
+    gate = lambda kind, g: weights.get((kind, g), -1)
     inputs = [x, *(gate("in", g) for g in ("input", "forget", "cell", "output")),
               *(gate("state", g) for g in ("input", "forget", "cell", "output")),
               *(peepholes.get(g, -1) for g in ("input", "forget", "output")),

@@ -443,6 +443,10 @@ class _Lstm:
         if tuple(self.y.shape) != expected:
             raise refuse(op, f"the output {self.y.describe()} is not {list(expected)}")
         self.cifg = _optional(graph, op, _INPUT_WEIGHTS[0]) is None
+        if self.cifg and (_optional(graph, op, _RECURRENT_WEIGHTS[0]) is not None or
+                          _optional(graph, op, _BIASES[0]) is not None):
+            raise refuse(op, "an input gate with recurrent weights or a bias but no input weights (LiteRT takes "
+                             "all of them or none)")
         self.gates = _GATES[1:] if self.cifg else _GATES
         peepholes = [_optional(graph, op, i) is not None for i in _PEEPHOLES[0 if not self.cifg else 1:]]
         if any(peepholes) and not all(peepholes):
@@ -485,7 +489,7 @@ class _Lstm:
                     Operand("int32_t*", f"{gate}_in_b_", constant=input_bias),
                     Operand("int32_t*", f"{gate}_state_b_", constant=state_bias)]
         if self.peephole and gate != "cell":
-            peephole = _optional(graph, op, _PEEPHOLES[k if k < 2 else 2])
+            peephole = _optional(graph, op, _PEEPHOLES[("input", "forget", "output").index(gate)])
             if peephole is None:
                 raise refuse(op, f"the {gate} gate's peephole weights are missing")
             weights = _vector(op, peephole, "int16", self.cells, f"{gate} gate's peephole")
