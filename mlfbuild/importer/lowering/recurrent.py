@@ -23,6 +23,7 @@ from .base import (
     require_int8,
     tensor_at,
 )
+from .unary import INV_SQRT_FUNCTION
 
 
 def _effective_scale(op: Operator, a: float, b: float, c: float) -> tuple[int, int]:
@@ -226,60 +227,9 @@ static inline int16_t mlf_lstm_product_s16(int32_t a, int32_t b, int32_t exponen
 C_HELPERS[LSTM_ACTIVATION_FUNCTION] = LSTM_ACTIVATION_C  # after mlf_requantize and mlf_srdhm_s16, which it calls
 
 # LiteRT's integer layer normalisation of a gate (portable_tensor_utils' ApplyLayerNorm): the mean and
-# variance over the cells, 1/sqrt(variance) by gemmlowp's Newton-Raphson (GetInvSqrtQuantizedMultiplierExp)
+# variance over the cells, 1/sqrt(variance) by RSQRT's helper (GetInvSqrtQuantizedMultiplierExp)
 LSTM_LAYER_NORM_FUNCTION = "mlf_lstm_layer_norm_s16"
-LSTM_LAYER_NORM_C = """static inline int32_t mlf_srdhm_s32(int32_t a, int32_t b) {
-  if (a == b && a == INT32_MIN) return INT32_MAX;
-  const int64_t product = (int64_t)a * b;
-  const int64_t nudge = product >= 0 ? (1ll << 30) : (1 - (1ll << 30));
-  return (int32_t)((product + nudge) / (1ll << 31));
-}
-/* gemmlowp's SaturatingRoundingMultiplyByPOT for a positive exponent on int32 */
-static inline int32_t mlf_saturating_shift_s32(int32_t x, int32_t exponent) {
-  const int32_t threshold = (int32_t)((1u << (31 - exponent)) - 1u);
-  if (x > threshold) return INT32_MAX;
-  if (x < -threshold) return INT32_MIN;
-  return (int32_t)((uint32_t)x << exponent);
-}
-/* 1/sqrt(input) as a multiplier and a (right-negative) shift, as TFLite's GetInvSqrtQuantizedMultiplierExp
-   with reverse_shift -1 */
-static inline void mlf_inv_sqrt_multiplier(int32_t input, int32_t* multiplier, int32_t* shift) {
-  if (input <= 1) {
-    *multiplier = INT32_MAX;
-    *shift = 0;
-    return;
-  }
-  int32_t exponent = 11;
-  for (int32_t k = 0; k < 2 && input >= (1 << 29); ++k) {
-    input /= 4;
-    ++exponent;
-  }
-  int32_t leading_zeros = 0;
-  for (int32_t bit = 31; bit >= 0; --bit) {
-    if (((uint32_t)input >> bit) & 1u) break;
-    ++leading_zeros;
-  }
-  const int32_t pairs = (leading_zeros - 1) / 2 - 1;
-  exponent -= pairs;
-  input = (int32_t)((uint32_t)input << (2 * pairs));
-  const int32_t raw = input >> 1;  /* Q3.28 */
-  const int32_t half_input = (raw >> 1) + ((raw & 1) > 0 ? 1 : 0);
-  const int32_t half_three = (1 << 28) + (1 << 27);
-  int32_t x = 1 << 28;
-  for (int32_t step = 0; step < 5; ++step) {
-    const int32_t cube = mlf_saturating_shift_s32(mlf_srdhm_s32(mlf_srdhm_s32(x, x), x), 6);
-    x = mlf_saturating_shift_s32((int32_t)((uint32_t)mlf_srdhm_s32(half_three, x) -
-                                           (uint32_t)mlf_srdhm_s32(half_input, cube)), 3);
-  }
-  x = mlf_srdhm_s32(x, 1518500250);  /* sqrt(2)/2 in Q0.31 */
-  if (exponent < 0) {
-    x = (int32_t)((uint32_t)x << -exponent);
-    exponent = 0;
-  }
-  *multiplier = x;
-  *shift = -exponent;
-}
-static inline void mlf_lstm_layer_norm_s16(int16_t* gate, int32_t count, const int16_t* weights, const int32_t* bias,
+LSTM_LAYER_NORM_C = """static inline void mlf_lstm_layer_norm_s16(int16_t* gate, int32_t count, const int16_t* weights, const int32_t* bias,
                                            int32_t multiplier, int32_t shift, int32_t variance_limit) {
   int64_t sum = 0, sum_of_squares = 0;
   for (int32_t j = 0; j < count; ++j) {
@@ -291,7 +241,7 @@ static inline void mlf_lstm_layer_norm_s16(int16_t* gate, int32_t count, const i
   int32_t variance_steps = (int32_t)(variance / (1 << 20));
   if (variance_steps < 1) variance_steps = variance_limit;
   int32_t inverse, inverse_shift;
-  mlf_inv_sqrt_multiplier(variance_steps, &inverse, &inverse_shift);
+  INV_SQRT(variance_steps, &inverse, &inverse_shift);
   for (int32_t j = 0; j < count; ++j) {
     const int32_t rescaled = mlf_requantize(1024 * gate[j] - mean, inverse, inverse_shift);
     /* LiteRT computes rescaled * weight + bias in int32 before widening it */
@@ -301,7 +251,8 @@ static inline void mlf_lstm_layer_norm_s16(int16_t* gate, int32_t count, const i
     gate[j] = (int16_t)(value > INT16_MAX ? INT16_MAX : (value < INT16_MIN ? INT16_MIN : value));
   }
 }"""
-C_HELPERS[LSTM_LAYER_NORM_FUNCTION] = LSTM_LAYER_NORM_C
+# RSQRT's helper is registered first (unary is imported above): emit writes it before this one
+C_HELPERS[LSTM_LAYER_NORM_FUNCTION] = LSTM_LAYER_NORM_C.replace("INV_SQRT(", f"{INV_SQRT_FUNCTION}(")
 
 # Operand positions of lstm::full (LiteRT's lstm_shared.h)
 _INPUT_WEIGHTS, _RECURRENT_WEIGHTS, _PEEPHOLES, _BIASES = (1, 2, 3, 4), (5, 6, 7, 8), (9, 10, 11), (12, 13, 14, 15)
