@@ -1,9 +1,11 @@
-"""Reductions over axes: MEAN by TFLite's QuantizedMeanOrSum, REDUCE_MAX and REDUCE_MIN; ARG_MAX and
-ARG_MIN along one axis.
+"""Reductions over axes: MEAN by TFLite's QuantizedMeanOrSum, REDUCE_MAX and REDUCE_MIN, REDUCE_ALL of
+bool tensors; ARG_MAX and ARG_MIN along one axis.
 
-SUM stays refused (coverage.REFUSED): LiteRT's reference kernel for a quantized SUM reads the tensors
-as uint8 whatever their type (reduce.cc, QuantizedMeanOrSum<T, kReference>), so there is no oracle to
-hold an int8 SUM to."""
+SUM stays refused (coverage.REFUSED): TFLM sums int8 and int16 by QuantizedMeanOrSum's integer
+rescale (as MEAN, without the 1/count), and no LiteRT kernel computes that — its reference kernel reads
+a quantized SUM's tensors as uint8 whatever their type, and its builtin kernel rescales in float
+(round(sum × scale + bias), TFLite's former arithmetic), a step away from TFLM's at times.
+REDUCE_ANY and REDUCE_PROD stay refused: TFLM does not run them."""
 
 from __future__ import annotations
 
@@ -17,9 +19,15 @@ from .unary import CTYPES, LIMITS, quantized
 
 def _reduction(graph: Graph, op: Operator) -> tuple[Tensor, Tensor, tuple[int, ...], list[bool], int]:
     """(input, output, the input as 4-D, which of those dimensions are reduced, elements per output)."""
-    x, axes_tensor, y = tensor_at(graph, op, 0), tensor_at(graph, op, 1), tensor_at(graph, op, 0, output=True)
+    x, y = tensor_at(graph, op, 0), tensor_at(graph, op, 0, output=True)
     quantized(op, x)
     quantized(op, y, (x.dtype,))
+    return (x, y, *_geometry(graph, op, x, y))
+
+
+def _geometry(graph: Graph, op: Operator, x: Tensor, y: Tensor) -> tuple[tuple[int, ...], list[bool], int]:
+    """(the input as 4-D, which of those dimensions are reduced, elements per output) of the constant axes."""
+    axes_tensor = tensor_at(graph, op, 1)
     rank = len(x.shape)
     if axes_tensor.dtype not in ("int32", "int64"):
         raise refuse(op, f"the axes {axes_tensor.describe()} are not int32 or int64")
@@ -33,7 +41,7 @@ def _reduction(graph: Graph, op: Operator) -> tuple[Tensor, Tensor, tuple[int, .
     kept = tuple(1 if r else d for d, r in zip(shape, reduced))
     if int(np.prod(kept)) != int(np.prod(y.shape)) or count == 0:
         raise refuse(op, f"the output {y.describe()} is not {x.describe()} reduced over axes {axes}")
-    return x, y, shape, reduced, count
+    return shape, reduced, count
 
 
 def _loops(x: Tensor, y: Tensor, shape, reduced, start: str, accumulate: str, finish: list[str]) -> list[str]:
@@ -81,6 +89,20 @@ def _max_or_min(graph: Graph, op: Operator) -> Lowered:
     return Lowered(op, "", _operands(x, y), body, kernel=True)
 
 
+def _reduce_all(graph: Graph, op: Operator) -> Lowered:
+    """mlfbuild kernel: bool (one byte, 0 or 1) AND over the axes, from true (TFLM's REDUCE_ALL)."""
+    x, y = tensor_at(graph, op, 0), tensor_at(graph, op, 0, output=True)
+    for t in (x, y):
+        if t.dtype != "bool":
+            raise refuse(op, f"{t.describe()} is not bool (TFLite's REDUCE_ALL reduces bool tensors)")
+    if x.is_constant:
+        raise refuse(op, f"the constant input {x.describe()} is not supported (the converter folds it)")
+    shape, reduced, _ = _geometry(graph, op, x, y)
+    body = _loops(x, y, shape, reduced, "1", "acc = acc && v;", ["*out++ = (uint8_t)acc;"])
+    operands = [Operand("uint8_t*", "input_", x.index), Operand("uint8_t*", "output_", y.index)]
+    return Lowered(op, "", operands, body, kernel=True)
+
+
 def _arg_max_or_min(graph: Graph, op: Operator) -> Lowered:
     """mlfbuild kernel: TFLite's reference ArgMinMax — along the constant axis, the index of the first
     largest (smallest) element (a later one must be strictly greater, or less), int8 in, int32 out."""
@@ -126,6 +148,7 @@ RULES = {
     "ARG_MAX": _arg_max_or_min,
     "ARG_MIN": _arg_max_or_min,
     "MEAN": _mean,
+    "REDUCE_ALL": _reduce_all,
     "REDUCE_MAX": _max_or_min,
     "REDUCE_MIN": _max_or_min,
 }
