@@ -50,10 +50,13 @@ def _reduce_all(graph: GraphBuilder, p: Draw, x: int, name: str = "reduce_all") 
     bounds = graph.add_constant(f"{name}/bounds", p.rng.integers(-128, -100, tensor.shape).astype(np.int8), **same)
     condition = graph.add_tensor(f"{name}/condition", "bool", tensor.shape)
     graph.add_operator("GREATER", [x, bounds], [condition])
-    axes = p("axes", lambda: sorted(int(a) for a in p.rng.choice(len(tensor.shape), size=int(
-        p.rng.integers(1, len(tensor.shape) + 1)), replace=False)))
+    rank = len(tensor.shape)
+    axes = p("axes", lambda: sorted(int(a) - (rank if p.rng.random() < 0.3 else 0) for a in p.rng.choice(
+        rank, size=int(p.rng.integers(1, rank + 1)), replace=False)))  # some negative
     keep_dims = p("keep_dims", lambda: bool(p.rng.random() < 0.5))
-    out_shape = tuple(1 if i in axes else d for i, d in enumerate(tensor.shape) if keep_dims or i not in axes)
+    reduced_axes = {a % rank for a in axes}
+    out_shape = tuple(1 if i in reduced_axes else d for i, d in enumerate(tensor.shape)
+                      if keep_dims or i not in reduced_axes)
     reduced = graph.add_tensor(f"{name}/all", "bool", out_shape)
     graph.add_operator("REDUCE_ALL", [condition, graph.add_constant(f"{name}/axes", np.array(axes, np.int32))],
                        [reduced], schema.ReducerOptionsT(keepDims=keep_dims))

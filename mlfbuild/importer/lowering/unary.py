@@ -876,9 +876,11 @@ def _quantize(graph: Graph, op: Operator) -> Lowered:
         return _requantize_int16(op, x, y)
     if (x.dtype, y.dtype) in _REQUANTIZED_PAIRS:
         return _requantize_pair(op, x, y)
+    if x.dtype == "int8" and y.dtype == "int32":
+        raise refuse(op, "an int8 → int32 QUANTIZE is not compiled: LiteRT has none to hold TFLM's to")
     if y.dtype not in ("int8", "int16") or y.quantization is None or y.quantization.per_channel:
-        raise refuse(op, f"only quantization to per-tensor int8 or int16 (or from int16 to int32) is supported, "
-                         f"not {y.describe()}")
+        raise refuse(op, f"only quantization to per-tensor int8 or int16 (or from int16 to int32, from int32 to "
+                         f"int8/int16, between int8 and uint8) is supported, not {y.describe()}")
     quantized(op, y)
     zp, (qmin, qmax) = y.quantization.zero_point, LIMITS[y.dtype]
     ctype = CTYPES[y.dtype]
