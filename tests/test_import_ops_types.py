@@ -1,10 +1,12 @@
 """Operators on the less common types — ADD_N of float32 and int32, REDUCE_ALL of bool, QUANTIZE from
 int32 and between int8 and uint8 — in the cases random draws rarely reach (every kind also runs in
-test_import_operators' every-operator bundles); what stays refused, and the measurements of LiteRT
-that the refusals of SUM and of the float ELU stand on."""
+test_import_operators' every-operator bundles); the int8/int16 SUM of one quantization, held to
+LiteRT's builtin kernel (its reference kernel gets quantized SUMs wrong); what stays refused, and the
+measurements of LiteRT that the refusals of the rescaling SUM and of the float ELU stand on."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -12,6 +14,7 @@ import pytest
 from ai_edge_litert import schema_py_generated as schema
 
 import tflitecases  # noqa: F401 - registers the cases of every operator family with tflitewriter
+from conftest import cli
 from mlfbuild.importer import quantization as q
 from mlfbuild.reference import litert
 from test_import_operators import _assert_refused, check_against_litert
@@ -53,6 +56,58 @@ def test_rare_cases_equal_litert_on_the_cortex_m(board, cmsis_nn, tmp_path):
     check_against_litert(model, board, cmsis_nn("v6.0.0"), tmp_path / board, samples=2)
 
 
+# --- SUM of int8/int16, one quantization for input and output ----------------------------------------
+
+SUMS = [  # dtype, zero point, input shape, axes, keep_dims
+    ("int8", 0, (3, 5, 4), [1], False), ("int8", 37, (2, 3, 4), [0, 1, 2], True), ("int8", -128, (6, 7), [-1], False),
+    ("int8", 127, (4, 6), [0, -2], True), ("int8", -20, (300,), [0], False), ("int8", 5, (2, 3, 2, 3), [3, 1], False),
+    ("int16", 0, (3, 5, 4), [2, 0], True), ("int16", 0, (2, 40), [1], False), ("int16", 0, (5,), [0], True),
+]
+
+
+def _sums_model(path):
+    graph = GraphBuilder()
+    for k, (dtype, zero_point, shape, axes, keep_dims) in enumerate(SUMS):
+        x = graph.add_input(f"x{k}", dtype, shape, scale=0.05, zero_point=zero_point)
+        reduced = {a % len(shape) for a in axes}
+        out_shape = tuple(1 if i in reduced else d for i, d in enumerate(shape) if keep_dims or i not in reduced)
+        y = graph.add_tensor(f"sum{k}", dtype, out_shape, scale=0.05, zero_point=zero_point)
+        graph.add_operator("SUM", [x, graph.add_constant(f"axes{k}", np.array(axes, np.int32))], [y],
+                           schema.ReducerOptionsT(keepDims=keep_dims))
+        graph.mark_output(y)
+    return graph.write(path)
+
+
+def _near_zero_points(samples: int, seed: int) -> dict[str, np.ndarray]:
+    """Values within a few steps of each zero point (sums that mostly stay in range), the last sample
+    over the whole range (sums that saturate)."""
+    rng = np.random.default_rng(seed)
+    inputs = {}
+    for k, (dtype, zero_point, shape, _, _) in enumerate(SUMS):
+        info = np.iinfo(dtype)
+        span = 6 if dtype == "int8" else 3000
+        near = rng.integers(zero_point - span, zero_point + span, (samples - 1, *shape))
+        wide = rng.integers(info.min, info.max, (1, *shape), endpoint=True)
+        inputs[f"x{k}"] = np.clip(np.concatenate([near, wide]), info.min, info.max).astype(dtype)
+    return inputs
+
+
+@pytest.mark.cross
+def test_int8_and_int16_sums_of_one_quantization_equal_litert_s_builtin_kernel(cmsis_nn, tmp_path):
+    """TFLM's QuantizedMeanOrSum rescales by one, exactly, as LiteRT's builtin kernel's float rescale
+    does then: the builtin kernel is the oracle (the reference one reads the tensors as uint8)."""
+    model = _sums_model(tmp_path / "sums.tflite")
+    inputs = _near_zero_points(6, seed=9)
+    outputs = litert.run_model(model, inputs, kernels="optimized")
+    assert any(len(np.unique(o)) > 4 for o in outputs)  # not all saturated
+    np.savez(tmp_path / "sums.npz", **inputs, **{f"output_{i}": o for i, o in enumerate(outputs)})
+    run = cli("run", str(model), "-b", "host", "--cmsis-nn", str(cmsis_nn("v6.0.0")), "-o", str(tmp_path / "b"),
+              "--reference", str(tmp_path / "sums.npz"), "--atol", "0", "--json")
+    assert run.returncode == 0, run.stderr
+    compared = [o for m in json.loads(run.stdout)["models"] for o in m["outputs"]]
+    assert len(compared) == len(SUMS) and all(o["max_abs_error"] == 0 for o in compared)
+
+
 # --- refusals -----------------------------------------------------------------------------------------
 
 def _add_n(dtype: str, shapes, **quantization) -> GraphBuilder:
@@ -73,11 +128,12 @@ def _quantize(source: tuple[str, int], target: tuple[str, int]) -> GraphBuilder:
     return graph
 
 
-def _reducer(op: str, dtype: str, **quantization) -> GraphBuilder:
+def _reducer(op: str, dtype: str, output_scale: float | None = None, **quantization) -> GraphBuilder:
     graph = GraphBuilder()
     x = graph.add_input("x", dtype, (2, 3), **quantization)
     axes = graph.add_constant("axes", np.array([1], np.int32))
-    y = graph.add_tensor("y", dtype, (2,), **quantization)
+    rescaled = {**quantization, "scale": output_scale} if output_scale else quantization
+    y = graph.add_tensor("y", dtype, (2,), **rescaled)
     graph.add_operator(op, [x, axes], [y], schema.ReducerOptionsT(keepDims=False))
     graph.mark_output(y)
     return graph
@@ -89,7 +145,8 @@ def _reducer(op: str, dtype: str, **quantization) -> GraphBuilder:
     (_quantize(("int8", 0), ("int32", 0)), "LiteRT has none to hold TFLM's to"),
     (_quantize(("int32", 3), ("int8", 0)), "only 0 is supported"),
     (_reducer("REDUCE_ALL", "int8", scale=0.1, zero_point=0), "is not bool"),
-    (_reducer("SUM", "int8", scale=0.1, zero_point=0), "its builtin one rescales in float"),
+    (_reducer("SUM", "int8", 0.3, scale=0.1, zero_point=0), "its builtin one rescales in float"),
+    (_reducer("SUM", "int16", 0.3, scale=0.1, zero_point=0), "a SUM that rescales"),
     (_reducer("REDUCE_ANY", "bool"), "(REDUCE_ANY) is not supported"),
 ])
 def test_what_stays_refused_says_why_in_one_line(graph, said, tmp_path):

@@ -28,13 +28,8 @@ TFLM_OPERATORS = (
 _SUBGRAPHS = "control flow and resource variables need several subgraphs; mlfbuild compiles one"
 # Why a TFLM operator is refused (an operator both compiled and listed here is a mistake the tests catch).
 REFUSED = {
-    "ADD_N": "LiteRT's AddN takes float32 and int32 only, so no oracle holds an int8 ADD_N to TFLite's arithmetic; "
-             "not compiled yet for those types",
     "COS": "newlib's cosf differs from LiteRT's by an ulp on the Cortex-M4F: not exact on every board",
     "SIN": "newlib's sinf differs from LiteRT's by an ulp on the Cortex-M4F: not exact on every board",
-    "SUM": "TFLM sums int8/int16 by QuantizedMeanOrSum's integer rescale, which no LiteRT kernel computes (its "
-           "reference reads a quantized SUM's tensors as uint8 whatever their type; its builtin one rescales in "
-           "float, a step off at times): no oracle to hold it to",
     "IF": _SUBGRAPHS, "WHILE": _SUBGRAPHS, "CALL_ONCE": _SUBGRAPHS, "VAR_HANDLE": _SUBGRAPHS,
     "READ_VARIABLE": _SUBGRAPHS, "ASSIGN_VARIABLE": _SUBGRAPHS,
 }

@@ -1,8 +1,9 @@
-"""Reductions: REDUCE_MAX and REDUCE_MIN (int8 and int16), and MEAN on 16x8 (int16) tensors, over random axes
-(some negative) with or without keep_dims, and REDUCE_ALL of a bool tensor made by a comparison (mostly
-true, so that some reductions hold), turned back into int8 by SELECT_V2; resampling: RESIZE_NEAREST_NEIGHBOR and RESIZE_BILINEAR
-(int8 and int16, align_corners or half_pixel_centers or neither); ARG_MAX and ARG_MIN (int8 in, int32
-out) along a random axis."""
+"""Reductions: REDUCE_MAX and REDUCE_MIN (int8 and int16), and MEAN on 16x8 (int16) tensors, over random
+axes (some negative) with or without keep_dims; SUM of float32 (LiteRT's reference kernel gets the
+quantized SUMs wrong: test_import_ops_types holds those to its builtin kernel); REDUCE_ALL of a bool
+tensor made by a comparison (mostly true, so that some reductions hold), turned back into int8 by
+SELECT_V2; resampling: RESIZE_NEAREST_NEIGHBOR and RESIZE_BILINEAR (int8 and int16, align_corners or
+half_pixel_centers or neither); ARG_MAX and ARG_MIN (int8 in, int32 out) along a random axis."""
 
 from __future__ import annotations
 
@@ -30,7 +31,9 @@ def _reducer(op: str, same_quantization: bool):
         reduced = {a % len(shape) for a in axes}
         out_shape = tuple(1 if i in reduced else d for i, d in enumerate(shape) if keep_dims or i not in reduced)
         axes_index = graph.add_constant(f"{name}/axes", np.array(axes, np.int32))
-        if same_quantization:
+        if tensor.dtype == "float32":
+            quantization = None
+        elif same_quantization:
             quantization = _same_quantization(graph, x)
         elif tensor.dtype == "int16":
             quantization = {"scale": tensor.scale * p.log_uniform("output_scale_ratio", 0.5, 2.0), "zero_point": 0}
@@ -105,6 +108,7 @@ register_cases({
     "REDUCE_MIN/int16": (_any_rank, _reducer("REDUCE_MIN", True), _SCALES, "int16"),
     "MEAN/int16": (_any_rank, _reducer("MEAN", False), _SCALES, "int16"),
     "REDUCE_ALL": (_any_rank, _reduce_all, _SCALES, "int8"),
+    "SUM/float32": (_any_rank, _reducer("SUM", True), _SCALES, "float32"),
     "ARG_MAX": (_any_rank, _arg("ARG_MAX", "int32"), _SCALES, "int8"),
     "ARG_MIN": (_any_rank, _arg("ARG_MIN", "int32"), _SCALES, "int8"),
     "RESIZE_NEAREST_NEIGHBOR": (_small_nhwc, _resizer("RESIZE_NEAREST_NEIGHBOR"), _SCALES, "int8"),

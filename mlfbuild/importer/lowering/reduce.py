@@ -1,11 +1,13 @@
-"""Reductions over axes: MEAN by TFLite's QuantizedMeanOrSum, REDUCE_MAX and REDUCE_MIN, REDUCE_ALL of
-bool tensors; ARG_MAX and ARG_MIN along one axis.
+"""Reductions over axes: MEAN and SUM by TFLite's QuantizedMeanOrSum, REDUCE_MAX and REDUCE_MIN,
+REDUCE_ALL of bool tensors; ARG_MAX and ARG_MIN along one axis.
 
-SUM stays refused (coverage.REFUSED): TFLM sums int8 and int16 by QuantizedMeanOrSum's integer
-rescale (as MEAN, without the 1/count), and no LiteRT kernel computes that — its reference kernel reads
-a quantized SUM's tensors as uint8 whatever their type, and its builtin kernel rescales in float
-(round(sum × scale + bias), TFLite's former arithmetic), a step away from TFLM's at times.
-REDUCE_ANY and REDUCE_PROD stay refused: TFLM does not run them."""
+A SUM whose output is quantized otherwise than its input stays refused: TFLM rescales the int8/int16
+sum by QuantizedMeanOrSum's integer arithmetic (as MEAN, without the 1/count), and no LiteRT kernel
+computes that — its reference kernel reads a quantized SUM's tensors as uint8 whatever their type,
+and its builtin kernel rescales in float (round(sum × scale + bias), TFLite's former arithmetic), a
+step away from TFLM's at times. With one quantization for both, the rescale is by one, exact in both
+arithmetics: compiled, and held to LiteRT's builtin kernel. REDUCE_ANY and REDUCE_PROD stay
+refused: TFLM does not run them."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import numpy as np
 from .. import quantization as q
 from ..tflite import Graph, Operator, Tensor
 from .base import REQUANTIZE_FUNCTION, Lowered, Operand, as_4d, c_clamp, constant_data, refuse, strides_of, tensor_at
-from .unary import CTYPES, LIMITS, quantized
+from .unary import CTYPES, LIMITS, check_requantize, quantized
 
 
 def _reduction(graph: Graph, op: Operator) -> tuple[Tensor, Tensor, tuple[int, ...], list[bool], int]:
@@ -44,17 +46,19 @@ def _geometry(graph: Graph, op: Operator, x: Tensor, y: Tensor) -> tuple[tuple[i
     return shape, reduced, count
 
 
-def _loops(x: Tensor, y: Tensor, shape, reduced, start: str, accumulate: str, finish: list[str]) -> list[str]:
+def _loops(x: Tensor, y: Tensor, shape, reduced, start: str, accumulate: str, finish: list[str],
+           ctype: str = "int32_t") -> list[str]:
     """For each output element (in order), `accumulate` every input element `v` it reduces into `acc`
-    (starting at `start`), then `finish` computes `out`."""
+    (starting at `start`; both of `ctype`), the reduced elements in the input's order; then `finish`
+    computes `out`."""
     strides = strides_of(shape)
     outer = [f"for (int32_t o{d} = 0; o{d} < {1 if r else n}; ++o{d})" for d, (n, r) in enumerate(zip(shape, reduced))]
     inner = [f"for (int32_t r{d} = 0; r{d} < {n if r else 1}; ++r{d})" for d, (n, r) in enumerate(zip(shape, reduced))]
     index = " + ".join(f"(o{d} + r{d}) * {strides[d]}" for d in range(4))
     kept = strides_of(tuple(1 if r else n for n, r in zip(shape, reduced)))
     out = " + ".join(f"o{d} * {kept[d]}" for d in range(4))  # an index the pool analysis bounds
-    return ["  " + " ".join(outer) + " {", f"    int32_t acc = {start};",
-            "    " + " ".join(inner) + " {", f"      const int32_t v = input_[{index}];", f"      {accumulate}",
+    return ["  " + " ".join(outer) + " {", f"    {ctype} acc = {start};",
+            "    " + " ".join(inner) + " {", f"      const {ctype} v = input_[{index}];", f"      {accumulate}",
             "    }", *[f"    {line}".replace("*out++", f"output_[{out}]") for line in finish], "  }", "  return 0;"]
 
 
@@ -73,6 +77,36 @@ def _mean(graph: Graph, op: Operator) -> Lowered:
     finish = [f"acc = {REQUANTIZE_FUNCTION}(acc - ({x.quantization.zero_point}) * {count}, {multiplier}, {shift}) "
               f"+ ({y.quantization.zero_point});", f"*out++ = ({CTYPES[y.dtype]}){c_clamp('acc', lo, hi)};"]
     body = _loops(x, y, shape, reduced, "0", "acc += v;", finish)
+    return Lowered(op, "", _operands(x, y), body, kernel=True)
+
+
+def _sum(graph: Graph, op: Operator) -> Lowered:
+    """mlfbuild kernel: float32 summed from 0 in the input's order (TFLM's ReduceGeneric); int8/int16 by TFLite's QuantizedMeanOrSum where input and output share one quantization (the exact sum, clamped); a rescaling int8/int16 SUM refused (no LiteRT kernel computes TFLM's integer rescale)."""
+    if tensor_at(graph, op, 0).dtype == "float32":
+        return _float_sum(graph, op)
+    x, y, shape, reduced, count = _reduction(graph, op)
+    if x.quantization != y.quantization:
+        raise refuse(op, "a SUM that rescales (its output quantized otherwise than its input) is not compiled: "
+                         "TFLM's integer rescale, which no LiteRT kernel computes (its reference reads a quantized "
+                         "SUM's tensors as uint8; its builtin one rescales in float, a step off at times)")
+    multiplier, shift = q.quantize_multiplier(1.0)  # TFLite's rescale by one: exact
+    lo, hi = LIMITS[x.dtype]
+    zero_point = x.quantization.zero_point
+    check_requantize(op, count * max(hi - zero_point, zero_point - lo), shift)
+    finish = [f"acc = {REQUANTIZE_FUNCTION}(acc - ({zero_point}) * {count}, {multiplier}, {shift}) + ({zero_point});",
+              f"*out++ = ({CTYPES[y.dtype]}){c_clamp('acc', lo, hi)};"]
+    body = _loops(x, y, shape, reduced, "0", "acc += v;", finish)
+    return Lowered(op, "", _operands(x, y), body, kernel=True)
+
+
+def _float_sum(graph: Graph, op: Operator) -> Lowered:
+    x, y = tensor_at(graph, op, 0), tensor_at(graph, op, 0, output=True)
+    if y.dtype != "float32":
+        raise refuse(op, f"the output {y.describe()} is not float32 as its input is")
+    if x.is_constant:
+        raise refuse(op, f"the constant input {x.describe()} is not supported (the converter folds it)")
+    shape, reduced, _ = _geometry(graph, op, x, y)
+    body = _loops(x, y, shape, reduced, "0.0f", "acc += v;", ["*out++ = acc;"], ctype="float")
     return Lowered(op, "", _operands(x, y), body, kernel=True)
 
 
@@ -151,4 +185,5 @@ RULES = {
     "REDUCE_ALL": _reduce_all,
     "REDUCE_MAX": _max_or_min,
     "REDUCE_MIN": _max_or_min,
+    "SUM": _sum,
 }
