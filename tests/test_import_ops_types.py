@@ -51,9 +51,10 @@ def test_rare_cases_equal_litert(cmsis_nn, tmp_path):
 @pytest.mark.qemu
 @pytest.mark.cross
 @pytest.mark.parametrize("board", ["mps2-an386", "mps3-an547"])
-def test_rare_cases_equal_litert_on_the_cortex_m(board, cmsis_nn, tmp_path):
+def test_rare_cases_and_sums_equal_litert_on_the_cortex_m(board, cmsis_nn, tmp_path):
     model = bundle_model(np.random.default_rng(8), RARE).write(tmp_path / "rare.tflite")
     check_against_litert(model, board, cmsis_nn("v6.0.0"), tmp_path / board, samples=2)
+    _check_sums(board, cmsis_nn("v6.0.0"), tmp_path / f"sums-{board}")
 
 
 # --- SUM of int8/int16, one quantization for input and output ----------------------------------------
@@ -92,20 +93,24 @@ def _near_zero_points(samples: int, seed: int) -> dict[str, np.ndarray]:
     return inputs
 
 
+def _check_sums(board: str, tree, out) -> None:
+    model = _sums_model(out.with_suffix(".tflite"))
+    inputs = _near_zero_points(6, seed=9)
+    outputs = litert.run_model(model, inputs, kernels="optimized")
+    assert any(len(np.unique(o)) > 4 for o in outputs)  # not all saturated
+    np.savez(out.with_suffix(".npz"), **inputs, **{f"output_{i}": o for i, o in enumerate(outputs)})
+    run = cli("run", str(model), "-b", board, "--cmsis-nn", str(tree), "-o", str(out), "--reference",
+              str(out.with_suffix(".npz")), "--atol", "0", "--json")
+    assert run.returncode == 0, run.stderr
+    compared = [o for m in json.loads(run.stdout)["models"] for o in m["outputs"]]
+    assert len(compared) == len(SUMS) and all(o["max_abs_error"] == 0 for o in compared)
+
+
 @pytest.mark.cross
 def test_int8_and_int16_sums_of_one_quantization_equal_litert_s_builtin_kernel(cmsis_nn, tmp_path):
     """TFLM's QuantizedMeanOrSum rescales by one, exactly, as LiteRT's builtin kernel's float rescale
     does then: the builtin kernel is the oracle (the reference one reads the tensors as uint8)."""
-    model = _sums_model(tmp_path / "sums.tflite")
-    inputs = _near_zero_points(6, seed=9)
-    outputs = litert.run_model(model, inputs, kernels="optimized")
-    assert any(len(np.unique(o)) > 4 for o in outputs)  # not all saturated
-    np.savez(tmp_path / "sums.npz", **inputs, **{f"output_{i}": o for i, o in enumerate(outputs)})
-    run = cli("run", str(model), "-b", "host", "--cmsis-nn", str(cmsis_nn("v6.0.0")), "-o", str(tmp_path / "b"),
-              "--reference", str(tmp_path / "sums.npz"), "--atol", "0", "--json")
-    assert run.returncode == 0, run.stderr
-    compared = [o for m in json.loads(run.stdout)["models"] for o in m["outputs"]]
-    assert len(compared) == len(SUMS) and all(o["max_abs_error"] == 0 for o in compared)
+    _check_sums("host", cmsis_nn("v6.0.0"), tmp_path / "sums")
 
 
 # --- refusals -----------------------------------------------------------------------------------------
