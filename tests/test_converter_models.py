@@ -27,8 +27,9 @@ MODELS = [m for m in MANIFEST["models"] if m["file"]]
 
 # model file → the operator its refusal names (TFLite's name), and why, today.
 REFUSED = {
-    "activation_elu.tflite": "ELU",
-    "dense_3d_dynamic_batch.tflite": "REDUCE_PROD",  # a None batch: Dense on 3-D computes its rows' count
+    "activation_elu.tflite": "ELU",  # float32 (DEQUANTIZE, ELU, QUANTIZE): no LiteRT kernel computes its expm1
+    "dense_3d_dynamic_batch.tflite": "REDUCE_PROD",  # a None batch: Dense on 3-D computes its rows' count (TFLM
+                                                     # does not run REDUCE_PROD)
 }
 # Imported, but LiteRT's reference kernels cannot run them: checked against their host twin, the run
 # saying what it could not check (as for TFLM's person_detect).

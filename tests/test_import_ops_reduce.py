@@ -126,7 +126,6 @@ def _resize(op: str, size, out_shape, align: bool = False, half: bool = False, o
     (_one("ARG_MAX", "int16"), "only int8 inputs are supported for ARG_MAX"),
     (_one("ARG_MAX", operand=[1, 2]), "is not one axis of a rank-3 tensor"),
     (_one("ARG_MIN", operand=[3]), "is not one axis of a rank-3 tensor"),
-    (_one("SUM"), "reads a quantized SUM's tensors as uint8"),
     (_one("REDUCE_PROD"), "REDUCE_PROD"),
     (_resize("RESIZE_BILINEAR", [6, 8], (1, 6, 8, 2), out_scale=0.1), "share one quantization"),
     (_resize("RESIZE_NEAREST_NEIGHBOR", [6, 8], (1, 6, 8, 2), align=True, half=True), "align_corners and half_pixel"),

@@ -28,13 +28,8 @@ TFLM_OPERATORS = (
 _SUBGRAPHS = "control flow and resource variables need several subgraphs; mlfbuild compiles one"
 # Why a TFLM operator is refused (an operator both compiled and listed here is a mistake the tests catch).
 REFUSED = {
-    "ADD_N": "LiteRT's AddN takes float32 and int32 only, so no oracle holds an int8 ADD_N to TFLite's arithmetic; "
-             "not compiled yet for those types",
     "COS": "newlib's cosf differs from LiteRT's by an ulp on the Cortex-M4F: not exact on every board",
     "SIN": "newlib's sinf differs from LiteRT's by an ulp on the Cortex-M4F: not exact on every board",
-    "REDUCE_ALL": "bool reductions are not compiled yet",
-    "SUM": "LiteRT's reference kernel reads a quantized SUM's tensors as uint8 whatever their type, so no "
-           "oracle of TFLite's arithmetic exists to hold an int8 SUM to",
     "IF": _SUBGRAPHS, "WHILE": _SUBGRAPHS, "CALL_ONCE": _SUBGRAPHS, "VAR_HANDLE": _SUBGRAPHS,
     "READ_VARIABLE": _SUBGRAPHS, "ASSIGN_VARIABLE": _SUBGRAPHS,
 }

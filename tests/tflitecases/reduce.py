@@ -1,7 +1,9 @@
-"""Reductions: REDUCE_MAX and REDUCE_MIN (int8 and int16), and MEAN on 16x8 (int16) tensors, over random axes
-(some negative) with or without keep_dims; resampling: RESIZE_NEAREST_NEIGHBOR and RESIZE_BILINEAR
-(int8 and int16, align_corners or half_pixel_centers or neither); ARG_MAX and ARG_MIN (int8 in, int32
-out) along a random axis."""
+"""Reductions: REDUCE_MAX and REDUCE_MIN (int8 and int16), and MEAN on 16x8 (int16) tensors, over random
+axes (some negative) with or without keep_dims; SUM of float32 (LiteRT's reference kernel gets the
+quantized SUMs wrong: test_import_ops_types holds those to its builtin kernel); REDUCE_ALL of a bool
+tensor made by a comparison (mostly true, so that some reductions hold), turned back into int8 by
+SELECT_V2; resampling: RESIZE_NEAREST_NEIGHBOR and RESIZE_BILINEAR (int8 and int16, align_corners or
+half_pixel_centers or neither); ARG_MAX and ARG_MIN (int8 in, int32 out) along a random axis."""
 
 from __future__ import annotations
 
@@ -29,7 +31,9 @@ def _reducer(op: str, same_quantization: bool):
         reduced = {a % len(shape) for a in axes}
         out_shape = tuple(1 if i in reduced else d for i, d in enumerate(shape) if keep_dims or i not in reduced)
         axes_index = graph.add_constant(f"{name}/axes", np.array(axes, np.int32))
-        if same_quantization:
+        if tensor.dtype == "float32":
+            quantization = None
+        elif same_quantization:
             quantization = _same_quantization(graph, x)
         elif tensor.dtype == "int16":
             quantization = {"scale": tensor.scale * p.log_uniform("output_scale_ratio", 0.5, 2.0), "zero_point": 0}
@@ -39,6 +43,31 @@ def _reducer(op: str, same_quantization: bool):
         graph.add_operator(op, [x, axes_index], [y], schema.ReducerOptionsT(keepDims=keep_dims))
         return y
     return add
+
+
+def _reduce_all(graph: GraphBuilder, p: Draw, x: int, name: str = "reduce_all") -> int:
+    """x > a constant of mostly low values (a bool tensor, true nine times in ten or so), REDUCE_ALL over
+    random axes, then SELECT_V2 between two int8 constants of x's quantization."""
+    tensor = graph.tensor(x)
+    same = {"scale": tensor.scale, "zero_point": tensor.zero_point}
+    bounds = graph.add_constant(f"{name}/bounds", p.rng.integers(-128, -100, tensor.shape).astype(np.int8), **same)
+    condition = graph.add_tensor(f"{name}/condition", "bool", tensor.shape)
+    graph.add_operator("GREATER", [x, bounds], [condition])
+    rank = len(tensor.shape)
+    axes = p("axes", lambda: sorted(int(a) - (rank if p.rng.random() < 0.3 else 0) for a in p.rng.choice(
+        rank, size=int(p.rng.integers(1, rank + 1)), replace=False)))  # some negative
+    keep_dims = p("keep_dims", lambda: bool(p.rng.random() < 0.5))
+    reduced_axes = {a % rank for a in axes}
+    out_shape = tuple(1 if i in reduced_axes else d for i, d in enumerate(tensor.shape)
+                      if keep_dims or i not in reduced_axes)
+    reduced = graph.add_tensor(f"{name}/all", "bool", out_shape)
+    graph.add_operator("REDUCE_ALL", [condition, graph.add_constant(f"{name}/axes", np.array(axes, np.int32))],
+                       [reduced], schema.ReducerOptionsT(keepDims=keep_dims))
+    when_true, when_false = (graph.add_constant(f"{name}/{k}", np.full(out_shape, v, np.int8), **same)
+                             for k, v in (("true", 100), ("false", -100)))
+    y = _output(graph, name, "int8", out_shape, same)
+    graph.add_operator("SELECT_V2", [reduced, when_true, when_false], [y])
+    return y
 
 
 def _arg(op: str, output_dtype: str):
@@ -78,6 +107,8 @@ register_cases({
     "REDUCE_MAX/int16": (_any_rank, _reducer("REDUCE_MAX", True), _SCALES, "int16"),
     "REDUCE_MIN/int16": (_any_rank, _reducer("REDUCE_MIN", True), _SCALES, "int16"),
     "MEAN/int16": (_any_rank, _reducer("MEAN", False), _SCALES, "int16"),
+    "REDUCE_ALL": (_any_rank, _reduce_all, _SCALES, "int8"),
+    "SUM/float32": (_any_rank, _reducer("SUM", True), _SCALES, "float32"),
     "ARG_MAX": (_any_rank, _arg("ARG_MAX", "int32"), _SCALES, "int8"),
     "ARG_MIN": (_any_rank, _arg("ARG_MIN", "int32"), _SCALES, "int8"),
     "RESIZE_NEAREST_NEIGHBOR": (_small_nhwc, _resizer("RESIZE_NEAREST_NEIGHBOR"), _SCALES, "int8"),

@@ -332,10 +332,13 @@ def _elu(graph: Graph, op: Operator) -> Lowered:
     """mlfbuild kernel: int8, TFLite's ELU table (its prepare's LUTPopulate of x < 0 ? expm1(x) : x, computed at import); float ELU refused.
 
     LiteRT's reference resolver has no ELU: its one kernel (activations.cc, the table) is the oracle.
-    A float ELU would run the C library's expm1f on the board, unchecked against LiteRT's there."""
+    No LiteRT kernel computes TFLite's float ELU (x < 0 ? expm1(x) : x): its builtin one approximates
+    expm1 its own way, an ulp away from the correctly rounded result, and from glibc's expm1f, for
+    about one negative input in fifteen — so a float ELU has nothing to be held to, even one whose
+    input a DEQUANTIZE gives (256 values, which could be tabulated)."""
     if tensor_at(graph, op, 0).dtype == "float32":
-        raise refuse(op, "a float32 ELU is not compiled (the board's expm1f is not held to LiteRT's); "
-                         "the int8 ELU is")
+        raise refuse(op, "a float32 ELU is not compiled: no LiteRT kernel computes TFLite's expm1 to hold it to "
+                         "(its builtin float ELU is an ulp off at times); the int8 ELU is")
     x, y = unary_io(graph, op, ("int8",))
     return table_lookup(op, x, y, lut8(op, x, y, _float_fn(lambda v: math.expm1(v) if v < 0 else v)))
 
@@ -824,14 +827,60 @@ def _requantize_int16(op: Operator, x: Tensor, y: Tensor) -> Lowered:
     return loop(op, x, y, [f"const int32_t scaled = {scaled};", f"const int8_t out = (int8_t){c_clamp('scaled', -128, 127)};"])
 
 
+# Requantizations between integer types that TFLM runs and LiteRT checks, beyond int8/int16 ↔ int8/int16
+# (LiteRT has no int8 → int32 QUANTIZE: that one stays refused).
+_REQUANTIZED_PAIRS = {("int32", "int8"), ("int32", "int16"), ("int8", "uint8"), ("uint8", "int8")}
+_INTEGER_LIMITS = {"int8": (-128, 127), "uint8": (0, 255), "int16": (-32768, 32767), "int32": (-2 ** 31, 2 ** 31 - 1)}
+_INTEGER_CTYPES = {"int8": "int8_t", "uint8": "uint8_t", "int16": "int16_t", "int32": "int32_t"}
+
+
+def _requantize_pair(op: Operator, x: Tensor, y: Tensor) -> Lowered:
+    """TFLite's Requantize from int32 to int8/int16, or between int8 and uint8: (in − zero point)
+    rescaled by input/output scale, + the output's zero point, clamped to its type."""
+    for t in (x, y):
+        if t.quantization is None or t.quantization.per_channel:
+            raise refuse(op, f"tensor {t.describe()} has no per-tensor quantization")
+        if not (math.isfinite(t.quantization.scale) and 1e-15 <= t.quantization.scale <= 1e15):
+            raise refuse(op, f"tensor {t.describe()} has scale {t.quantization.scale}, outside 1e-15..1e15")
+        lo, hi = _INTEGER_LIMITS[t.dtype]
+        if not lo <= t.quantization.zero_point <= hi:
+            raise refuse(op, f"tensor {t.describe()} has zero point {t.quantization.zero_point}, outside {t.dtype}")
+    x_zp, y_zp = x.quantization.zero_point, y.quantization.zero_point
+    if x.dtype == "int32" and x_zp != 0:
+        raise refuse(op, f"the int32 input {x.describe()} has zero point {x_zp}; TFLite's int32 (input − zero point) "
+                         "would overflow, so only 0 is supported")
+    lo, hi = _INTEGER_LIMITS[x.dtype]
+    ratio = float(x.quantization.scale) / float(y.quantization.scale)
+    multiplier, shift = q.quantize_multiplier(ratio)
+    largest = max(hi - x_zp, x_zp - lo)  # the largest |input − zero point|
+    check_requantize(op, largest, shift)
+    if largest * ratio + 1 + abs(y_zp) > (1 << 31) - 1:
+        raise refuse(op, f"scales {x.quantization.scale} → {y.quantization.scale} and zero point {y_zp} take "
+                         "TFLite's int32 result past int32")
+    out_lo, out_hi = _INTEGER_LIMITS[y.dtype]
+    ctype = _INTEGER_CTYPES[y.dtype]
+    expression = [f"const int32_t scaled = {REQUANTIZE_FUNCTION}((int32_t)in - ({x_zp}), {multiplier}, {shift}) + ({y_zp});",
+                  f"const {ctype} out = ({ctype}){c_clamp('scaled', out_lo, out_hi)};"]
+    cin = _INTEGER_CTYPES[x.dtype]
+    body = [f"  for (int32_t i = 0; i < {count(x)}; ++i) {{", f"    const {cin} in = input_[i];",
+            *[f"    {line}" for line in expression], "    output_[i] = out;", "  }", "  return 0;"]
+    operands = [Operand(f"{cin}*", "input_", x.index), Operand(f"{ctype}*", "output_", y.index)]
+    same_size = np.dtype(x.dtype).itemsize == np.dtype(y.dtype).itemsize
+    return Lowered(op, "", operands, body, kernel=True, in_place=same_size)
+
+
 def _quantize(graph: Graph, op: Operator) -> Lowered:
-    """mlfbuild kernel: float32 → int8/int16 (TFLite's AffineQuantize, in float), or a requantization between int8 and int16 or from int16 to int32 (TFLite's Requantize; int16 → int16 symmetric, int16 → int8/int32 of any zero point)."""
+    """mlfbuild kernel: float32 → int8/int16 (TFLite's AffineQuantize, in float), or a requantization (TFLite's Requantize) between int8 and int16, from int16 to int32, from int32 to int8/int16, between int8 and uint8 (int16 → int16 symmetric, int16 → int8/int32 of any zero point, int32 of zero point 0); int8 → int32 refused (LiteRT has none to check it against)."""
     x, y = tensor_at(graph, op, 0), tensor_at(graph, op, 0, output=True)
     if x.dtype == "int16" and y.dtype in ("int8", "int32"):
         return _requantize_int16(op, x, y)
+    if (x.dtype, y.dtype) in _REQUANTIZED_PAIRS:
+        return _requantize_pair(op, x, y)
+    if x.dtype == "int8" and y.dtype == "int32":
+        raise refuse(op, "an int8 → int32 QUANTIZE is not compiled: LiteRT has none to hold TFLM's to")
     if y.dtype not in ("int8", "int16") or y.quantization is None or y.quantization.per_channel:
-        raise refuse(op, f"only quantization to per-tensor int8 or int16 (or from int16 to int32) is supported, "
-                         f"not {y.describe()}")
+        raise refuse(op, f"only quantization to per-tensor int8 or int16 (or from int16 to int32, from int32 to "
+                         f"int8/int16, between int8 and uint8) is supported, not {y.describe()}")
     quantized(op, y)
     zp, (qmin, qmax) = y.quantization.zero_point, LIMITS[y.dtype]
     ctype = CTYPES[y.dtype]
