@@ -192,3 +192,34 @@ def test_an_argument_set_from_a_variable_named_like_a_parameter_of_the_callee_is
     body = ("  int32_t a = 3;\n  int32_t x = a + 1;\n  int32_t y = helper(x, a);\n"
             "  for (int32_t i = 0; i < 10; ++i) { out[i] = (int8_t)(p0[i] + y); }")
     assert not _pool(body, globals_=globals_).problem
+
+
+_SEALED_HELPERS = """static inline int32_t scaled(int32_t value, int32_t shift) {
+  int32_t sum = 0;
+  for (int32_t k = 0; k < 4; ++k) { sum += (value << k) >> shift; }
+  return sum;
+}
+static inline int32_t twice_scaled(int32_t value) { return scaled(value, 1) + scaled(value, 2); }
+static inline int32_t through(int8_t* data, int32_t index) {
+  int32_t sum = 0;
+  for (int32_t k = 0; k < 4; ++k) { sum += data[index + k]; }
+  return sum;
+}"""
+
+
+def _calls(helper: str, sites: int) -> str:
+    lines = [f"  out[{i}] = (int8_t){helper % {'i': i}};" for i in range(sites)]
+    return "\n".join(lines) + "\n" + COPY
+
+
+def test_a_sealed_helper_is_followed_once_per_argument_ranges_and_one_that_takes_a_pointer_every_time(monkeypatch):
+    """A helper of integers alone that names neither the pool nor the allocator does the same whatever
+    the call: 60 calls with the same ranges cost one. A helper handed a pointer is followed at every
+    call, its reads of the pool each counted."""
+    from mlfbuild.canalysis import interpreter
+
+    monkeypatch.setattr(interpreter, "WORK_LIMIT", 4_000)
+    sealed = _pool(_calls("twice_scaled(p0[%(i)s])", 60), globals_=_SEALED_HELPERS)
+    assert _sizes(sealed)["sid_1_let"] == 100
+    followed = _pool(_calls("through(p0, %(i)s)", 60), globals_=_SEALED_HELPERS)
+    assert "more than 4,000 expressions" in followed.problem
