@@ -291,3 +291,90 @@ def test_mve_depthwise_layers_equal_litert_on_the_cortex_m55(cmsis_nn, tmp_path)
 def test_many_mve_depthwise_layers_equal_litert_on_the_cortex_m55(cmsis_nn, tmp_path):
     model = bundle_model(np.random.default_rng(47), MVE_DEPTHWISE + DEPTHWISE).write(tmp_path / "dw.tflite")
     check_against_litert(model, "mps3-an547", cmsis_nn("v6.0.0"), tmp_path / "m55", samples=4)
+
+
+def _convolution(channels: int, out_channels: int, kernel=(3, 3), stride=(1, 1), padding="SAME", **more):
+    return _pointwise(channels, out_channels, kernel_h=kernel[0], kernel_w=kernel[1], stride_h=stride[0],
+                      stride_w=stride[1], padding=padding, batch=1, **more)
+
+
+# convolutions for the MVE kernel (input channels a multiple of 16, a window row of at most 4 vectors):
+# borders, an odd width (a row's last pixel alone), strides, a dilation, 1x1 of stride 2, extreme zero
+# points, activations, a shift >= 0 (the left shift), VALID windows, a 2-channel output
+MVE_CONVOLUTION = [
+    _convolution(16, 6, height=6, width=7),
+    _convolution(16, 8, stride=(2, 2), height=9, width=8, activation="RELU6"),
+    _convolution(32, 4, kernel=(1, 1), stride=(2, 2), height=6, width=5),
+    _convolution(16, 2, kernel=(3, 2), dilation_h=2, dilation_w=2, height=7, width=6, input_zero_point=-128,
+                 output_zero_point=127, activation="NONE"),
+    _convolution(16, 4, padding="VALID", height=5, width=6, input_zero_point=127, output_zero_point=-128),
+    _convolution(16, 4, height=4, width=4, output_scale_ratio=0.0001),
+    _convolution(64, 4, kernel=(1, 1), stride=(2, 1), height=3, width=4),
+]
+
+
+def test_convolutions_over_16_channel_windows_get_an_mve_kernel(tmp_path):
+    """The MVE kernel where a window row is at most 4 vectors; CMSIS-NN's call (and the DSP kernel)
+    for 1x1 of stride 1, rows of more vectors, input channels not a multiple of 16, odd outputs."""
+    kept = [_pointwise(16, 4), _convolution(32, 4, height=4, width=4), _convolution(8, 4, height=4, width=4),
+            _convolution(16, 3, height=4, width=4)]
+    model = bundle_model(np.random.default_rng(7), MVE_CONVOLUTION + kept).write(tmp_path / "m.tflite")
+    import_tflite(model, tmp_path / "m.tar")
+    source = _lib2(tmp_path / "m.tar")
+    assert source.count("(void)global_workspace_var;\n#if MLF_MVE_KERNELS") == len(MVE_CONVOLUTION)
+    assert source.count("static const int32_t folded_bias[") == len(MVE_CONVOLUTION)
+    assert source.count("arm_convolve_wrapper_s8(") == len(MVE_CONVOLUTION) + len(kept)  # the call stays
+    # both pixels' windows inside: each tap's vectors unrolled (9 in the first layer's row loop of 3)
+    first = source.split("(void)global_workspace_var;\n#if MLF_MVE_KERNELS", 2)[1]
+    assert first.split("} else {")[0].count("vmladavaq_s8(a00, x0, w0)") == 3
+    assert source.count("(mlf_mve_requantize(sums") == 2  # the left shift: its layer's two paths
+    assert source.count("mlf_mve_store_first(") == 2 + 2  # the odd widths' last pixel (and the helpers)
+
+
+@pytest.mark.qemu
+@pytest.mark.cross
+def test_mve_convolutions_equal_litert_on_the_cortex_m55(cmsis_nn, tmp_path):
+    """VMLADAVA, the scatter store and the predicated store on mps3-an547; the pool proven."""
+    cases = MVE_CONVOLUTION[:4] + MVE_CONVOLUTION[5:6]
+    model = bundle_model(np.random.default_rng(48), cases).write(tmp_path / "conv.tflite")
+    steps = import_tflite(model, tmp_path / "conv.tar").steps
+    assert sum("vmladavaq_s8" in "\n".join(step.body) for step in steps) == len(cases)
+    check_against_litert(model, "mps3-an547", cmsis_nn("v6.0.0"), tmp_path / "m55", samples=2)
+    (pool,) = [m["workspace_pool"] for m in json.loads((tmp_path / "m55" / "build.json").read_text())["models"]]
+    assert "not proven" not in pool["reason"] and "beyond" not in pool["reason"]
+
+
+def _random_mve_convolutions(rng: np.random.Generator, count: int) -> list:
+    cases = []
+    for _ in range(count):
+        kernel = (int(rng.integers(1, 4)), int(rng.choice([1, 3])))
+        stride = (int(rng.integers(1, 3)), int(rng.integers(1, 3)) if kernel != (1, 1) else 2)
+        cases.append(_convolution(16 * int(rng.integers(1, 3)) if kernel[1] == 1 else 16, 2 * int(rng.integers(1, 5)),
+                                  kernel=kernel, stride=stride, padding=str(rng.choice(["SAME", "VALID"])),
+                                  height=int(rng.integers(3, 9)), width=int(rng.integers(3, 9))))
+    return cases
+
+
+@pytest.mark.exhaustive
+@pytest.mark.qemu
+@pytest.mark.cross
+def test_many_mve_convolutions_equal_litert_on_the_cortex_m55(cmsis_nn, tmp_path):
+    cases = MVE_CONVOLUTION + _random_mve_convolutions(np.random.default_rng(49), 12)
+    model = bundle_model(np.random.default_rng(50), cases).write(tmp_path / "conv.tflite")
+    check_against_litert(model, "mps3-an547", cmsis_nn("v6.0.0"), tmp_path / "m55", samples=4)
+
+
+@pytest.mark.exhaustive
+@pytest.mark.qemu
+@pytest.mark.cross
+def test_generated_ic_equals_litert_on_the_cortex_m55_over_100_samples(cmsis_nn, models_dir, tmp_path):
+    """ic (five convolutions on the MVE convolution kernel) on mps3-an547, bit for bit with LiteRT."""
+    mlf = tmp_path / "ic.tar"
+    result = import_tflite(models_dir / "pretrainedResnet_quant.tflite", mlf)
+    assert sum("vmladavaq_s8" in "\n".join(step.body) for step in result.steps) == 5
+    built = cli("build", str(mlf), "-b", "mps3-an547", "--cmsis-nn", str(cmsis_nn("v6.0.0")), "-o", str(tmp_path / "m55"))
+    assert built.returncode == 0, built.stderr
+    assert "not proven" not in built.stdout + built.stderr
+    run = cli("run", str(tmp_path / "m55"), "--samples", "100", "--atol", "0", "--json")
+    assert run.returncode == 0, run.stderr
+    assert all(o["max_abs_error"] == 0 for o in json.loads(run.stdout)["models"][0]["outputs"])

@@ -276,8 +276,8 @@ def convolution_body(window, out_c: int, in_zero: int, out_zero: int, clamp: tup
                 f"{indent}  int32x4_t sums = vsetq_lane_s32(a00, vdupq_n_s32(0), 0);",
                 f"{indent}  sums = vsetq_lane_s32(a01, sums, 1); sums = vsetq_lane_s32(a10, sums, 2);",
                 f"{indent}  sums = vsetq_lane_s32(a11, sums, 3);",
-                f"{indent}  sums = vaddq_n_s32({requantize}(sums, vldrwq_s32(multipliers + pair * 4), "
-                f"vldrwq_s32(shifts + pair * 4)), {out_zero});",
+                (f"{indent}  sums = vaddq_n_s32({requantize}(sums, vldrwq_s32(multipliers + pair * 4), "
+                 f"vldrwq_s32(shifts + pair * 4)), {out_zero});"),
                 f"{indent}  sums = vminq_s32(vmaxq_s32(sums, vdupq_n_s32({lo})), vdupq_n_s32({hi}));"]
 
     inside = [f"        for (int32_t ky = 0; ky < {k_h}; ++ky) {{",
@@ -310,13 +310,16 @@ def convolution_body(window, out_c: int, in_zero: int, out_zero: int, clamp: tup
              f"          mlf_mve_store_pair({out}, {out_c}, sums);",
              "        }",
              "      } else {",
-             *[f"  {line}" for line in channel_pairs("      ", edge)],
-             f"          if (ox < {out_w - 1}) {{",
-             f"            mlf_mve_store_pair({out}, {out_c}, sums);",
-             "          } else {",
-             f"            mlf_mve_store_first({out}, sums);",
-             "          }",
-             "        }",
+             *[f"  {line}" for line in channel_pairs("      ", edge)]]
+    if out_w % 2:  # a row's last pixel alone
+        lines += [f"          if (ox < {out_w - 1}) {{",
+                  f"            mlf_mve_store_pair({out}, {out_c}, sums);",
+                  "          } else {",
+                  f"            mlf_mve_store_first({out}, sums);",
+                  "          }"]
+    else:
+        lines += [f"          mlf_mve_store_pair({out}, {out_c}, sums);"]
+    lines += ["        }",
              "      }",
              "    }", "  }", "  return 0;"]
     return lines
