@@ -310,35 +310,45 @@ MVE_CONVOLUTION = [
     _convolution(16, 4, padding="VALID", height=5, width=6, input_zero_point=127, output_zero_point=-128),
     _convolution(16, 4, height=4, width=4, output_scale_ratio=0.0001),
     _convolution(64, 4, kernel=(1, 1), stride=(2, 1), height=3, width=4),
+    _convolution(32, 4, height=5, width=5, activation="RELU"),
 ]
 
 
-def test_convolutions_over_16_channel_windows_get_an_mve_kernel(tmp_path):
-    """The MVE kernel where a window row is at most 4 vectors; CMSIS-NN's call (and the DSP kernel)
-    for 1x1 of stride 1, rows of more vectors, input channels not a multiple of 16, odd outputs."""
-    kept = [_pointwise(16, 4), _convolution(32, 4, height=4, width=4), _convolution(8, 4, height=4, width=4),
-            _convolution(16, 3, height=4, width=4)]
+def test_convolutions_over_16_channel_taps_get_an_mve_kernel(tmp_path):
+    """The MVE kernel for input channels a multiple of 16 and even output channels; CMSIS-NN's call
+    (and the DSP kernel) for 1x1 of stride 1, other input channels, odd outputs."""
+    kept = [_pointwise(16, 4), _convolution(8, 4, height=4, width=4), _convolution(16, 3, height=4, width=4)]
     model = bundle_model(np.random.default_rng(7), MVE_CONVOLUTION + kept).write(tmp_path / "m.tflite")
     import_tflite(model, tmp_path / "m.tar")
     source = _lib2(tmp_path / "m.tar")
     assert source.count("(void)global_workspace_var;\n#if MLF_MVE_KERNELS") == len(MVE_CONVOLUTION)
     assert source.count("static const int32_t folded_bias[") == len(MVE_CONVOLUTION)
     assert source.count("arm_convolve_wrapper_s8(") == len(MVE_CONVOLUTION) + len(kept)  # the call stays
-    # both pixels' windows inside: each tap's vectors unrolled (9 in the first layer's row loop of 3)
-    first = source.split("(void)global_workspace_var;\n#if MLF_MVE_KERNELS", 2)[1]
-    assert first.split("} else {")[0].count("vmladavaq_s8(a00, x0, w0)") == 3
+    layers = source.split("(void)global_workspace_var;\n#if MLF_MVE_KERNELS")[1:]
+    # a 3x3 window read in place, three rows of three taps, 4 rows of 7 pixels of 16 channels apart
+    assert "MLF_MVE_WINDOW_2X2(a00, a01, a10, a11, in, in + 16, f, f + 144, 3, 3, 64);" in layers[0]
+    # a dilated window (3x2, dilation 2): a row of two taps 16 bytes apart for each of its rows
+    dilated = "MLF_MVE_WINDOW_2X2(a00, a01, a10, a11, in + ky * 192, in + ky * 192 + 16, f + ky * 32, f + ky * 32 + 96"
+    assert f"{dilated}, 2, 1, 16);" in layers[3]
+    # a 1x1 window of two vectors, read at constant offsets
+    assert layers[2].split("} else {")[0].count("vmladavaq_s8(a00, x0, w0)") == 2
+    # windows across the padding copied to the stack once for all channels
+    assert all("int8_t windows[" in layer and "vstrbq_s8(windows + " in layer for layer in layers)
     assert source.count("(mlf_mve_requantize(sums") == 2  # the left shift: its layer's two paths
-    assert source.count("mlf_mve_store_first(") == 2 + 2  # the odd widths' last pixel (and the helpers)
+    assert source.count("mlf_mve_store_first(") == 3 * 2 + 2  # the odd widths' last pixel (and the helpers)
+
+
+def _mve_convolutions(steps) -> int:
+    return sum(1 for step in steps if step.function == "arm_convolve_wrapper_s8" and "#if MLF_MVE_KERNELS" in step.body)
 
 
 @pytest.mark.qemu
 @pytest.mark.cross
 def test_mve_convolutions_equal_litert_on_the_cortex_m55(cmsis_nn, tmp_path):
     """VMLADAVA, the scatter store and the predicated store on mps3-an547; the pool proven."""
-    cases = MVE_CONVOLUTION[:4] + MVE_CONVOLUTION[5:6]
+    cases = MVE_CONVOLUTION[:4] + MVE_CONVOLUTION[7:]
     model = bundle_model(np.random.default_rng(48), cases).write(tmp_path / "conv.tflite")
-    steps = import_tflite(model, tmp_path / "conv.tar").steps
-    assert sum("vmladavaq_s8" in "\n".join(step.body) for step in steps) == len(cases)
+    assert _mve_convolutions(import_tflite(model, tmp_path / "conv.tar").steps) == len(cases)
     check_against_litert(model, "mps3-an547", cmsis_nn("v6.0.0"), tmp_path / "m55", samples=2)
     (pool,) = [m["workspace_pool"] for m in json.loads((tmp_path / "m55" / "build.json").read_text())["models"]]
     assert "not proven" not in pool["reason"] and "beyond" not in pool["reason"]
@@ -368,10 +378,10 @@ def test_many_mve_convolutions_equal_litert_on_the_cortex_m55(cmsis_nn, tmp_path
 @pytest.mark.qemu
 @pytest.mark.cross
 def test_generated_ic_equals_litert_on_the_cortex_m55_over_100_samples(cmsis_nn, models_dir, tmp_path):
-    """ic (five convolutions on the MVE convolution kernel) on mps3-an547, bit for bit with LiteRT."""
+    """ic (eight convolutions on the MVE convolution kernel) on mps3-an547, bit for bit with LiteRT."""
     mlf = tmp_path / "ic.tar"
     result = import_tflite(models_dir / "pretrainedResnet_quant.tflite", mlf)
-    assert sum("vmladavaq_s8" in "\n".join(step.body) for step in result.steps) == 5
+    assert _mve_convolutions(result.steps) == 8  # all but the first (3 input channels)
     built = cli("build", str(mlf), "-b", "mps3-an547", "--cmsis-nn", str(cmsis_nn("v6.0.0")), "-o", str(tmp_path / "m55"))
     assert built.returncode == 0, built.stderr
     assert "not proven" not in built.stdout + built.stderr

@@ -20,7 +20,7 @@ from .tflite import Graph
 from .window import batch_one_layer, layer_window
 
 MVE_FUNCTION = "mlf_mve_requantize"
-MVE_C = """#if defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 1)
+MVE_C = r"""#if defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 1)
 #define MLF_MVE_KERNELS 1
 #if defined(MLF_POOL_ANALYSIS)
 /* What the pool analysis reads instead of <arm_mve.h> (which pycparser cannot parse): each load and
@@ -34,11 +34,16 @@ static inline int32_t vldrbq_s16(const int8_t* p) { return p[0] + p[7]; }
 static inline int32_t vldrwq_s32(const int32_t* p) { return p[0] + p[3]; }
 static inline void vstrbq_s16(int8_t* p, int32_t v) { p[0] = (int8_t)v; p[7] = (int8_t)v; }
 static inline int32_t vldrbq_s8(const int8_t* p) { return p[0] + p[15]; }
+static inline void vstrbq_s8(int8_t* p, int32_t v) { p[0] = (int8_t)v; p[15] = (int8_t)v; }
 static inline void mlf_mve_store_pair(int8_t* p, int32_t step, int32_t v) { p[0] = (int8_t)v; p[step + 1] = (int8_t)v; }
 static inline void mlf_mve_store_first(int8_t* p, int32_t v) { p[0] = (int8_t)v; p[1] = (int8_t)v; }
 #define vdupq_n_s8(a) ((int32_t)(a))
 #define vmladavaq_s8(a, x, y) ((a) + (x) + (y))
 #define vsetq_lane_s32(a, v, lane) ((a) + (v))
+#define MLF_MVE_WINDOW_2X2(s00, s01, s10, s11, x0, x1, w0, w1, rows, count, jump) { \
+    const int32_t mlf_last = ((rows) - 1) * ((count) * 16 + (jump)) + (count) * 16 - 1; \
+    s00 += (x0)[0] + (x0)[mlf_last] + (x1)[0] + (x1)[mlf_last] + (w0)[0] + (w1)[0]; \
+    s01 += s00; s10 += s00; s11 += s00; }
 #define vdupq_n_s16(a) ((int32_t)(a))
 #define vdupq_n_s32(a) ((int32_t)(a))
 #define vaddq_s32(a, b) ((a) + (b))
@@ -75,6 +80,41 @@ static inline __attribute__((always_inline)) int32x4_t mlf_mve_requantize_right(
   const int32x4_t high = vqrdmulhq_s32(value, multiplier);
   return vrshlq_s32(vqaddq_s32(high, vshrq_n_s32(vandq_s32(high, shift), 31)), shift);
 }
+/* Two pixels' windows times two channels' filters, four sums (s00: the first pixel's first channel,
+   s01 its second, s10 and s11 the second pixel's): `rows` rows of `count` vectors from x0 and x1
+   (`jump` bytes from a row's end to the next row's start), the filters contiguous from w0 and w1.
+   Written out: gcc spills the sums and computes each load's address (ic's 64-channel rows: 16
+   instructions per 64 products, here 9), since the sums must lie in even registers. */
+#define MLF_MVE_WINDOW_2X2(s00, s01, s10, s11, x0, x1, w0, w1, rows, count, jump) { \
+    const int8_t* mlf_x0 = (x0); const int8_t* mlf_x1 = (x1); \
+    const int8_t* mlf_w0 = (w0); const int8_t* mlf_w1 = (w1); int32_t mlf_rows = (rows); \
+    __asm__ volatile("2: vldrb.8 q0, [%[xa]], #16\n" \
+                     "   vldrb.8 q1, [%[wa]], #16\n" \
+                     "   wls lr, %[n], 3f\n" \
+                     "1: vmladava.s8 %[sa], q0, q1\n" \
+                     "   vldrb.8 q2, [%[wb]], #16\n" \
+                     "   vmladava.s8 %[sb], q0, q2\n" \
+                     "   vldrb.8 q3, [%[xb]], #16\n" \
+                     "   vmladava.s8 %[sc], q3, q1\n" \
+                     "   vldrb.8 q0, [%[xa]], #16\n" \
+                     "   vmladava.s8 %[sd], q3, q2\n" \
+                     "   vldrb.8 q1, [%[wa]], #16\n" \
+                     "   le lr, 1b\n" \
+                     "3: vmladava.s8 %[sa], q0, q1\n" \
+                     "   vldrb.8 q2, [%[wb]], #16\n" \
+                     "   vmladava.s8 %[sb], q0, q2\n" \
+                     "   vldrb.8 q3, [%[xb]], #16\n" \
+                     "   vmladava.s8 %[sc], q3, q1\n" \
+                     "   vmladava.s8 %[sd], q3, q2\n" \
+                     "   add %[xa], %[xa], %[skip]\n" \
+                     "   add %[xb], %[xb], %[skip]\n" \
+                     "   subs %[left], %[left], #1\n" \
+                     "   bne 2b\n" \
+                     : [sa] "+&Te"(s00), [sb] "+&Te"(s01), [sc] "+&Te"(s10), [sd] "+&Te"(s11), \
+                       [xa] "+&r"(mlf_x0), [xb] "+&r"(mlf_x1), [wa] "+&r"(mlf_w0), [wb] "+&r"(mlf_w1), \
+                       [left] "+&r"(mlf_rows) \
+                     : [n] "r"((count) - 1), [skip] "r"(jump) \
+                     : "q0", "q1", "q2", "q3", "lr", "memory", "cc"); }
 /* Two output channels of two pixels (lanes 0-1 the first pixel's, 2-3 the second's, `step` bytes on)
    as bytes; and of the first pixel alone (a row's last pixel of an odd width). */
 static inline __attribute__((always_inline)) void mlf_mve_store_pair(int8_t* p, int32_t step, int32x4_t v) {
@@ -198,13 +238,10 @@ def _depthwise(graph: Graph, step) -> list[str] | None:
 
 
 VECTOR = 16  # int8 values an MVE vector holds: a convolution's input channels come in whole vectors
-# Which convolutions are generated, from measured per-layer figures (Cortex-M55, mps3-an547, -Os, `run
-# --profile`, against CMSIS-NN v7.0.0's MVE calls, ic): where a window row holds at most 4 vectors (its
-# loads at immediate offsets) the layer took 0.56-0.81x the instructions and 0.62-0.95x the estimated
-# cycles (3x3 over 16 channels, 1x1 of stride 2 over 16 and 32); 3x3 over 32 and 64 channels (6 and 12
-# vectors a row: an address computed for most loads, sums spilled) 1.02-1.48x the instructions and
-# 1.23-1.90x the cycles, so those keep CMSIS-NN's call.
-MAX_ROW_VECTORS = 4
+# A window of at most this many vectors is read at constant offsets, unrolled (ic's 1x1 layers of
+# stride 2 over 16 and 32 channels: 84,467 and 53,107 instructions; through MLF_MVE_WINDOW_2X2's loop,
+# whose set-up a window of one or two vectors does not repay, 130,233 and 77,565).
+UNROLLED_VECTORS = 4
 
 
 def _folded_bias(step, filters: np.ndarray, in_zero: int) -> np.ndarray:
@@ -223,8 +260,7 @@ def _pair_lanes(values: np.ndarray) -> np.ndarray:
 
 def _convolution(graph: Graph, step) -> list[str] | None:
     """A convolution of batch 1 over input channels a multiple of 16 and output channels a multiple of
-    2 whose window row holds at most MAX_ROW_VECTORS vectors, other than 1x1 of stride 1 (CMSIS-NN's
-    1x1 kernel reads the input in place, as this does)."""
+    2, other than 1x1 of stride 1 (CMSIS-NN's 1x1 kernel reads the input in place, as this does)."""
     op = step.operator
     layer = batch_one_layer(graph, op)
     if layer is None:
@@ -234,7 +270,7 @@ def _convolution(graph: Graph, step) -> list[str] | None:
     if in_c % VECTOR or out_c % 2 or w.shape[0] != out_c or w.shape[3] != in_c:
         return None
     window = layer_window(op, x, w, y)
-    if (window.kernel == (1, 1) and window.stride == (1, 1)) or window.kernel[1] * in_c > MAX_ROW_VECTORS * VECTOR:
+    if window.kernel == (1, 1) and window.stride == (1, 1):
         return None
     filters = _constant(step, "filter_").reshape(out_c, -1).astype(np.int64)
     in_zero = int(x.quantization.zero_point)
@@ -249,77 +285,88 @@ def _convolution(graph: Graph, step) -> list[str] | None:
 
 def convolution_body(window, out_c: int, in_zero: int, out_zero: int, clamp: tuple[int, int],
                      requantize: str) -> list[str]:
-    """Two output channels of two neighbouring pixels at a time, four sums: each input vector (16
-    channels of a tap, read in place from the NHWC input: no im2col copy) and each filter vector
-    serve two VMLADAVAs (16 products summed into a scalar). The input offset is folded into the
-    bias table, so the sums take the raw int8 values; a tap in the padding reads the zero point (it
-    then adds nothing, as TFLite skips it). Where both pixels' windows lie inside the input the taps
-    are unrolled at constant offsets; elsewhere each tap checks its row and column. The four sums are
-    requantised as one vector (multipliers and shifts laid out per channel pair at import)."""
+    """Two output channels of two neighbouring pixels at a time, four sums (MLF_MVE_WINDOW_2X2): each
+    input vector (16 channels of a tap) and each filter vector serve two VMLADAVAs (16 products summed
+    into a scalar). The input offset is folded into the bias table, so the sums take the raw int8
+    values. Where both pixels' windows lie inside the input they are read in place from the NHWC
+    input (no im2col copy); elsewhere the pair's two windows are first copied to the stack, each tap
+    in the padding as the zero point (it then adds nothing, as TFLite skips it), once for all the
+    output channels. The four sums are requantised as one vector (multipliers and shifts laid out per
+    channel pair at import)."""
     (in_h, in_w, in_c), (out_h, out_w) = window.in_hwc, window.out_hw
     (k_h, k_w), (s_h, s_w), (d_h, d_w), (p_h, p_w) = window.kernel, window.stride, window.dilation, window.padding
     (row_lo, row_hi), (col_lo, col_hi) = window.inside(0), window.inside(1)
     fan_in, vectors, next_pixel = k_h * k_w * in_c, in_c // VECTOR, s_w * in_c
-
-    def products(indent: str, load0: str, load1: str, tap: str) -> list[str]:
-        return [f"{indent}{{ const int8x16_t x0 = {load0}, x1 = {load1};",
-                f"{indent}  const int8x16_t w0 = vldrbq_s8(f + {tap}), w1 = vldrbq_s8(f + {fan_in} + {tap});",
-                f"{indent}  a00 = vmladavaq_s8(a00, x0, w0); a01 = vmladavaq_s8(a01, x0, w1);",
-                f"{indent}  a10 = vmladavaq_s8(a10, x1, w0); a11 = vmladavaq_s8(a11, x1, w1); }}"]
-
-    def channel_pairs(indent: str, taps: list[str]) -> list[str]:
-        lo, hi = clamp
-        return [f"{indent}for (int32_t pair = 0; pair < {out_c // 2}; ++pair) {{",
-                f"{indent}  const int8_t* f = filter_ + pair * {2 * fan_in};",
-                f"{indent}  int32_t a00 = folded_bias[pair * 2], a01 = folded_bias[pair * 2 + 1], a10 = a00, a11 = a01;",
-                *taps,
-                f"{indent}  int32x4_t sums = vsetq_lane_s32(a00, vdupq_n_s32(0), 0);",
-                f"{indent}  sums = vsetq_lane_s32(a01, sums, 1); sums = vsetq_lane_s32(a10, sums, 2);",
-                f"{indent}  sums = vsetq_lane_s32(a11, sums, 3);",
-                (f"{indent}  sums = vaddq_n_s32({requantize}(sums, vldrwq_s32(multipliers + pair * 4), "
-                 f"vldrwq_s32(shifts + pair * 4)), {out_zero});"),
-                f"{indent}  sums = vminq_s32(vmaxq_s32(sums, vdupq_n_s32({lo})), vdupq_n_s32({hi}));"]
-
-    inside = [f"        for (int32_t ky = 0; ky < {k_h}; ++ky) {{",
-              f"          const int8_t* row = in + ky * {d_h * in_w * in_c};"]
-    for kx in range(k_w):
-        for v in range(vectors):
-            at = kx * d_w * in_c + v * VECTOR
-            inside += products("            ", f"vldrbq_s8(row + {at})", f"vldrbq_s8(row + {at + next_pixel})",
-                               f"ky * {k_w * in_c} + {kx * in_c + v * VECTOR}")
-    inside += ["        }"]
-    edge = [f"        for (int32_t ky = 0; ky < {k_h}; ++ky) {{",
-            f"          const int32_t iy = oy * {s_h} - {p_h} + ky * {d_h};",
-            f"          for (int32_t kx = 0; kx < {k_w}; ++kx) {{",
-            f"            const int32_t ix0 = ox * {s_w} - {p_w} + kx * {d_w}, ix1 = ix0 + {s_w};",
-            f"            for (int32_t v = 0; v < {vectors}; ++v) {{",
-            "              int8x16_t in0 = zero_point, in1 = zero_point;",
-            f"              if (iy >= 0 && iy < {in_h} && ix0 >= 0 && ix0 < {in_w}) {{ in0 = vldrbq_s8(input_ + (iy * {in_w} + ix0) * {in_c} + v * {VECTOR}); }}",
-            f"              if (iy >= 0 && iy < {in_h} && ix1 >= 0 && ix1 < {in_w}) {{ in1 = vldrbq_s8(input_ + (iy * {in_w} + ix1) * {in_c} + v * {VECTOR}); }}",
-            *products("              ", "in0", "in1", f"(ky * {k_w} + kx) * {in_c} + v * {VECTOR}"),
-            "            }", "          }", "        }"]
+    lo, hi = clamp
     # the output's address written out at each store: the pool analysis then bounds it with the pixel
     # ranges the branches narrow
     out = f"output_ + (oy * {out_w} + ox) * {out_c} + pair * 2"
-    lines = [f"  const int8x16_t zero_point = vdupq_n_s8({in_zero});",
-             f"  for (int32_t oy = 0; oy < {out_h}; ++oy) {{",
-             f"    for (int32_t ox = 0; ox < {out_w}; ox += 2) {{",
-             f"      if (oy >= {row_lo} && oy <= {row_hi} && ox >= {col_lo} && ox <= {col_hi - 1}) {{",
-             f"        const int8_t* in = input_ + ((oy * {s_h} - {p_h}) * {in_w} + ox * {s_w} - {p_w}) * {in_c};",
-             *[f"  {line}" for line in channel_pairs("      ", inside)],
-             f"          mlf_mve_store_pair({out}, {out_c}, sums);",
-             "        }",
-             "      } else {",
-             *[f"  {line}" for line in channel_pairs("      ", edge)]]
     if out_w % 2:  # a row's last pixel alone
-        lines += [f"          if (ox < {out_w - 1}) {{",
-                  f"            mlf_mve_store_pair({out}, {out_c}, sums);",
-                  "          } else {",
-                  f"            mlf_mve_store_first({out}, sums);",
-                  "          }"]
+        store = [f"if (ox < {out_w - 1}) {{", f"  mlf_mve_store_pair({out}, {out_c}, sums);",
+                 "} else {", f"  mlf_mve_store_first({out}, sums);", "}"]
     else:
-        lines += [f"          mlf_mve_store_pair({out}, {out_c}, sums);"]
-    lines += ["        }",
-             "      }",
-             "    }", "  }", "  return 0;"]
-    return lines
+        store = [f"mlf_mve_store_pair({out}, {out_c}, sums);"]
+
+    def channel_pairs(indent: str, sums: list[str]) -> list[str]:
+        lines = ["for (int32_t pair = 0; pair < {half}; ++pair) {{".format(half=out_c // 2),
+                 f"  const int8_t* f = filter_ + pair * {2 * fan_in};",
+                 "  int32_t a00 = folded_bias[pair * 2], a01 = folded_bias[pair * 2 + 1], a10 = a00, a11 = a01;",
+                 *[f"  {line}" for line in sums],
+                 "  int32x4_t sums = vsetq_lane_s32(a00, vdupq_n_s32(0), 0);",
+                 "  sums = vsetq_lane_s32(a01, sums, 1); sums = vsetq_lane_s32(a10, sums, 2);",
+                 "  sums = vsetq_lane_s32(a11, sums, 3);",
+                 (f"  sums = vaddq_n_s32({requantize}(sums, vldrwq_s32(multipliers + pair * 4), "
+                  f"vldrwq_s32(shifts + pair * 4)), {out_zero});"),
+                 f"  sums = vminq_s32(vmaxq_s32(sums, vdupq_n_s32({lo})), vdupq_n_s32({hi}));",
+                 *[f"  {line}" for line in store], "}"]
+        return [indent + line for line in lines]
+
+    def window_2x2(x0: str, x1: str, w: str, rows: int, count: int, jump: int) -> str:
+        return f"MLF_MVE_WINDOW_2X2(a00, a01, a10, a11, {x0}, {x1}, {w}, {w} + {fan_in}, {rows}, {count}, {jump});"
+
+    if fan_in <= UNROLLED_VECTORS * VECTOR:  # each vector at a constant offset (1x1 windows)
+        taps = [(ky * d_h * in_w * in_c + kx * d_w * in_c + v * VECTOR, (ky * k_w + kx) * in_c + v * VECTOR)
+                for ky in range(k_h) for kx in range(k_w) for v in range(vectors)]
+        inside = []
+        for at, tap in taps:
+            inside += [f"{{ const int8x16_t x0 = vldrbq_s8(in + {at}), x1 = vldrbq_s8(in + {at + next_pixel});",
+                       f"  const int8x16_t w0 = vldrbq_s8(f + {tap}), w1 = vldrbq_s8(f + {fan_in + tap});",
+                       "  a00 = vmladavaq_s8(a00, x0, w0); a01 = vmladavaq_s8(a01, x0, w1);",
+                       "  a10 = vmladavaq_s8(a10, x1, w0); a11 = vmladavaq_s8(a11, x1, w1); }"]
+    elif d_w == 1:  # a window row is contiguous: one row of k_w taps after another
+        inside = [window_2x2("in", f"in + {next_pixel}", "f", k_h, k_w * vectors, (d_h * in_w - k_w) * in_c)]
+    else:  # each tap a row
+        inside = [f"for (int32_t ky = 0; ky < {k_h}; ++ky) {{",
+                  "  " + window_2x2(f"in + ky * {d_h * in_w * in_c}", f"in + ky * {d_h * in_w * in_c} + {next_pixel}",
+                                    f"f + ky * {k_w * in_c}", k_w, vectors, (d_w - 1) * in_c),
+                  "}"]
+    copy = [f"for (int32_t ky = 0; ky < {k_h}; ++ky) {{",
+            f"  const int32_t iy = oy * {s_h} - {p_h} + ky * {d_h};",
+            f"  for (int32_t kx = 0; kx < {k_w}; ++kx) {{",
+            f"    const int32_t ix0 = ox * {s_w} - {p_w} + kx * {d_w}, ix1 = ix0 + {s_w};",
+            f"    for (int32_t v = 0; v < {vectors}; ++v) {{",
+            "      int8x16_t in0 = zero_point, in1 = zero_point;",
+            f"      if (iy >= 0 && iy < {in_h} && ix0 >= 0 && ix0 < {in_w}) {{",
+            f"        in0 = vldrbq_s8(input_ + (iy * {in_w} + ix0) * {in_c} + v * {VECTOR});",
+            "      }",
+            f"      if (iy >= 0 && iy < {in_h} && ix1 >= 0 && ix1 < {in_w}) {{",
+            f"        in1 = vldrbq_s8(input_ + (iy * {in_w} + ix1) * {in_c} + v * {VECTOR});",
+            "      }",
+            f"      vstrbq_s8(windows + (ky * {k_w} + kx) * {in_c} + v * {VECTOR}, in0);",
+            f"      vstrbq_s8(windows + {fan_in} + (ky * {k_w} + kx) * {in_c} + v * {VECTOR}, in1);",
+            "    }", "  }", "}"]
+    # the windows on the stack are laid out as the filters: one row of fan_in/16 vectors each
+    edge = window_2x2("windows", f"windows + {fan_in}", "f", 1, fan_in // VECTOR, 0)
+    return [f"  const int8x16_t zero_point = vdupq_n_s8({in_zero});",
+            f"  int8_t windows[{2 * fan_in}];",
+            f"  for (int32_t oy = 0; oy < {out_h}; ++oy) {{",
+            # an even width's pairs end at its last pixel but one (the pool analysis then bounds the stores)
+            f"    for (int32_t ox = 0; ox < {out_w - 1 + out_w % 2}; ox += 2) {{",
+            f"      if (oy >= {row_lo} && oy <= {row_hi} && ox >= {col_lo} && ox <= {col_hi - 1}) {{",
+            f"        const int8_t* in = input_ + ((oy * {s_h} - {p_h}) * {in_w} + ox * {s_w} - {p_w}) * {in_c};",
+            *channel_pairs("        ", inside),
+            "      } else {",
+            *[f"        {line}" for line in copy],
+            *channel_pairs("        ", [edge]),
+            "      }",
+            "    }", "  }", "  return 0;"]
