@@ -314,6 +314,15 @@ MVE_CONVOLUTION = [
 ]
 
 
+# first layers of fewer channels (a window row of at most 16 bytes): an image's three, a spectrogram's
+# one, an odd width, extreme zero points
+MVE_FEW_CHANNELS = [
+    _convolution(3, 8, stride=(2, 2), height=9, width=8, activation="RELU6"),
+    _convolution(1, 4, kernel=(10, 4), stride=(2, 2), height=12, width=6),
+    _convolution(3, 2, height=5, width=5, input_zero_point=-128, output_zero_point=127, activation="NONE"),
+]
+
+
 def test_convolutions_over_16_channel_taps_get_an_mve_kernel(tmp_path):
     """The MVE kernel for input channels a multiple of 16 and even output channels; CMSIS-NN's call
     (and the DSP kernel) for 1x1 of stride 1, other input channels, odd outputs."""
@@ -338,6 +347,19 @@ def test_convolutions_over_16_channel_taps_get_an_mve_kernel(tmp_path):
     assert source.count("mlf_mve_store_first(") == 3 * 2 + 2  # the odd widths' last pixel (and the helpers)
 
 
+def test_first_layers_of_few_channels_get_an_mve_kernel_over_padded_windows(tmp_path):
+    """Every window copied (a row of taps a predicated load and store), the filters padded to whole
+    vectors in flash; rows of more than 16 bytes and dilated rows keep CMSIS-NN's call."""
+    kept = [_convolution(8, 4, height=4, width=4), _convolution(3, 4, dilation_h=1, dilation_w=2, height=6, width=6)]
+    model = bundle_model(np.random.default_rng(8), MVE_FEW_CHANNELS + kept).write(tmp_path / "m.tflite")
+    assert _mve_convolutions(import_tflite(model, tmp_path / "m.tar").steps) == len(MVE_FEW_CHANNELS)
+    layers = _lib2(tmp_path / "m.tar").split("(void)global_workspace_var;\n#if MLF_MVE_KERNELS")[1:]
+    assert "static const int8_t padded_filters[256] = {" in layers[0]  # 8 channels of 27 values, padded to 32
+    assert "mlf_mve_store_bytes(windows + ky * 9, 9, mlf_mve_load_bytes(at, 9));" in layers[0]
+    assert "vstrbq_s8(windows + 16, vdupq_n_s8(0));" in layers[0]  # the padding of both windows zeroed once
+    assert "MLF_MVE_WINDOW_2X2(a00, a01, a10, a11, windows, windows + 48, f, f + 48, 1, 3, 0);" in layers[1]
+
+
 def _mve_convolutions(steps) -> int:
     return sum(1 for step in steps if step.function == "arm_convolve_wrapper_s8" and "#if MLF_MVE_KERNELS" in step.body)
 
@@ -346,7 +368,7 @@ def _mve_convolutions(steps) -> int:
 @pytest.mark.cross
 def test_mve_convolutions_equal_litert_on_the_cortex_m55(cmsis_nn, tmp_path):
     """VMLADAVA, the scatter store and the predicated store on mps3-an547; the pool proven."""
-    cases = MVE_CONVOLUTION[:4] + MVE_CONVOLUTION[7:]
+    cases = MVE_CONVOLUTION[:4] + MVE_CONVOLUTION[7:] + MVE_FEW_CHANNELS[1:]
     model = bundle_model(np.random.default_rng(48), cases).write(tmp_path / "conv.tflite")
     assert _mve_convolutions(import_tflite(model, tmp_path / "conv.tar").steps) == len(cases)
     check_against_litert(model, "mps3-an547", cmsis_nn("v6.0.0"), tmp_path / "m55", samples=2)
@@ -360,7 +382,7 @@ def _random_mve_convolutions(rng: np.random.Generator, count: int) -> list:
         kernel = (int(rng.integers(1, 4)), int(rng.integers(1, 4)))
         stride = (int(rng.integers(1, 3)), int(rng.integers(1, 3)) if kernel != (1, 1) else 2)
         dilation = int(rng.integers(1, 3)) if kernel != (1, 1) else 1
-        cases.append(_convolution(16 * int(rng.integers(1, 4)), 2 * int(rng.integers(1, 5)), kernel=kernel,
+        cases.append(_convolution(int(rng.choice([1, 2, 3, 16, 32, 48])), 2 * int(rng.integers(1, 5)), kernel=kernel,
                                   stride=stride, padding=str(rng.choice(["SAME", "VALID"])), dilation_h=dilation,
                                   dilation_w=dilation, height=int(rng.integers(5, 10)), width=int(rng.integers(5, 10))))
     return cases
@@ -370,7 +392,7 @@ def _random_mve_convolutions(rng: np.random.Generator, count: int) -> list:
 @pytest.mark.qemu
 @pytest.mark.cross
 def test_many_mve_convolutions_equal_litert_on_the_cortex_m55(cmsis_nn, tmp_path):
-    cases = MVE_CONVOLUTION + _random_mve_convolutions(np.random.default_rng(49), 12)
+    cases = MVE_CONVOLUTION + MVE_FEW_CHANNELS + _random_mve_convolutions(np.random.default_rng(49), 12)
     model = bundle_model(np.random.default_rng(50), cases).write(tmp_path / "conv.tflite")
     check_against_litert(model, "mps3-an547", cmsis_nn("v6.0.0"), tmp_path / "m55", samples=4)
 
@@ -379,10 +401,10 @@ def test_many_mve_convolutions_equal_litert_on_the_cortex_m55(cmsis_nn, tmp_path
 @pytest.mark.qemu
 @pytest.mark.cross
 def test_generated_ic_equals_litert_on_the_cortex_m55_over_100_samples(cmsis_nn, models_dir, tmp_path):
-    """ic (eight convolutions on the MVE convolution kernel) on mps3-an547, bit for bit with LiteRT."""
+    """ic (its nine convolutions on the MVE convolution kernel) on mps3-an547, bit for bit with LiteRT."""
     mlf = tmp_path / "ic.tar"
     result = import_tflite(models_dir / "pretrainedResnet_quant.tflite", mlf)
-    assert _mve_convolutions(result.steps) == 8  # all but the first (3 input channels)
+    assert _mve_convolutions(result.steps) == 9
     built = cli("build", str(mlf), "-b", "mps3-an547", "--cmsis-nn", str(cmsis_nn("v6.0.0")), "-o", str(tmp_path / "m55"))
     assert built.returncode == 0, built.stderr
     assert "not proven" not in built.stdout + built.stderr

@@ -35,6 +35,8 @@ static inline int32_t vldrwq_s32(const int32_t* p) { return p[0] + p[3]; }
 static inline void vstrbq_s16(int8_t* p, int32_t v) { p[0] = (int8_t)v; p[7] = (int8_t)v; }
 static inline int32_t vldrbq_s8(const int8_t* p) { return p[0] + p[15]; }
 static inline void vstrbq_s8(int8_t* p, int32_t v) { p[0] = (int8_t)v; p[15] = (int8_t)v; }
+static inline int32_t mlf_mve_load_bytes(const int8_t* p, int32_t n) { return p[0] + p[n - 1]; }
+static inline void mlf_mve_store_bytes(int8_t* p, int32_t n, int32_t v) { p[0] = (int8_t)v; p[n - 1] = (int8_t)v; }
 static inline void mlf_mve_store_pair(int8_t* p, int32_t step, int32_t v) { p[0] = (int8_t)v; p[step + 1] = (int8_t)v; }
 static inline void mlf_mve_store_first(int8_t* p, int32_t v) { p[0] = (int8_t)v; p[1] = (int8_t)v; }
 #define vdupq_n_s8(a) ((int32_t)(a))
@@ -115,6 +117,13 @@ static inline __attribute__((always_inline)) int32x4_t mlf_mve_requantize_right(
                        [left] "+&r"(mlf_rows) \
                      : [n] "r"((count) - 1), [skip] "r"(jump) \
                      : "q0", "q1", "q2", "q3", "lr", "memory", "cc"); }
+/* The first n (1 to 16) bytes at p, the others zero; and stored (the fewer channels of a first layer). */
+static inline __attribute__((always_inline)) int8x16_t mlf_mve_load_bytes(const int8_t* p, int32_t n) {
+  return vldrbq_z_s8(p, vctp8q(n));
+}
+static inline __attribute__((always_inline)) void mlf_mve_store_bytes(int8_t* p, int32_t n, int8x16_t v) {
+  vstrbq_p_s8(p, v, vctp8q(n));
+}
 /* Two output channels of two pixels (lanes 0-1 the first pixel's, 2-3 the second's, `step` bytes on)
    as bytes; and of the first pixel alone (a row's last pixel of an odd width). */
 static inline __attribute__((always_inline)) void mlf_mve_store_pair(int8_t* p, int32_t step, int32x4_t v) {
@@ -242,6 +251,9 @@ VECTOR = 16  # int8 values an MVE vector holds: a convolution's input channels c
 # stride 2 over 16 and 32 channels: 84,467 and 53,107 instructions; through MLF_MVE_WINDOW_2X2's loop,
 # whose set-up a window of one or two vectors does not repay, 130,233 and 77,565).
 UNROLLED_VECTORS = 4
+# The largest window of a layer over fewer channels (not a multiple of 16: a first layer over an image
+# or a spectrogram) copied to the stack for every pixel pair, a window row at most one vector.
+MAX_FEW_CHANNEL_WINDOW = 256
 
 
 def _folded_bias(step, filters: np.ndarray, in_zero: int) -> np.ndarray:
@@ -267,10 +279,13 @@ def _convolution(graph: Graph, step) -> list[str] | None:
         return None
     x, w, y = layer
     in_c, out_c = x.shape[3], y.shape[3]
-    if in_c % VECTOR or out_c % 2 or w.shape[0] != out_c or w.shape[3] != in_c:
+    if out_c % 2 or w.shape[0] != out_c or w.shape[3] != in_c:
         return None
     window = layer_window(op, x, w, y)
     if window.kernel == (1, 1) and window.stride == (1, 1):
+        return None
+    (k_h, k_w), (_, d_w) = window.kernel, window.dilation
+    if in_c % VECTOR and (d_w != 1 or k_w * in_c > VECTOR or k_h * k_w * in_c > MAX_FEW_CHANNEL_WINDOW):
         return None
     filters = _constant(step, "filter_").reshape(out_c, -1).astype(np.int64)
     in_zero = int(x.quantization.zero_point)
@@ -279,6 +294,10 @@ def _convolution(graph: Graph, step) -> list[str] | None:
     lines = [_table("folded_bias", _folded_bias(step, filters, in_zero)),
              _table("multipliers", _pair_lanes(_constant(step, "multiplier_").astype(np.int64))),
              _table("shifts", _pair_lanes(shifts.astype(np.int64)))]
+    if in_c % VECTOR:  # the filters padded to whole vectors with zeros, as the windows are
+        padded = np.zeros((out_c, -(-filters.shape[1] // VECTOR) * VECTOR), dtype=np.int64)
+        padded[:, :filters.shape[1]] = filters
+        lines += [f"  static const int8_t padded_filters[{padded.size}] = {{{', '.join(str(int(v)) for v in padded.reshape(-1))}}};"]
     return lines + convolution_body(window, out_c, in_zero, int(y.quantization.zero_point),
                                     fused_activation_range(op, y), requantize)
 
@@ -297,6 +316,9 @@ def convolution_body(window, out_c: int, in_zero: int, out_zero: int, clamp: tup
     (k_h, k_w), (s_h, s_w), (d_h, d_w), (p_h, p_w) = window.kernel, window.stride, window.dilation, window.padding
     (row_lo, row_hi), (col_lo, col_hi) = window.inside(0), window.inside(1)
     fan_in, vectors, next_pixel = k_h * k_w * in_c, in_c // VECTOR, s_w * in_c
+    few = in_c % VECTOR != 0  # fewer channels: every window copied, filters and windows padded to vectors
+    padded = -(-fan_in // VECTOR) * VECTOR
+    filters = "padded_filters" if few else "filter_"
     lo, hi = clamp
     # the output's address written out at each store: the pool analysis then bounds it with the pixel
     # ranges the branches narrow
@@ -309,7 +331,7 @@ def convolution_body(window, out_c: int, in_zero: int, out_zero: int, clamp: tup
 
     def channel_pairs(indent: str, sums: list[str]) -> list[str]:
         lines = ["for (int32_t pair = 0; pair < {half}; ++pair) {{".format(half=out_c // 2),
-                 f"  const int8_t* f = filter_ + pair * {2 * fan_in};",
+                 f"  const int8_t* f = {filters} + pair * {2 * padded};",
                  "  int32_t a00 = folded_bias[pair * 2], a01 = folded_bias[pair * 2 + 1], a10 = a00, a11 = a01;",
                  *[f"  {line}" for line in sums],
                  "  int32x4_t sums = vsetq_lane_s32(a00, vdupq_n_s32(0), 0);",
@@ -322,9 +344,19 @@ def convolution_body(window, out_c: int, in_zero: int, out_zero: int, clamp: tup
         return [indent + line for line in lines]
 
     def window_2x2(x0: str, x1: str, w: str, rows: int, count: int, jump: int) -> str:
-        return f"MLF_MVE_WINDOW_2X2(a00, a01, a10, a11, {x0}, {x1}, {w}, {w} + {fan_in}, {rows}, {count}, {jump});"
+        return f"MLF_MVE_WINDOW_2X2(a00, a01, a10, a11, {x0}, {x1}, {w}, {w} + {padded}, {rows}, {count}, {jump});"
 
-    if fan_in <= UNROLLED_VECTORS * VECTOR:  # each vector at a constant offset (1x1 windows)
+    # the windows on the stack are laid out as the filters: one row of `padded` bytes each
+    copied = window_2x2("windows", f"windows + {padded}", "f", 1, padded // VECTOR, 0)
+    if few:  # each window row (k_w taps, at most a vector) copied, the whole window then read
+        row = k_w * in_c
+        inside = [f"for (int32_t ky = 0; ky < {k_h}; ++ky) {{",
+                  f"  const int8_t* at = in + ky * {d_h * in_w * in_c};",
+                  f"  mlf_mve_store_bytes(windows + ky * {row}, {row}, mlf_mve_load_bytes(at, {row}));",
+                  f"  mlf_mve_store_bytes(windows + {padded} + ky * {row}, {row}, mlf_mve_load_bytes(at + {next_pixel}, {row}));",
+                  "}"]
+        inside_sums = [copied]
+    elif fan_in <= UNROLLED_VECTORS * VECTOR:  # each vector at a constant offset (1x1 windows)
         taps = [(ky * d_h * in_w * in_c + kx * d_w * in_c + v * VECTOR, (ky * k_w + kx) * in_c + v * VECTOR)
                 for ky in range(k_h) for kx in range(k_w) for v in range(vectors)]
         inside = []
@@ -340,33 +372,41 @@ def convolution_body(window, out_c: int, in_zero: int, out_zero: int, clamp: tup
                   "  " + window_2x2(f"in + ky * {d_h * in_w * in_c}", f"in + ky * {d_h * in_w * in_c} + {next_pixel}",
                                     f"f + ky * {k_w * in_c}", k_w, vectors, (d_w - 1) * in_c),
                   "}"]
+    if not few:
+        inside_sums, inside = inside, []
+    read_tap, write_tap = ((f"mlf_mve_load_bytes(input_ + (iy * {in_w} + ix{{p}}) * {in_c}, {in_c})",
+                    f"mlf_mve_store_bytes(windows + {{at}}(ky * {k_w} + kx) * {in_c}, {in_c}, in{{p}});") if few else
+                   (f"vldrbq_s8(input_ + (iy * {in_w} + ix{{p}}) * {in_c} + v * {VECTOR})",
+                    f"vstrbq_s8(windows + {{at}}(ky * {k_w} + kx) * {in_c} + v * {VECTOR}, in{{p}});"))
     copy = [f"for (int32_t ky = 0; ky < {k_h}; ++ky) {{",
             f"  const int32_t iy = oy * {s_h} - {p_h} + ky * {d_h};",
             f"  for (int32_t kx = 0; kx < {k_w}; ++kx) {{",
             f"    const int32_t ix0 = ox * {s_w} - {p_w} + kx * {d_w}, ix1 = ix0 + {s_w};",
-            f"    for (int32_t v = 0; v < {vectors}; ++v) {{",
+            f"    for (int32_t v = 0; v < {max(vectors, 1)}; ++v) {{",
             "      int8x16_t in0 = zero_point, in1 = zero_point;",
             f"      if (iy >= 0 && iy < {in_h} && ix0 >= 0 && ix0 < {in_w}) {{",
-            f"        in0 = vldrbq_s8(input_ + (iy * {in_w} + ix0) * {in_c} + v * {VECTOR});",
+            f"        in0 = {read_tap.format(p=0)};",
             "      }",
             f"      if (iy >= 0 && iy < {in_h} && ix1 >= 0 && ix1 < {in_w}) {{",
-            f"        in1 = vldrbq_s8(input_ + (iy * {in_w} + ix1) * {in_c} + v * {VECTOR});",
+            f"        in1 = {read_tap.format(p=1)};",
             "      }",
-            f"      vstrbq_s8(windows + (ky * {k_w} + kx) * {in_c} + v * {VECTOR}, in0);",
-            f"      vstrbq_s8(windows + {fan_in} + (ky * {k_w} + kx) * {in_c} + v * {VECTOR}, in1);",
+            f"      {write_tap.format(at='', p=0)}",
+            f"      {write_tap.format(at=f'{padded} + ', p=1)}",
             "    }", "  }", "}"]
-    # the windows on the stack are laid out as the filters: one row of fan_in/16 vectors each
-    edge = window_2x2("windows", f"windows + {fan_in}", "f", 1, fan_in // VECTOR, 0)
+    # a window's bytes past fan_in stay zero (the padded filters' zeros multiply them)
+    zeroed = [f"  vstrbq_s8(windows + {at - VECTOR}, vdupq_n_s8(0));" for at in (padded, 2 * padded)] if few else []
     return [f"  const int8x16_t zero_point = vdupq_n_s8({in_zero});",
-            f"  int8_t windows[{2 * fan_in}];",
+            f"  int8_t windows[{2 * padded}];",
+            *zeroed,
             f"  for (int32_t oy = 0; oy < {out_h}; ++oy) {{",
             # an even width's pairs end at its last pixel but one (the pool analysis then bounds the stores)
             f"    for (int32_t ox = 0; ox < {out_w - 1 + out_w % 2}; ox += 2) {{",
             f"      if (oy >= {row_lo} && oy <= {row_hi} && ox >= {col_lo} && ox <= {col_hi - 1}) {{",
             f"        const int8_t* in = input_ + ((oy * {s_h} - {p_h}) * {in_w} + ox * {s_w} - {p_w}) * {in_c};",
-            *channel_pairs("        ", inside),
+            *[f"        {line}" for line in inside],
+            *channel_pairs("        ", inside_sums),
             "      } else {",
             *[f"        {line}" for line in copy],
-            *channel_pairs("        ", [edge]),
+            *channel_pairs("        ", [copied]),
             "      }",
             "    }", "  }", "  return 0;"]
