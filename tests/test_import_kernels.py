@@ -315,11 +315,13 @@ MVE_CONVOLUTION = [
 
 
 # first layers of fewer channels (a window row of at most 16 bytes): an image's three, a spectrogram's
-# one, an odd width, extreme zero points
+# one, an odd width, extreme zero points, rows of one byte
 MVE_FEW_CHANNELS = [
     _convolution(3, 8, stride=(2, 2), height=9, width=8, activation="RELU6"),
     _convolution(1, 4, kernel=(10, 4), stride=(2, 2), height=12, width=6),
     _convolution(3, 2, height=5, width=5, input_zero_point=-128, output_zero_point=127, activation="NONE"),
+    # window rows one byte apart: predicated stores gcc must keep (MLF_MVE_KEEP_STORES)
+    _convolution(1, 2, kernel=(2, 1), stride=(1, 2), height=9, width=8),
 ]
 
 

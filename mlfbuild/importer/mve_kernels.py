@@ -117,12 +117,17 @@ static inline __attribute__((always_inline)) int32x4_t mlf_mve_requantize_right(
                        [left] "+&r"(mlf_rows) \
                      : [n] "r"((count) - 1), [skip] "r"(jump) \
                      : "q0", "q1", "q2", "q3", "lr", "memory", "cc"); }
+/* After a predicated store: gcc 12 takes it for a store of the whole vector, so two later stores that
+   together cover its 16 bytes made it drop the first as dead (a first layer's window rows one byte
+   apart); the barrier keeps every store. */
+#define MLF_MVE_KEEP_STORES() __asm__ volatile("" ::: "memory")
 /* The first n (1 to 16) bytes at p, the others zero; and stored (the fewer channels of a first layer). */
 static inline __attribute__((always_inline)) int8x16_t mlf_mve_load_bytes(const int8_t* p, int32_t n) {
   return vldrbq_z_s8(p, vctp8q(n));
 }
 static inline __attribute__((always_inline)) void mlf_mve_store_bytes(int8_t* p, int32_t n, int8x16_t v) {
   vstrbq_p_s8(p, v, vctp8q(n));
+  MLF_MVE_KEEP_STORES();
 }
 /* Two output channels of two pixels (lanes 0-1 the first pixel's, 2-3 the second's, `step` bytes on)
    as bytes; and of the first pixel alone (a row's last pixel of an odd width). */
@@ -132,6 +137,7 @@ static inline __attribute__((always_inline)) void mlf_mve_store_pair(int8_t* p, 
 }
 static inline __attribute__((always_inline)) void mlf_mve_store_first(int8_t* p, int32x4_t v) {
   vstrbq_p_s32(p, v, vctp32q(2));
+  MLF_MVE_KEEP_STORES();
 }
 #endif
 #else
