@@ -402,11 +402,14 @@ def test_many_mve_convolutions_equal_litert_on_the_cortex_m55(cmsis_nn, tmp_path
 @pytest.mark.exhaustive
 @pytest.mark.qemu
 @pytest.mark.cross
-def test_generated_ic_equals_litert_on_the_cortex_m55_over_100_samples(cmsis_nn, models_dir, tmp_path):
-    """ic (its nine convolutions on the MVE convolution kernel) on mps3-an547, bit for bit with LiteRT."""
-    mlf = tmp_path / "ic.tar"
-    result = import_tflite(models_dir / "pretrainedResnet_quant.tflite", mlf)
-    assert _mve_convolutions(result.steps) == 9
+@pytest.mark.parametrize("model, convolutions", [("pretrainedResnet_quant.tflite", 9), ("kws_ref_model.tflite", 1),
+                                                 ("vww_96_int8.tflite", 1)])
+def test_generated_mlperf_models_equal_litert_on_the_cortex_m55_over_100_samples(model, convolutions, cmsis_nn,
+                                                                                 models_dir, tmp_path):
+    """ic (its nine convolutions on the MVE convolution kernel), kws and vww (their first layers) on
+    mps3-an547, bit for bit with LiteRT."""
+    mlf = tmp_path / "m.tar"
+    assert _mve_convolutions(import_tflite(models_dir / model, mlf).steps) == convolutions
     built = cli("build", str(mlf), "-b", "mps3-an547", "--cmsis-nn", str(cmsis_nn("v6.0.0")), "-o", str(tmp_path / "m55"))
     assert built.returncode == 0, built.stderr
     assert "not proven" not in built.stdout + built.stderr
