@@ -187,8 +187,8 @@ def _lane_order(values: np.ndarray) -> np.ndarray:
     return np.concatenate([blocks[:, 0::2], blocks[:, 1::2]], axis=1).reshape(-1)
 
 
-def _table(name: str, values: np.ndarray) -> str:
-    return f"  static const int32_t {name}[{values.size}] = {{{', '.join(str(int(v)) for v in values)}}};"
+def _table(name: str, values: np.ndarray, ctype: str = "int32_t") -> str:
+    return f"  static const {ctype} {name}[{values.size}] = {{{', '.join(str(int(v)) for v in values)}}};"
 
 
 def _depthwise(graph: Graph, step) -> list[str] | None:
@@ -318,7 +318,7 @@ def _convolution(graph: Graph, step) -> list[str] | None:
     if in_c % VECTOR:  # the filters padded to whole vectors with zeros, as the windows are
         padded = np.zeros((out_c, -(-filters.shape[1] // VECTOR) * VECTOR), dtype=np.int64)
         padded[:, :filters.shape[1]] = filters
-        lines += [f"  static const int8_t padded_filters[{padded.size}] = {{{', '.join(str(int(v)) for v in padded.reshape(-1))}}};"]
+        lines += [_table("padded_filters", padded.reshape(-1), "int8_t")]
     return lines + convolution_body(window, out_c, in_zero, int(y.quantization.zero_point),
                                     fused_activation_range(op, y), requantize)
 
@@ -333,10 +333,10 @@ def convolution_body(window, out_c: int, in_zero: int, out_zero: int, clamp: tup
     in the padding as the zero point (it then adds nothing, as TFLite skips it), once for all the
     output channels. The four sums are requantised as one vector (multipliers and shifts laid out per
     channel pair at import)."""
-    (in_h, in_w, in_c), (out_h, out_w) = window.in_hwc, window.out_hw
-    (k_h, k_w), (s_h, s_w), (d_h, d_w), (p_h, p_w) = window.kernel, window.stride, window.dilation, window.padding
+    (_, in_w, in_c), (out_h, out_w) = window.in_hwc, window.out_hw
+    (k_h, k_w), (s_h, s_w), (p_h, p_w) = window.kernel, window.stride, window.padding
     (row_lo, row_hi), (col_lo, col_hi) = window.inside(0), window.inside(1)
-    fan_in, vectors, next_pixel = k_h * k_w * in_c, in_c // VECTOR, s_w * in_c
+    fan_in = k_h * k_w * in_c
     few = in_c % VECTOR != 0  # fewer channels: every window copied, filters and windows padded to vectors
     padded = -(-fan_in // VECTOR) * VECTOR
     filters = "padded_filters" if few else "filter_"
@@ -351,7 +351,7 @@ def convolution_body(window, out_c: int, in_zero: int, out_zero: int, clamp: tup
         store = [f"mlf_mve_store_pair({out}, {out_c}, sums);"]
 
     def channel_pairs(indent: str, sums: list[str]) -> list[str]:
-        lines = ["for (int32_t pair = 0; pair < {half}; ++pair) {{".format(half=out_c // 2),
+        lines = [f"for (int32_t pair = 0; pair < {out_c // 2}; ++pair) {{",
                  f"  const int8_t* f = {filters} + pair * {2 * padded};",
                  "  int32_t a00 = folded_bias[pair * 2], a01 = folded_bias[pair * 2 + 1], a10 = a00, a11 = a01;",
                  *[f"  {line}" for line in sums],
@@ -370,50 +370,10 @@ def convolution_body(window, out_c: int, in_zero: int, out_zero: int, clamp: tup
     # the windows on the stack are laid out as the filters: one row of `padded` bytes each
     copied = window_2x2("windows", f"windows + {padded}", "f", 1, padded // VECTOR, 0)
     if few:  # each window row (k_w taps, at most a vector) copied, the whole window then read
-        row = k_w * in_c
-        inside = [f"for (int32_t ky = 0; ky < {k_h}; ++ky) {{",
-                  f"  const int8_t* at = in + ky * {d_h * in_w * in_c};",
-                  f"  mlf_mve_store_bytes(windows + ky * {row}, {row}, mlf_mve_load_bytes(at, {row}));",
-                  f"  mlf_mve_store_bytes(windows + {padded} + ky * {row}, {row}, mlf_mve_load_bytes(at + {next_pixel}, {row}));",
-                  "}"]
-        inside_sums = [copied]
-    elif fan_in <= UNROLLED_VECTORS * VECTOR:  # each vector at a constant offset (1x1 windows)
-        taps = [(ky * d_h * in_w * in_c + kx * d_w * in_c + v * VECTOR, (ky * k_w + kx) * in_c + v * VECTOR)
-                for ky in range(k_h) for kx in range(k_w) for v in range(vectors)]
-        inside = []
-        for at, tap in taps:
-            inside += [f"{{ const int8x16_t x0 = vldrbq_s8(in + {at}), x1 = vldrbq_s8(in + {at + next_pixel});",
-                       f"  const int8x16_t w0 = vldrbq_s8(f + {tap}), w1 = vldrbq_s8(f + {fan_in + tap});",
-                       "  a00 = vmladavaq_s8(a00, x0, w0); a01 = vmladavaq_s8(a01, x0, w1);",
-                       "  a10 = vmladavaq_s8(a10, x1, w0); a11 = vmladavaq_s8(a11, x1, w1); }"]
-    elif d_w == 1:  # a window row is contiguous: one row of k_w taps after another
-        inside = [window_2x2("in", f"in + {next_pixel}", "f", k_h, k_w * vectors, (d_h * in_w - k_w) * in_c)]
-    else:  # each tap a row
-        inside = [f"for (int32_t ky = 0; ky < {k_h}; ++ky) {{",
-                  "  " + window_2x2(f"in + ky * {d_h * in_w * in_c}", f"in + ky * {d_h * in_w * in_c} + {next_pixel}",
-                                    f"f + ky * {k_w * in_c}", k_w, vectors, (d_w - 1) * in_c),
-                  "}"]
-    if not few:
-        inside_sums, inside = inside, []
-    read_tap, write_tap = ((f"mlf_mve_load_bytes(input_ + (iy * {in_w} + ix{{p}}) * {in_c}, {in_c})",
-                    f"mlf_mve_store_bytes(windows + {{at}}(ky * {k_w} + kx) * {in_c}, {in_c}, in{{p}});") if few else
-                   (f"vldrbq_s8(input_ + (iy * {in_w} + ix{{p}}) * {in_c} + v * {VECTOR})",
-                    f"vstrbq_s8(windows + {{at}}(ky * {k_w} + kx) * {in_c} + v * {VECTOR}, in{{p}});"))
-    copy = [f"for (int32_t ky = 0; ky < {k_h}; ++ky) {{",
-            f"  const int32_t iy = oy * {s_h} - {p_h} + ky * {d_h};",
-            f"  for (int32_t kx = 0; kx < {k_w}; ++kx) {{",
-            f"    const int32_t ix0 = ox * {s_w} - {p_w} + kx * {d_w}, ix1 = ix0 + {s_w};",
-            f"    for (int32_t v = 0; v < {max(vectors, 1)}; ++v) {{",
-            "      int8x16_t in0 = zero_point, in1 = zero_point;",
-            f"      if (iy >= 0 && iy < {in_h} && ix0 >= 0 && ix0 < {in_w}) {{",
-            f"        in0 = {read_tap.format(p=0)};",
-            "      }",
-            f"      if (iy >= 0 && iy < {in_h} && ix1 >= 0 && ix1 < {in_w}) {{",
-            f"        in1 = {read_tap.format(p=1)};",
-            "      }",
-            f"      {write_tap.format(at='', p=0)}",
-            f"      {write_tap.format(at=f'{padded} + ', p=1)}",
-            "    }", "  }", "}"]
+        inside, inside_sums = _copied_rows(window, padded), [copied]
+    else:
+        inside, inside_sums = [], _sums_in_place(window, window_2x2)
+    copy = _copied_taps(window, padded)
     # a window's bytes past fan_in stay zero (the padded filters' zeros multiply them)
     zeroed = [f"  vstrbq_s8(windows + {at - VECTOR}, vdupq_n_s8(0));" for at in (padded, 2 * padded)] if few else []
     return [f"  const int8x16_t zero_point = vdupq_n_s8({in_zero});",
@@ -431,3 +391,66 @@ def convolution_body(window, out_c: int, in_zero: int, out_zero: int, clamp: tup
             *channel_pairs("        ", [copied]),
             "      }",
             "    }", "  }", "  return 0;"]
+
+
+def _copied_rows(window, padded: int) -> list[str]:
+    """A few-channel pair's windows (inside the input) copied to the stack, a row of taps at a time."""
+    (_, in_w, in_c), (k_h, k_w) = window.in_hwc, window.kernel
+    next_pixel, row = window.stride[1] * in_c, k_w * in_c
+    return [f"for (int32_t ky = 0; ky < {k_h}; ++ky) {{",
+            f"  const int8_t* at = in + ky * {window.dilation[0] * in_w * in_c};",
+            f"  mlf_mve_store_bytes(windows + ky * {row}, {row}, mlf_mve_load_bytes(at, {row}));",
+            f"  mlf_mve_store_bytes(windows + {padded} + ky * {row}, {row}, mlf_mve_load_bytes(at + {next_pixel}, {row}));",
+            "}"]
+
+
+def _sums_in_place(window, window_2x2) -> list[str]:
+    """The four sums of a pair whose windows lie inside the input, read where they are: a window of
+    up to UNROLLED_VECTORS vectors at constant offsets, any other by MLF_MVE_WINDOW_2X2 (`window_2x2`)."""
+    (_, in_w, in_c), (k_h, k_w), (d_h, d_w) = window.in_hwc, window.kernel, window.dilation
+    fan_in, vectors, next_pixel = k_h * k_w * in_c, in_c // VECTOR, window.stride[1] * in_c
+    if fan_in <= UNROLLED_VECTORS * VECTOR:  # 1x1 windows
+        lines = []
+        for ky in range(k_h):
+            for kx in range(k_w):
+                for v in range(vectors):
+                    at, tap = (ky * d_h * in_w + kx * d_w) * in_c + v * VECTOR, (ky * k_w + kx) * in_c + v * VECTOR
+                    lines += [f"{{ const int8x16_t x0 = vldrbq_s8(in + {at}), x1 = vldrbq_s8(in + {at + next_pixel});",
+                              f"  const int8x16_t w0 = vldrbq_s8(f + {tap}), w1 = vldrbq_s8(f + {fan_in + tap});",
+                              "  a00 = vmladavaq_s8(a00, x0, w0); a01 = vmladavaq_s8(a01, x0, w1);",
+                              "  a10 = vmladavaq_s8(a10, x1, w0); a11 = vmladavaq_s8(a11, x1, w1); }"]
+        return lines
+    if d_w == 1:  # a window row is contiguous: one row of k_w taps after another
+        return [window_2x2("in", f"in + {next_pixel}", "f", k_h, k_w * vectors, (d_h * in_w - k_w) * in_c)]
+    row = f"in + ky * {d_h * in_w * in_c}"  # each tap a row
+    return [f"for (int32_t ky = 0; ky < {k_h}; ++ky) {{",
+            "  " + window_2x2(row, f"{row} + {next_pixel}", f"f + ky * {k_w * in_c}", k_w, vectors, (d_w - 1) * in_c),
+            "}"]
+
+
+def _copied_taps(window, padded: int) -> list[str]:
+    """A pair's windows copied to the stack tap by tap, a tap in the padding as the zero point: 16
+    channels a vector, or the few channels of a first layer by a predicated load and store."""
+    (in_h, in_w, in_c), (k_h, k_w) = window.in_hwc, window.kernel
+    (s_h, s_w), (d_h, d_w), (p_h, p_w) = window.stride, window.dilation, window.padding
+    if in_c % VECTOR:
+        parts, read = 1, f"mlf_mve_load_bytes(input_ + (iy * {in_w} + ix{{p}}) * {in_c}, {in_c})"
+        write = f"mlf_mve_store_bytes(windows + {{at}}(ky * {k_w} + kx) * {in_c}, {in_c}, in{{p}});"
+    else:
+        parts, read = in_c // VECTOR, f"vldrbq_s8(input_ + (iy * {in_w} + ix{{p}}) * {in_c} + v * {VECTOR})"
+        write = f"vstrbq_s8(windows + {{at}}(ky * {k_w} + kx) * {in_c} + v * {VECTOR}, in{{p}});"
+    return [f"for (int32_t ky = 0; ky < {k_h}; ++ky) {{",
+            f"  const int32_t iy = oy * {s_h} - {p_h} + ky * {d_h};",
+            f"  for (int32_t kx = 0; kx < {k_w}; ++kx) {{",
+            f"    const int32_t ix0 = ox * {s_w} - {p_w} + kx * {d_w}, ix1 = ix0 + {s_w};",
+            f"    for (int32_t v = 0; v < {parts}; ++v) {{",
+            "      int8x16_t in0 = zero_point, in1 = zero_point;",
+            f"      if (iy >= 0 && iy < {in_h} && ix0 >= 0 && ix0 < {in_w}) {{",
+            f"        in0 = {read.format(p=0)};",
+            "      }",
+            f"      if (iy >= 0 && iy < {in_h} && ix1 >= 0 && ix1 < {in_w}) {{",
+            f"        in1 = {read.format(p=1)};",
+            "      }",
+            f"      {write.format(at='', p=0)}",
+            f"      {write.format(at=f'{padded} + ', p=1)}",
+            "    }", "  }", "}"]
