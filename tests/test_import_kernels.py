@@ -291,3 +291,149 @@ def test_mve_depthwise_layers_equal_litert_on_the_cortex_m55(cmsis_nn, tmp_path)
 def test_many_mve_depthwise_layers_equal_litert_on_the_cortex_m55(cmsis_nn, tmp_path):
     model = bundle_model(np.random.default_rng(47), MVE_DEPTHWISE + DEPTHWISE).write(tmp_path / "dw.tflite")
     check_against_litert(model, "mps3-an547", cmsis_nn("v6.0.0"), tmp_path / "m55", samples=4)
+
+
+def _convolution(channels: int, out_channels: int, kernel=(3, 3), stride=(1, 1), padding="SAME", **more):
+    return _pointwise(channels, out_channels, kernel_h=kernel[0], kernel_w=kernel[1], stride_h=stride[0],
+                      stride_w=stride[1], padding=padding, batch=1, **more)
+
+
+# convolutions for the MVE kernel (input channels a multiple of 16, a window row of at most 4 vectors):
+# borders, an odd width (a row's last pixel alone), strides, a dilation, 1x1 of stride 2, extreme zero
+# points, activations, a shift >= 0 (the left shift), VALID windows, a 2-channel output
+MVE_CONVOLUTION = [
+    _convolution(16, 6, height=6, width=7),
+    _convolution(16, 8, stride=(2, 2), height=9, width=8, activation="RELU6"),
+    _convolution(32, 4, kernel=(1, 1), stride=(2, 2), height=6, width=5),
+    _convolution(16, 2, kernel=(3, 2), dilation_h=2, dilation_w=2, height=7, width=6, input_zero_point=-128,
+                 output_zero_point=127, activation="NONE"),
+    _convolution(16, 4, padding="VALID", height=5, width=6, input_zero_point=127, output_zero_point=-128),
+    _convolution(16, 4, height=4, width=4, output_scale_ratio=0.0001),
+    _convolution(64, 4, kernel=(1, 1), stride=(2, 1), height=3, width=4),
+    _convolution(32, 4, height=5, width=5, activation="RELU"),
+]
+
+
+# first layers of fewer channels (a window row of at most 16 bytes): an image's three, a spectrogram's
+# one, an odd width, extreme zero points, rows of one byte
+MVE_FEW_CHANNELS = [
+    _convolution(3, 8, stride=(2, 2), height=9, width=8, activation="RELU6"),
+    _convolution(1, 4, kernel=(10, 4), stride=(2, 2), height=12, width=6),
+    _convolution(3, 2, height=5, width=5, input_zero_point=-128, output_zero_point=127, activation="NONE"),
+    # window rows one byte apart: predicated stores gcc must keep (MLF_MVE_KEEP_STORES)
+    _convolution(1, 2, kernel=(2, 1), stride=(1, 2), height=9, width=8),
+]
+
+
+def test_convolutions_over_16_channel_taps_get_an_mve_kernel(tmp_path):
+    """The MVE kernel for input channels a multiple of 16 and even output channels; CMSIS-NN's call
+    (and the DSP kernel) for 1x1 of stride 1, other input channels, odd outputs."""
+    kept = [_pointwise(16, 4), _convolution(8, 4, height=4, width=4), _convolution(16, 3, height=4, width=4)]
+    model = bundle_model(np.random.default_rng(7), MVE_CONVOLUTION + kept).write(tmp_path / "m.tflite")
+    import_tflite(model, tmp_path / "m.tar")
+    source = _lib2(tmp_path / "m.tar")
+    assert source.count("(void)global_workspace_var;\n#if MLF_MVE_KERNELS") == len(MVE_CONVOLUTION)
+    assert source.count("static const int32_t folded_bias[") == len(MVE_CONVOLUTION)
+    assert source.count("arm_convolve_wrapper_s8(") == len(MVE_CONVOLUTION) + len(kept)  # the call stays
+    layers = source.split("(void)global_workspace_var;\n#if MLF_MVE_KERNELS")[1:]
+    # a 3x3 window read in place, three rows of three taps, 4 rows of 7 pixels of 16 channels apart
+    assert "MLF_MVE_WINDOW_2X2(a00, a01, a10, a11, in, in + 16, f, f + 144, 3, 3, 64);" in layers[0]
+    # a dilated window (3x2, dilation 2): a row of two taps 16 bytes apart for each of its rows
+    dilated = "MLF_MVE_WINDOW_2X2(a00, a01, a10, a11, in + ky * 192, in + ky * 192 + 16, f + ky * 32, f + ky * 32 + 96"
+    assert f"{dilated}, 2, 1, 16);" in layers[3]
+    # a 1x1 window of two vectors, read at constant offsets
+    assert layers[2].split("} else {")[0].count("vmladavaq_s8(a00, x0, w0)") == 2
+    # windows across the padding copied to the stack once for all channels
+    assert all("int8_t windows[" in layer and "vstrbq_s8(windows + " in layer for layer in layers)
+    assert source.count("(mlf_mve_requantize(sums") == 2  # the left shift: its layer's two paths
+    assert source.count("mlf_mve_store_first(") == 3 * 2 + 2  # the odd widths' last pixel (and the helpers)
+
+
+def test_first_layers_of_few_channels_get_an_mve_kernel_over_padded_windows(tmp_path):
+    """Every window copied (a row of taps a predicated load and store), the filters padded to whole
+    vectors in flash; rows of more than 16 bytes and dilated rows keep CMSIS-NN's call."""
+    kept = [_convolution(8, 4, height=4, width=4), _convolution(3, 4, dilation_h=1, dilation_w=2, height=6, width=6)]
+    model = bundle_model(np.random.default_rng(8), MVE_FEW_CHANNELS + kept).write(tmp_path / "m.tflite")
+    assert _mve_convolutions(import_tflite(model, tmp_path / "m.tar").steps) == len(MVE_FEW_CHANNELS)
+    layers = _lib2(tmp_path / "m.tar").split("(void)global_workspace_var;\n#if MLF_MVE_KERNELS")[1:]
+    assert "static const int8_t padded_filters[256] = {" in layers[0]  # 8 channels of 27 values, padded to 32
+    assert "mlf_mve_store_bytes(windows + ky * 9, 9, mlf_mve_load_bytes(at, 9));" in layers[0]
+    assert "vstrbq_s8(windows + 16, vdupq_n_s8(0));" in layers[0]  # the padding of both windows zeroed once
+    assert "MLF_MVE_WINDOW_2X2(a00, a01, a10, a11, windows, windows + 48, f, f + 48, 1, 3, 0);" in layers[1]
+
+
+def _mve_convolutions(steps) -> int:
+    return sum(1 for step in steps if step.function == "arm_convolve_wrapper_s8" and "#if MLF_MVE_KERNELS" in step.body)
+
+
+@pytest.mark.qemu
+@pytest.mark.cross
+def test_mve_convolutions_equal_litert_on_the_cortex_m55(cmsis_nn, tmp_path):
+    """VMLADAVA, the scatter store and the predicated store on mps3-an547; the pool proven."""
+    cases = MVE_CONVOLUTION[:4] + MVE_CONVOLUTION[7:] + MVE_FEW_CHANNELS[1:]
+    model = bundle_model(np.random.default_rng(48), cases).write(tmp_path / "conv.tflite")
+    assert _mve_convolutions(import_tflite(model, tmp_path / "conv.tar").steps) == len(cases)
+    check_against_litert(model, "mps3-an547", cmsis_nn("v6.0.0"), tmp_path / "m55", samples=2)
+    (pool,) = [m["workspace_pool"] for m in json.loads((tmp_path / "m55" / "build.json").read_text())["models"]]
+    assert "not proven" not in pool["reason"] and "beyond" not in pool["reason"]
+
+
+def _random_mve_convolutions(rng: np.random.Generator, count: int) -> list:
+    cases = []
+    for _ in range(count):
+        kernel = (int(rng.integers(1, 4)), int(rng.integers(1, 4)))
+        stride = (int(rng.integers(1, 3)), int(rng.integers(1, 3)) if kernel != (1, 1) else 2)
+        dilation = int(rng.integers(1, 3)) if kernel != (1, 1) else 1
+        cases.append(_convolution(int(rng.choice([1, 2, 3, 16, 32, 48])), 2 * int(rng.integers(1, 5)), kernel=kernel,
+                                  stride=stride, padding=str(rng.choice(["SAME", "VALID"])), dilation_h=dilation,
+                                  dilation_w=dilation, height=int(rng.integers(5, 10)), width=int(rng.integers(5, 10))))
+    return cases
+
+
+@pytest.mark.exhaustive
+@pytest.mark.qemu
+@pytest.mark.cross
+def test_many_mve_convolutions_equal_litert_on_the_cortex_m55(cmsis_nn, tmp_path):
+    cases = MVE_CONVOLUTION + MVE_FEW_CHANNELS + _random_mve_convolutions(np.random.default_rng(49), 12)
+    model = bundle_model(np.random.default_rng(50), cases).write(tmp_path / "conv.tflite")
+    check_against_litert(model, "mps3-an547", cmsis_nn("v6.0.0"), tmp_path / "m55", samples=4)
+
+
+@pytest.mark.exhaustive
+@pytest.mark.qemu
+@pytest.mark.cross
+@pytest.mark.parametrize("model, convolutions", [("pretrainedResnet_quant.tflite", 9), ("kws_ref_model.tflite", 1),
+                                                 ("vww_96_int8.tflite", 1)])
+def test_generated_mlperf_models_equal_litert_on_the_cortex_m55_over_100_samples(model, convolutions, cmsis_nn,
+                                                                                 models_dir, tmp_path):
+    """ic (its nine convolutions on the MVE convolution kernel), kws and vww (their first layers) on
+    mps3-an547, bit for bit with LiteRT."""
+    mlf = tmp_path / "m.tar"
+    assert _mve_convolutions(import_tflite(models_dir / model, mlf).steps) == convolutions
+    built = cli("build", str(mlf), "-b", "mps3-an547", "--cmsis-nn", str(cmsis_nn("v6.0.0")), "-o", str(tmp_path / "m55"))
+    assert built.returncode == 0, built.stderr
+    assert "not proven" not in built.stdout + built.stderr
+    run = cli("run", str(tmp_path / "m55"), "--samples", "100", "--atol", "0", "--json")
+    assert run.returncode == 0, run.stderr
+    assert all(o["max_abs_error"] == 0 for o in json.loads(run.stdout)["models"][0]["outputs"])
+
+
+@pytest.mark.exhaustive
+@pytest.mark.qemu
+@pytest.mark.cross
+def test_generated_ic_computes_what_cmsis_nn_computes_with_its_rounding_on_the_cortex_m55(cmsis_nn, models_dir,
+                                                                                          tmp_path):
+    """--rounding cmsis-nn on mps3-an547: the MVE convolutions' outputs are off LiteRT's by exactly what
+    CMSIS-NN's calls give (its convolutions round as TFLite's do; the last fully connected layer twice)."""
+    compared = {}
+    for kernels in ("generated", "cmsis-nn"):
+        mlf = tmp_path / f"{kernels}.tar"
+        imported = cli("import", str(models_dir / "pretrainedResnet_quant.tflite"), "-o", str(mlf), "--rounding",
+                       "cmsis-nn", "--kernels", kernels)
+        assert imported.returncode == 0, imported.stderr
+        run = cli("run", str(mlf), "-b", "mps3-an547", "--cmsis-nn", str(cmsis_nn("v6.0.0")), "-o",
+                  str(tmp_path / kernels), "--samples", "10", "--atol", "1", "--json")
+        assert run.returncode == 0, run.stderr
+        compared[kernels] = [(o["rmse"], o["max_abs_error"], o["first_mismatches"])
+                             for o in json.loads(run.stdout)["models"][0]["outputs"]]
+    assert compared["generated"] == compared["cmsis-nn"]
