@@ -354,6 +354,27 @@ def test_extreme_quantization_on_any_operator_is_imported_or_refused_in_one_line
             pytest.fail(f"{name}: {type(exc).__name__}: {exc}")
 
 
+@pytest.mark.parametrize("scales, dimension, said", [
+    ((0.01, 0.02), 0, "tensor 1 'w' has 2 scales for the 4 channels of its dimension 0"),
+    ((0.01,) * 4, 4, "tensor 1 'w' is quantized along dimension 4 of 4")])
+def test_per_channel_scales_that_do_not_match_the_channels_are_refused_naming_the_tensor(
+        tmp_path, scales, dimension, said):
+    """A filter of 4 output channels with 2 scales (or quantized along a dimension it lacks): LiteRT
+    refuses to load it; the import was refused only by the IndexError it raised, or read past the list."""
+    from ai_edge_litert import schema_py_generated as schema
+
+    graph = GraphBuilder()
+    x = graph.add_input("x", "int8", (1, 4, 4, 2), scale=0.05, zero_point=0)
+    w = graph.add_constant("w", np.ones((4, 1, 1, 2), np.int8), scale=scales, zero_point=[0] * len(scales),
+                           quantized_dimension=dimension)
+    y = graph.add_tensor("y", "int8", (1, 4, 4, 4), scale=0.1, zero_point=0)
+    graph.add_operator("CONV_2D", [x, w, -1], [y], schema.Conv2DOptionsT(strideH=1, strideW=1))
+    graph.mark_output(y)
+    done = cli("import", str(graph.write(tmp_path / "m.tflite")), "-o", str(tmp_path / "m.tar"))
+    assert done.returncode == 3 and said in done.stderr and done.stderr.count("\n") == 1, done.stderr
+    assert not (tmp_path / "m.tar").exists()
+
+
 def test_the_operator_table_of_the_docs_is_the_code_s():
     """docs/import.md's table, between its markers, is what `python -m mlfbuild.importer.lowering`
     prints (regenerate it with that command)."""
