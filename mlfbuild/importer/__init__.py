@@ -152,8 +152,10 @@ def compile_graph(graph: Graph, where: str) -> list[Lowered]:
             raise exc.at(where) from None
         except (ArithmeticError, ValueError, IndexError) as exc:
             # The file's parameters are untrusted: arithmetic they break is a refusal, never a traceback
+            culprit = _extreme_scale(graph, op)
             raise UnsupportedModelError(f"{where}: operator {op.index} ({op.name}): its parameters are outside "
-                                        f"what mlfbuild can compute with ({type(exc).__name__}: {exc})", op) from None
+                                        f"what mlfbuild can compute with ({culprit + '; ' if culprit else ''}"
+                                        f"{type(exc).__name__}: {exc})", op) from None
         constant = next((o.tensor for o in step.operands if o.tensor is not None and graph.tensors[o.tensor].is_constant),
                         None)
         if constant is not None:  # an operand the kernel reads as an activation: nothing would write it
@@ -169,6 +171,18 @@ def compile_graph(graph: Graph, where: str) -> list[Lowered]:
     if missing:
         raise InvalidInputError(f"{where}: graph output '{graph.tensors[missing[0]].name[:60]}' is never written")
     return steps
+
+
+def _extreme_scale(graph: Graph, op) -> str:
+    """The first of the operator's tensors whose scale is outside what any model uses (1e-15..1e15),
+    said as the likely cause of arithmetic that broke: '' when none is."""
+    for index in (*op.inputs, *op.outputs):
+        tensor = graph.tensors[index] if index >= 0 else None
+        scales = tensor.quantization.scales if tensor is not None and tensor.quantization else ()
+        extreme = next((s for s in scales if s and not 1e-15 <= s <= 1e15), None)
+        if extreme is not None:
+            return f"tensor {tensor.describe()} has scale {extreme:g}"
+    return ""
 
 
 def _check_io(graph: Graph, where: str) -> None:
