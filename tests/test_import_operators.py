@@ -356,11 +356,11 @@ def test_extreme_quantization_on_any_operator_is_imported_or_refused_in_one_line
 
 @pytest.mark.parametrize("scales, dimension, said", [
     ((0.01, 0.02), 0, "tensor 1 'w' has 2 scales for the 4 channels of its dimension 0"),
-    ((0.01,) * 4, 4, "tensor 1 'w' is quantized along dimension 4 of 4")])
+    ((0.01, 0.02, 0.03), 3, "tensor 1 'w' has 3 scales for the 2 channels of its dimension 3")])
 def test_per_channel_scales_that_do_not_match_the_channels_are_refused_naming_the_tensor(
         tmp_path, scales, dimension, said):
-    """A filter of 4 output channels with 2 scales (or quantized along a dimension it lacks): LiteRT
-    refuses to load it; the import was refused only by the IndexError it raised, or read past the list."""
+    """A filter of 4 output channels with 2 scales (or 3 scales along a dimension of 2): LiteRT refuses
+    to load it; the import was refused only by the IndexError it raised, or took the scales it found."""
     from ai_edge_litert import schema_py_generated as schema
 
     graph = GraphBuilder()

@@ -302,13 +302,11 @@ def _quantization(table: Table | None, name: str) -> Quantization | None:
 
 def _check_channels(tensor: Tensor) -> None:
     """Per-channel quantization has one scale per index of its dimension, as LiteRT checks on loading
-    (a filter with fewer scales than output channels was read past its list)."""
+    (a filter with fewer scales than output channels was read past its list). A dimension the tensor
+    lacks is let pass, as TFLM lets it: person_detect's biases say dimension 3 of their one."""
     q = tensor.quantization
-    if q is None or not q.per_channel or not tensor.shape:
+    if q is None or not q.per_channel or not 0 <= q.axis < len(tensor.shape):
         return
-    if not 0 <= q.axis < len(tensor.shape):
-        raise Malformed(f"tensor {tensor.index} '{tensor.name[:60]}' is quantized along dimension {q.axis} "
-                        f"of {len(tensor.shape)}")
     if len(q.scales) != tensor.shape[q.axis]:
         raise Malformed(f"tensor {tensor.index} '{tensor.name[:60]}' has {len(q.scales)} scales for the "
                         f"{tensor.shape[q.axis]} channels of its dimension {q.axis}")
