@@ -120,3 +120,27 @@ def test_every_real_models_pool_is_proven_and_holds_under_the_sanitizer(source, 
     pool = record["models"][0]["workspace_pool"]
     assert pool["producer"] == "mlfbuild's importer" and pool["floor_bytes"] is not None, pool
     assert pool["replanned"] or not pool["reason"].startswith("not proven"), pool
+
+
+_ON_CORES = [(source, name, memory) for source, name, memory in
+             [*_REAL_MODELS, *[("mlperf", f"{n}.tflite", "min") for n in ("kws_ref_model", "vww_96_int8",
+                                                                           "pretrainedResnet_quant", "ad01_int8")]]
+             if not name.startswith("mobilenet_v2")]  # its 3.7 MB of weights fit no QEMU board's flash
+
+
+@pytest.mark.exhaustive
+@pytest.mark.qemu  # the build probes CMSIS-NN's buffer sizes on the board's core
+@pytest.mark.cross
+@pytest.mark.parametrize("board", ["mps2-an386", "mps3-an547"])
+@pytest.mark.parametrize("source, name, memory", _ON_CORES)
+def test_every_real_models_pool_is_proven_on_the_dsp_and_mve_cores(source, name, memory, board, request, cmsis_nn,
+                                                                   tmp_path):
+    """The code the cores compile (generated DSP and MVE kernels, read with the cross compiler) is proven
+    too: ic's first layer under --memory min on the M4F was not."""
+    folder = request.getfixturevalue("models_dir" if source == "mlperf" else "tflm_models_dir")
+    import_tflite(folder / name, tmp_path / "model.tar", memory=memory)
+    built = cli("build", str(tmp_path / "model.tar"), "-b", board, "--cmsis-nn", str(cmsis_nn("v6.0.0")),
+                "-o", str(tmp_path / "b"))
+    assert built.returncode == 0, built.stderr
+    pool = json.loads((tmp_path / "b" / "build.json").read_text())["models"][0]["workspace_pool"]
+    assert pool["floor_bytes"] is not None and "not proven" not in built.stdout + built.stderr, pool["reason"]
