@@ -78,10 +78,6 @@ def _word_char_at(source: str, index: int) -> bool:
     return 0 <= index < len(source) and (source[index].isalnum() or source[index] == "_")
 
 
-def referenced_functions(source: str, prefix: str) -> set[str]:
-    return set(re.findall(r"\b(" + re.escape(prefix) + r"[A-Za-z0-9_]*)\s*\(", source))
-
-
 def packed_arg_count(source: str, function: str) -> int | None:
     """How many TVMValue arguments a packed `function` unpacks (`argN = ((TVMValue*)args)[N]`)."""
     body = re.search(re.escape(function) + r"\s*\([^)]*\)\s*\{(.*?)\n\}", source, re.S)
