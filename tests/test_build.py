@@ -345,6 +345,15 @@ def test_constants_beyond_the_flash_are_refused_before_compiling(tmp_path, capsy
     assert not (tmp_path / "out" / "project").exists() and not (tmp_path / "out" / "build.log").exists()
 
 
+def test_megabytes_of_constants_are_refused_in_a_second(tmp_path, capsys):
+    """mobilenet_v2's size of weights (3.7 MB, 15 MB of C) for the M55's 512 KiB: reading the MLF's
+    code for its functions and includes took seconds before the refusal could be said."""
+    mlf = _imported(_fully_connected(tmp_path / "big.tflite", depth=2048, units=1800))
+    code, seconds, err = _timed_build(mlf, "mps3-an547", tmp_path / "out", capsys)
+    assert code == 5 and seconds < 1.0, (seconds, err)
+    assert "flash 3,686,400 B > 524,288 B" in err and "refused before compiling" in err
+
+
 @pytest.mark.cross  # the plan reads Cortex-M code with the cross compiler's preprocessor
 def test_planned_ram_beyond_the_board_is_refused_before_compiling(tmp_path, capsys):
     """Two 40,000-byte io buffers, each within lm3s6965evb's 64 KiB of RAM, together beyond it."""

@@ -302,6 +302,13 @@ def test_a_pool_kept_as_laid_out_names_the_importer_not_tvm(cmsis_nn, tmp_path):
     said = [line for line in (built.stdout + built.stderr).splitlines() if "USMP workspace pool" in line]
     assert said and all("TVM" not in line for line in said), said
     assert any("mlfbuild's importer" in line or "re-planned" in line for line in said), said
+    # and the size report, in each of its forms, names no TVM for the pool's layout
+    for form in ((), ("--markdown",), ("--html", str(tmp_path / "size.html"))):
+        sized = cli("size", str(tmp_path / "b"), *form)
+        assert sized.returncode == 0, sized.stderr
+        text = sized.stdout + (tmp_path / "size.html").read_text() if form[:1] == ("--html",) else sized.stdout
+        pool = [line for line in text.splitlines() if "global_workspace" in line or "workspace pool" in line]
+        assert pool and not any("TVM" in line for line in pool), pool
 
 
 # --- input and output names --------------------------------------------------------------------------

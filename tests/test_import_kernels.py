@@ -14,7 +14,7 @@ import pytest
 from conftest import cli
 from litert_oracle import run_seeded
 from test_import_operators import check_against_litert
-from tflitewriter import bundle_model
+from tflitewriter import bundle_model, chain_model
 
 from mlfbuild.importer import import_tflite
 from mlfbuild.importer.kernels import generated_layers
@@ -237,6 +237,28 @@ def test_generated_layers_equal_litert_on_the_cortex_m4f(cmsis_nn, tmp_path):
     run = cli("run", str(tmp_path / "m4"), "--reference", str(tmp_path / "ref.npz"), "--atol", "0", "--profile")
     assert run.returncode == 0, run.stderr
     assert "result: pass" in run.stdout and "generated kernels" in run.stdout
+
+
+@pytest.mark.qemu
+@pytest.mark.cross
+def test_a_patch_kernel_reading_an_input_in_the_pool_is_proven_on_the_cortex_m4f(cmsis_nn, tmp_path):
+    """Under --memory min the model's input is a tensor of the pool, so the analysis bounds every read
+    of it: the patch kernel's taps across the padding (zeros) and inside the image (reads) are told
+    apart by a test the analysis follows (ic's first layer on the M4F was 'not proven')."""
+    # an image's first layer (3x3 across the padding), a wider layer after it holding the peak (so no
+    # row band writes the first over its input)
+    layers = [("CONV_2D", {"kernel_h": k, "kernel_w": k, "stride_h": 1, "stride_w": 1, "dilation_h": 1,
+                           "dilation_w": 1, "padding": padding, "out_channels": out})
+              for k, padding, out in ((3, "SAME", 8), (1, "VALID", 32))]
+    model = chain_model(np.random.default_rng(45), layers, input_shape=(1, 6, 6, 3)).write(tmp_path / "m.tflite")
+    mlf = import_tflite(model, tmp_path / "m.tar", memory="min").mlf
+    built = cli("build", str(mlf), "-b", "mps2-an386", "--cmsis-nn", str(cmsis_nn("v6.0.0")), "-o", str(tmp_path / "m4"))
+    assert built.returncode == 0, built.stderr
+    assert "not proven" not in built.stdout + built.stderr and "patch[" in _lib2(mlf)
+    inputs, outputs = run_seeded(model, seed=5, samples=2)
+    np.savez(tmp_path / "ref.npz", **inputs, **{f"output_{i}": o for i, o in enumerate(outputs)})
+    run = cli("run", str(tmp_path / "m4"), "--reference", str(tmp_path / "ref.npz"), "--atol", "0")
+    assert run.returncode == 0 and "result: pass" in run.stdout, run.stdout + run.stderr
 
 
 @pytest.mark.exhaustive

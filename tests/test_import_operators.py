@@ -304,7 +304,7 @@ def test_a_reshape_of_an_in_place_output_reads_the_bytes_written(cmsis_nn, tmp_p
     check_against_litert(model, "host", cmsis_nn("v6.0.0"), tmp_path / "host")
 
 
-@pytest.mark.deadline(60)
+@pytest.mark.deadline(60)  # the test's writer takes most of it under a loaded suite
 def test_a_chain_of_16000_element_wise_operators_imports_in_seconds(tmp_path):
     """The in-place planning is one pass: 16,000 RELUs (under the 16,384-operator limit) share one buffer
     (a plan that recomputed every lifetime per call took minutes: the deadline fails it)."""
@@ -352,6 +352,54 @@ def test_extreme_quantization_on_any_operator_is_imported_or_refused_in_one_line
             assert "\n" not in str(exc), name
         except Exception as exc:  # noqa: BLE001 - the test is that nothing else escapes
             pytest.fail(f"{name}: {type(exc).__name__}: {exc}")
+
+
+@pytest.mark.parametrize("scales, dimension, said", [
+    ((0.01, 0.02), 0, "tensor 1 'w' has 2 scales for the 4 channels of its dimension 0"),
+    ((0.01, 0.02, 0.03), 3, "tensor 1 'w' has 3 scales for the 2 channels of its dimension 3")])
+def test_per_channel_scales_that_do_not_match_the_channels_are_refused_naming_the_tensor(
+        tmp_path, scales, dimension, said):
+    """A filter of 4 output channels with 2 scales (or 3 scales along a dimension of 2): LiteRT refuses
+    to load it; the import was refused only by the IndexError it raised, or took the scales it found."""
+    from ai_edge_litert import schema_py_generated as schema
+
+    graph = GraphBuilder()
+    x = graph.add_input("x", "int8", (1, 4, 4, 2), scale=0.05, zero_point=0)
+    w = graph.add_constant("w", np.ones((4, 1, 1, 2), np.int8), scale=scales, zero_point=[0] * len(scales),
+                           quantized_dimension=dimension)
+    y = graph.add_tensor("y", "int8", (1, 4, 4, 4), scale=0.1, zero_point=0)
+    graph.add_operator("CONV_2D", [x, w, -1], [y], schema.Conv2DOptionsT(strideH=1, strideW=1))
+    graph.mark_output(y)
+    done = cli("import", str(graph.write(tmp_path / "m.tflite")), "-o", str(tmp_path / "m.tar"))
+    assert done.returncode == 3 and said in done.stderr and done.stderr.count("\n") == 1, done.stderr
+    assert not (tmp_path / "m.tar").exists()
+
+
+@pytest.mark.parametrize("op, input_scale, output_scale, said", [
+    ("CONV_2D", 0.05, 1e-40, "tensor int8[1,4,4,2] 'y' has scale 9.99994610111476e-41, outside 1e-15..1e15"),
+    ("FULLY_CONNECTED", 3e38, 0.1, "tensor int8[1,4,4,2] 'x' has scale 3.0000000054977558e+38, outside 1e-15..1e15")])
+def test_an_extreme_scale_on_any_operator_is_refused_naming_the_tensor(tmp_path, op, input_scale, output_scale, said):
+    """A convolution with a fused RELU6 into an output of scale 1e-40 was refused only by the bare
+    FloatingPointError it raised; a fully connected layer of input scale 3e38 imported and computed
+    what LiteRT does not (its requantisation saturates there)."""
+    from ai_edge_litert import schema_py_generated as schema
+
+    relu6 = schema.ActivationFunctionType.RELU6
+    graph = GraphBuilder()
+    x = graph.add_input("x", "int8", (1, 4, 4, 2), scale=input_scale, zero_point=0)
+    if op == "CONV_2D":
+        w = graph.add_constant("w", np.ones((2, 1, 1, 2), np.int8), scale=[0.01, 0.02], zero_point=[0, 0])
+        y = graph.add_tensor("y", "int8", (1, 4, 4, 2), scale=output_scale, zero_point=0)
+        options = schema.Conv2DOptionsT(strideH=1, strideW=1, fusedActivationFunction=relu6)
+    else:
+        w = graph.add_constant("w", np.ones((4, 32), np.int8), scale=0.01, zero_point=0)
+        y = graph.add_tensor("y", "int8", (1, 4), scale=output_scale, zero_point=0)
+        options = schema.FullyConnectedOptionsT(fusedActivationFunction=relu6)
+    graph.add_operator(op, [x, w, -1], [y], options)
+    graph.mark_output(y)
+    done = cli("import", str(graph.write(tmp_path / "m.tflite")), "-o", str(tmp_path / "m.tar"))
+    assert done.returncode == 3 and done.stderr.count("\n") == 1, done.stderr
+    assert f"operator 0 ({op})" in done.stderr and said in done.stderr, done.stderr
 
 
 def test_the_operator_table_of_the_docs_is_the_code_s():

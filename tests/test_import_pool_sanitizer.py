@@ -64,6 +64,7 @@ def _checked_against_its_own_layout(model, tree, out, memory="floor"):
     reference = pool_sanitizer.build_and_run(module, sources, None, include, out / "own", library, checked=False)
     checked = pool_sanitizer.build_and_run(module, sources, pool, include, out / "checked", library)
     assert checked == reference and checked.endswith("status 0\n")
+    return json.loads((out / "b" / "build.json").read_text())
 
 
 _EXHAUSTIVE = pytest.mark.exhaustive  # the rest of the kinds: more of the same checks, not new ones
@@ -97,3 +98,49 @@ def test_a_min_memory_plans_claims_hold_under_the_sanitizer(name, cmsis_nn, tmp_
 def test_the_mlperf_models_min_plans_hold_under_the_sanitizer(model, models_dir, cmsis_nn, tmp_path):
     """The patched plans of the real models: stripes, row bands, folded pads, io in the pool."""
     _checked_against_its_own_layout(models_dir / f"{model}.tflite", cmsis_nn("v6.0.0"), tmp_path / "check", memory="min")
+
+
+# The real models as `import` and `build` take them: TFLM's (not shared material: skipped when absent)
+# and MLPerf Tiny's, with each memory plan.
+_REAL_MODELS = [*[("mlperf", f"{name}.tflite", "floor") for name in ("kws_ref_model", "vww_96_int8",
+                                                                     "pretrainedResnet_quant", "ad01_int8")],
+                *[("tflm", name, memory) for name in ("mobilenet_v2_quantized_1x3x224x224.tflite", "person_detect.tflite")
+                  for memory in ("floor", "min")]]
+
+
+@pytest.mark.exhaustive
+@pytest.mark.cross
+@pytest.mark.parametrize("source, name, memory", _REAL_MODELS)
+def test_every_real_models_pool_is_proven_and_holds_under_the_sanitizer(source, name, memory, request, cmsis_nn,
+                                                                       tmp_path):
+    """The analysis proves the importer's whole plan (the build records its verdict: the floor it
+    proves, the plan re-made at it or kept as already as small), and the sanitizer holds the code to it."""
+    folder = request.getfixturevalue("models_dir" if source == "mlperf" else "tflm_models_dir")
+    record = _checked_against_its_own_layout(folder / name, cmsis_nn("v6.0.0"), tmp_path / "check", memory=memory)
+    pool = record["models"][0]["workspace_pool"]
+    assert pool["producer"] == "mlfbuild's importer" and pool["floor_bytes"] is not None, pool
+    assert pool["replanned"] or not pool["reason"].startswith("not proven"), pool
+
+
+_ON_CORES = [(source, name, memory) for source, name, memory in
+             [*_REAL_MODELS, *[("mlperf", f"{n}.tflite", "min") for n in ("kws_ref_model", "vww_96_int8",
+                                                                           "pretrainedResnet_quant", "ad01_int8")]]
+             if not name.startswith("mobilenet_v2")]  # its 3.7 MB of weights fit no QEMU board's flash
+
+
+@pytest.mark.exhaustive
+@pytest.mark.qemu  # the build probes CMSIS-NN's buffer sizes on the board's core
+@pytest.mark.cross
+@pytest.mark.parametrize("board", ["mps2-an386", "mps3-an547"])
+@pytest.mark.parametrize("source, name, memory", _ON_CORES)
+def test_every_real_models_pool_is_proven_on_the_dsp_and_mve_cores(source, name, memory, board, request, cmsis_nn,
+                                                                   tmp_path):
+    """The code the cores compile (generated DSP and MVE kernels, read with the cross compiler) is proven
+    too: ic's first layer under --memory min on the M4F was not."""
+    folder = request.getfixturevalue("models_dir" if source == "mlperf" else "tflm_models_dir")
+    import_tflite(folder / name, tmp_path / "model.tar", memory=memory)
+    built = cli("build", str(tmp_path / "model.tar"), "-b", board, "--cmsis-nn", str(cmsis_nn("v6.0.0")),
+                "-o", str(tmp_path / "b"))
+    assert built.returncode == 0, built.stderr
+    pool = json.loads((tmp_path / "b" / "build.json").read_text())["models"][0]["workspace_pool"]
+    assert pool["floor_bytes"] is not None and "not proven" not in built.stdout + built.stderr, pool["reason"]

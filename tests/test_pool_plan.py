@@ -117,6 +117,17 @@ def test_vww_keeps_its_one_scratch_buffer_at_the_size_tvm_stated(fixtures_dir, t
     assert clashes == []
 
 
+def test_a_pool_declared_too_small_is_kept_and_its_producer_named(fixtures_dir, tmp_path):
+    """A region past the pool's declared end: the layout is kept, and the reason names what laid it out
+    (an imported MLF's is mlfbuild's importer's, never TVM's)."""
+    module, sources, headers = _module_sources(fixtures_dir, tmp_path, "tvm-0.13/kws_aot_c_unpacked_usmp")
+    path = next(p for p, text in sources.items() if "global_workspace[104192]" in text)
+    edited = {**sources, path: sources[path].replace("global_workspace[104192]", "global_workspace[64]")}
+    for producer in ("TVM", "mlfbuild's importer"):
+        pool = plan_usmp_pool(edited, module, include_dirs=headers, producer=producer)
+        assert not pool.replanned and pool.reason.endswith(f"reaches beyond {producer}'s pool as read"), pool.reason
+
+
 def test_a_region_without_a_stated_size_keeps_tvms_layout(fixtures_dir, third_party_dir, tmp_path):
     module, sources, headers = _module_sources(fixtures_dir, tmp_path, "tvm-0.18/kws_aot_cmsisnn_m4",
                                                third_party_dir=third_party_dir)

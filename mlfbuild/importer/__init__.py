@@ -145,6 +145,7 @@ def compile_graph(graph: Graph, where: str) -> list[Lowered]:
             if tensor is not None and not (tensor.is_constant or tensor.is_variable) and index not in written:
                 raise InvalidInputError(f"{where}: operator {op.index} ({op.name}) reads tensor {index} "
                                         f"'{tensor.name[:60]}' before any operator writes it")
+        _check_scales(graph, op, where)
         try:
             with np.errstate(over="raise", divide="raise", invalid="raise"):  # FloatingPointError, not a warning
                 step = lower(graph, op)
@@ -169,6 +170,26 @@ def compile_graph(graph: Graph, where: str) -> list[Lowered]:
     if missing:
         raise InvalidInputError(f"{where}: graph output '{graph.tensors[missing[0]].name[:60]}' is never written")
     return steps
+
+
+# Integer tensors' scales any real model has: beyond them requantisation overflows or saturates in
+# ways the kernels' arithmetic does not follow TFLite through (a fully connected layer's input of scale
+# 3e38 gave outputs LiteRT does not, a fused RELU6 into 1e-40 overflowed).
+SCALE_RANGE = (1e-15, 1e15)
+_SCALED_TYPES = ("int8", "uint8", "int16")
+
+
+def _check_scales(graph: Graph, op, where: str) -> None:
+    """An operator's integer inputs and outputs of a scale outside SCALE_RANGE are refused, naming the tensor."""
+    low, high = SCALE_RANGE
+    for index in (*op.inputs, *op.outputs):
+        tensor = graph.tensors[index] if index >= 0 else None
+        if tensor is None or tensor.dtype not in _SCALED_TYPES or tensor.quantization is None:
+            continue
+        extreme = next((s for s in tensor.quantization.scales if s and not low <= s <= high), None)
+        if extreme is not None:
+            raise UnsupportedModelError(f"{where}: operator {op.index} ({op.name}): tensor {tensor.describe()} has "
+                                        f"scale {extreme}, outside 1e-15..1e15", op)
 
 
 def _check_io(graph: Graph, where: str) -> None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..mlf.csource import names_word
 from ..project.memory_plan import Buffer, MemoryPlan, align, floor_bytes, plan_memory
 from .lowering import BAND_FUNCTION, C_HELPERS, Lowered
 from .patches import apply_stage, fold_pads, stage_candidates
@@ -704,7 +705,7 @@ def _helpers_called(calls: list[Lowered]) -> list[str]:
                       (step.band_body if step.band_order else step.body) + _functions(step))
     named: set[str] = set()
     while True:
-        found = {name for name in C_HELPERS if name not in named and re.search(rf"\b{name}\b", text)}
+        found = {name for name in C_HELPERS if name not in named and names_word(text, name)}
         if not found:
             break
         named |= found

@@ -211,10 +211,17 @@ def patch_body(window: Window, filters: np.ndarray, in_offset: int, out_offset: 
               f"        const int32_t iy = oy * {s_h} - {p_h} + ky * {d_h};",
               f"        for (int32_t kx = 0; kx < {k_w}; ++kx) {{",
               f"          const int32_t ix = ox * {s_w} - {p_w} + kx * {d_w};",
-              f"          const int32_t inside = iy >= 0 && iy < {in_h} && ix >= 0 && ix < {in_w};",
+              # a tap in the padding is zeros; the test is a branch of its own, as the pool analysis
+              # bounds the read after it (a flag tested in a conditional expression it could not follow)
+              f"          if (iy < 0 || iy >= {in_h} || ix < 0 || ix >= {in_w}) {{",
+              f"            for (int32_t c = 0; c < {in_c}; ++c) {{",
+              f"              patch[(ky * {k_w} + kx) * {in_c} + c] = 0;",
+              "            }",
+              "            continue;",
+              "          }",
               f"          for (int32_t c = 0; c < {in_c}; ++c) {{",
               f"            patch[(ky * {k_w} + kx) * {in_c} + c] = "
-              f"(int16_t)(inside ? input_[(iy * {in_w} + ix) * {in_c} + c] + ({in_offset}) : 0);",
+              f"(int16_t)(input_[(iy * {in_w} + ix) * {in_c} + c] + ({in_offset}));",
               "          }", "        }", "      }"]
     if fan_in <= MAX_UNROLLED_PATCH and window.inside_pixels():
         (row_lo, row_hi), (col_lo, col_hi) = window.inside(0), window.inside(1)

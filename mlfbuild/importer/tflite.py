@@ -257,6 +257,7 @@ def _tensor(buf: Buffer, index: int, table: Table, buffers: list[Table]) -> Tens
         raise Malformed(f"tensor {index} '{name[:60]}' has a dynamic shape {list(shape)}")
     tensor = Tensor(index, name, dtype, shape, _quantization(table.table(4), name),
                     is_variable=table.scalar(5, _BOOL, False))
+    _check_channels(tensor)
     if tensor.nbytes > MAX_BUFFER_BYTES:
         raise Malformed(f"tensor {index} '{name[:60]}' would hold {tensor.nbytes} bytes")
     raw = _buffer_bytes(buf, table.scalar(2, "<I", 0), buffers)
@@ -297,6 +298,18 @@ def _quantization(table: Table | None, name: str) -> Quantization | None:
         raise Malformed(f"tensor '{name[:60]}' has {len(scales)} scales and {len(zero_points)} zero points")
     return Quantization(scales=tuple(float(s) for s in scales), zero_points=tuple(int(z) for z in zero_points),
                         axis=table.scalar(6, _I32, 0))
+
+
+def _check_channels(tensor: Tensor) -> None:
+    """Per-channel quantization has one scale per index of its dimension, as LiteRT checks on loading
+    (a filter with fewer scales than output channels was read past its list). A dimension the tensor
+    lacks is let pass, as TFLM lets it: person_detect's biases say dimension 3 of their one."""
+    q = tensor.quantization
+    if q is None or not q.per_channel or not 0 <= q.axis < len(tensor.shape):
+        return
+    if len(q.scales) != tensor.shape[q.axis]:
+        raise Malformed(f"tensor {tensor.index} '{tensor.name[:60]}' has {len(q.scales)} scales for the "
+                        f"{tensor.shape[q.axis]} channels of its dimension {q.axis}")
 
 
 def _operator(index: int, table: Table, codes: list[str], tensor_count: int) -> Operator:

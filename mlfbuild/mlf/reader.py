@@ -166,7 +166,7 @@ def _full_model_module(root: Path, meta: _Obj, name: str, version: int, max_grap
     if link_params is None:
         link_params = True if executor == "aot" else (graph is not None and not _graph_needs_params(graph, params))
     system_lib = "TVMSystemLibEntryPoint" in all_source or any("TVMSystemLibEntryPoint" in o.symbols for o in objects)
-    usmp = bool(re.search(r"\bglobal_workspace\b", all_source)) or any("global_workspace" in o.symbols for o in objects)
+    usmp = csource.names_word(all_source, "global_workspace") or any("global_workspace" in o.symbols for o in objects)
 
     relay_rel = "src/relay.txt" if version == 5 else f"src/{name}.relay"
     relay_text = _read_text(root / relay_rel) if (root / relay_rel).is_file() else ""
@@ -373,14 +373,11 @@ def _aot_defects(name: str, executor: str, source_text: dict[str, str]) -> list[
     """Entry points the AOT wrapper calls but no generated file defines (TVM 0.8 without link-params)."""
     if executor != "aot" or not source_text:
         return []
-    defined: set[str] = set()
-    referenced: set[str] = set()
-    for text in source_text.values():
-        defined |= csource.defined_functions(text)
-        referenced |= csource.referenced_functions(text, f"tvmgen_{name}_")
+    texts = source_text.values()
     defects = []
     for entry in (f"tvmgen_{name}_run_model", f"tvmgen_{name}___tvm_main__"):
-        if entry in referenced and entry not in defined:
+        if (any(csource.calls_function(text, entry) for text in texts)
+                and not any(csource.defines_function(text, entry) for text in texts)):
             defects.append(
                 f"the AOT wrapper tvmgen_{name}_run calls {entry}, but no generated file defines it. "
                 "This is a TVM 0.8 defect: AOT exports made without link-params drop the model's main "

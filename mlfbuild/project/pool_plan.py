@@ -70,7 +70,7 @@ def plan_usmp_pool(sources: dict[str, str], module_name: str, scratch: dict[str,
     pool = read_usmp_pool(sources, module_name, include_dirs)
     if pool is None:
         return None
-    kept = _reason_to_keep(pool)
+    kept = _reason_to_keep(pool, producer)
     if kept:
         length = pool.tvm_bytes or tvm_bytes
         return PoolPlan("usmp", length, length, None, False, kept, producer=producer)
@@ -136,12 +136,12 @@ def header_dirs(root: Path, cmsis_nn: Path | None = None, cmsis_core: Path | Non
     return HeaderSearch(dirs, preprocessor)
 
 
-def _reason_to_keep(pool: UsmpPool) -> str:
+def _reason_to_keep(pool: UsmpPool, producer: str) -> str:
     if pool.problem:
         return f"not proven: {pool.problem}"
     beyond = [r for r in pool.regions if r.offset + (r.size or 0) > pool.tvm_bytes]
     if beyond:
-        return f"{beyond[0].name} reaches beyond TVM's pool as read"
+        return f"{beyond[0].name} reaches beyond {producer}'s pool as read"
     if not pool.regions:
         return "no regions of the pool are used"
     return ""

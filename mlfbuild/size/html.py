@@ -234,8 +234,8 @@ def format_html(report: SizeFacts, changes: SizeDiff | None = None) -> str:
         out.append("</table>")
     pools = [m for m in report.modules if m.pool]
     if pools:
-        out.append('<h2>Workspace pools</h2><table><tr><th class="l">model</th><th class="l">pool</th><th>TVM</th>'
-                   '<th>mlfbuild</th><th>floor</th><th class="l">why</th></tr>')
+        out.append('<h2>Workspace pools</h2><table><tr><th class="l">model</th><th class="l">pool</th><th>laid out</th>'
+                   '<th>built</th><th>floor</th><th class="l">why</th></tr>')
         for module in pools:
             pool = module.pool
             out.append(f'<tr><td class="l">{_e(module.name)}</td><td class="l">{_e(pool_kind(pool))}</td>'

@@ -264,9 +264,11 @@ def pool_verdict(pool: dict) -> str:
 
 
 def pool_figures(pool: dict) -> str:
-    """`TVM 72,000 B · mlfbuild 16,000 B · floor 16,000 B (re-planned ...)` for one module's pool."""
+    """`TVM 72,000 B · mlfbuild 16,000 B · floor 16,000 B (re-planned ...)` for one module's pool: the
+    size as its producer (TVM, or mlfbuild's importer) laid it out, as built, and its floor."""
     floor = "not known" if pool.get("floor_bytes") is None else f"{_n(pool.get('floor_bytes'))} B"
-    return (f"{pool_kind(pool)}: TVM {_n(pool.get('tvm_bytes'))} B · mlfbuild {_n(pool.get('bytes'))} B · "
+    return (f"{pool_kind(pool)}: {pool.get('producer', 'TVM')} {_n(pool.get('tvm_bytes'))} B · "
+            f"mlfbuild {_n(pool.get('bytes'))} B · "
             f"floor {floor} ({pool_verdict(pool)})")
 
 
@@ -318,7 +320,7 @@ def format_markdown(report: SizeFacts, top: int = 10) -> str:
     pools = [m for m in report.modules if m.pool]
     if pools:
         out.append("")
-        out.append("| module | workspace pool | TVM | mlfbuild | floor | |")
+        out.append("| module | workspace pool | laid out | built | floor | |")
         out.append("|---|---|---:|---:|---:|---|")
         for module in pools:
             pool = module.pool
