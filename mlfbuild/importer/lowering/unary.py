@@ -802,14 +802,19 @@ def _relu6(graph: Graph, op: Operator) -> Lowered:
     return relu_x(graph, op, 0.0, 6.0)
 
 
+def _check_per_tensor_scale(op: Operator, t: Tensor) -> None:
+    """A requantised tensor (int32 ones too) has one finite scale within 1e-15..1e15."""
+    if t.quantization is None or t.quantization.per_channel:
+        raise refuse(op, f"tensor {t.describe()} has no per-tensor quantization")
+    if not (math.isfinite(t.quantization.scale) and 1e-15 <= t.quantization.scale <= 1e15):
+        raise refuse(op, f"tensor {t.describe()} has scale {t.quantization.scale}, outside 1e-15..1e15")
+
+
 def _requantize_int16(op: Operator, x: Tensor, y: Tensor) -> Lowered:
     """TFLite's Requantize from int16 of any zero point (an int8 → int16 softmax's output has -32768)
     to int8 (clamped) or int32 (refused where the result could pass int32: TFLite's sum would overflow)."""
     for t in (x, y):
-        if t.quantization is None or t.quantization.per_channel:
-            raise refuse(op, f"tensor {t.describe()} has no per-tensor quantization")
-        if not (math.isfinite(t.quantization.scale) and 1e-15 <= t.quantization.scale <= 1e15):
-            raise refuse(op, f"tensor {t.describe()} has scale {t.quantization.scale}, outside 1e-15..1e15")
+        _check_per_tensor_scale(op, t)
     x_zp, y_zp = x.quantization.zero_point, y.quantization.zero_point
     if not -32768 <= x_zp <= 32767:
         raise refuse(op, f"tensor {x.describe()} has zero point {x_zp}, outside int16")
@@ -838,10 +843,7 @@ def _requantize_pair(op: Operator, x: Tensor, y: Tensor) -> Lowered:
     """TFLite's Requantize from int32 to int8/int16, or between int8 and uint8: (in − zero point)
     rescaled by input/output scale, + the output's zero point, clamped to its type."""
     for t in (x, y):
-        if t.quantization is None or t.quantization.per_channel:
-            raise refuse(op, f"tensor {t.describe()} has no per-tensor quantization")
-        if not (math.isfinite(t.quantization.scale) and 1e-15 <= t.quantization.scale <= 1e15):
-            raise refuse(op, f"tensor {t.describe()} has scale {t.quantization.scale}, outside 1e-15..1e15")
+        _check_per_tensor_scale(op, t)
         lo, hi = _INTEGER_LIMITS[t.dtype]
         if not lo <= t.quantization.zero_point <= hi:
             raise refuse(op, f"tensor {t.describe()} has zero point {t.quantization.zero_point}, outside {t.dtype}")
