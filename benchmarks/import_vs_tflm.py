@@ -7,7 +7,7 @@ Lite Micro + CMSIS-NN.
 micro_speech is TFLM's own example (tensorflow/lite/micro/examples/micro_speech/models/
 micro_speech_quantized.tflite in the tflite-micro repository); it is measured when --tflm-models holds it
 (for it only TFLM's instruction count is known). Each model is imported (`mlfbuild import --rounding
-R --kernels K`, once per `--kernels` choice: generated, cmsis-nn), built at -Os and run with
+R --kernels K`, once per `--kernels` choice: generated, cmsis-nn), built at -Os (--opt) and run with
 `mlfbuild run --profile`: instructions per inference from QEMU's TCG plugin and the plugin's cycle
 estimate (the core's documented timings, docs/benchmarks.md), outputs checked against the model with
 LiteRT. Flash is what `mlfbuild size` reports; RAM is data + bss + the
@@ -60,13 +60,13 @@ def mlfbuild(*args: str) -> subprocess.CompletedProcess:
 
 
 def measure(model: Path, board: str, tree: Path, samples: int, folder: Path, rounding: str,
-            memory: str = "floor", kernels: str = "generated") -> dict:
+            memory: str = "floor", kernels: str = "generated", opt: str = "-Os") -> dict:
     mlf = folder.with_suffix(".tar")
     imported = mlfbuild("import", str(model), "-o", str(mlf), "--rounding", rounding, "--memory", memory,
                         "--kernels", kernels)
     if imported.returncode != 0:
         sys.exit(f"import of {model.name} failed: {imported.stderr.strip()}")
-    built = mlfbuild("build", str(mlf), "-b", board, "--opt=-Os", "--cmsis-nn", str(tree), "-o", str(folder))
+    built = mlfbuild("build", str(mlf), "-b", board, f"--opt={opt}", "--cmsis-nn", str(tree), "-o", str(folder))
     if built.returncode != 0:
         sys.exit(f"build of {model.name} for {board} failed: {built.stderr.strip()}")
     size = json.loads(mlfbuild("size", "--json", str(folder)).stdout)
@@ -102,10 +102,10 @@ def kernels_table(measured: dict[tuple[str, str, str], dict]) -> None:
               f"({m['instructions'] / base['instructions']:.3f}×) | {cycles} |", flush=True)
 
 
-def published_table(measured: dict[tuple[str, str], dict], kernels: str) -> None:
+def published_table(measured: dict[tuple[str, str], dict], kernels: str, opt: str) -> None:
     """The cycle estimate at each published board's clock beside its published latency."""
     print()
-    print(f"The estimate against published latencies, with --kernels {kernels}:")
+    print(f"The estimate against published latencies, with --kernels {kernels}, built at {opt}:")
     print("| model | estimate (model) | at the board's clock | published | error | source |")
     print("|---|---|---:|---:|---:|---|")
     for (name, board), m in measured.items():
@@ -132,6 +132,9 @@ def main() -> int:
                         help="mlfbuild import --memory (floor: the liveness floor; min: convolutions over their inputs)")
     parser.add_argument("--kernels", nargs="+", choices=("generated", "cmsis-nn"), default=["generated", "cmsis-nn"],
                         help="mlfbuild import --kernels, each measured (both: a table of their ratios follows)")
+    parser.add_argument("--opt", choices=("-Os", "-O2"), default="-Os",
+                        help="the build's optimisation, CMSIS-NN's included (-Os: as the TFLM figures were measured; "
+                             "-O2: as the OctoML submission built, Zephyr's CONFIG_SPEED_OPTIMIZATIONS)")
     args = parser.parse_args()
     print("| model | board | kernels | flash (ratio to TFLM) | RAM | instructions / inference | cycles / inference (estimate) "
           "| vs the .tflite (LiteRT) |")
@@ -147,7 +150,7 @@ def main() -> int:
             for board in args.boards:
                 for kernels in args.kernels:
                     m = measure(path, board, args.cmsis_nn, args.samples, Path(work) / f"{name}-{board}-{kernels}",
-                                args.rounding, args.memory, kernels)
+                                args.rounding, args.memory, kernels, args.opt)
                     measured[(name, board, kernels)] = m
                     flash, ram, insns = TFLM[(name, board)]
                     cycles = f"{m['cycles']:,} ({m['cycle_model']})" if m["cycles"] is not None else "no model"
@@ -157,7 +160,8 @@ def main() -> int:
     kernels_table(measured)
     # The published latencies ran CMSIS-NN's kernels: the estimate is checked on the same code where measured.
     checked = "cmsis-nn" if "cmsis-nn" in args.kernels else args.kernels[0]
-    published_table({(name, board): m for (name, board, kernels), m in measured.items() if kernels == checked}, checked)
+    published_table({(name, board): m for (name, board, kernels), m in measured.items() if kernels == checked}, checked,
+                    args.opt)
     return 0
 
 
