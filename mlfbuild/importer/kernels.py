@@ -154,7 +154,7 @@ def _patch(graph: Graph, step: Lowered, rounding: str = "tflite") -> list[str] |
     _, in_h, in_w, in_c = x.shape
     _, out_h, out_w, out_c = y.shape
     _, k_h, k_w, _ = w.shape
-    filters = _constant(step, "filter_")
+    filters = step.constant("filter_")
     if op.name == "DEPTHWISE_CONV_2D":
         if in_c != 1 or filters.shape[-1] != out_c:
             return None
@@ -164,7 +164,7 @@ def _patch(graph: Graph, step: Lowered, rounding: str = "tflite") -> list[str] |
     fan_in = k_h * k_w * in_c
     if out_c % 4 or fan_in > MAX_PATCH:
         return None
-    bias = any(o.param == "bias_" for o in step.operands)
+    bias = step.has_bias
     lo, hi = fused_activation_range(op, y)
     window = layer_window(op, x, w, y)
     return patch_body(window, filters.reshape(out_c, fan_in), -x.quantization.zero_point, y.quantization.zero_point,
@@ -274,7 +274,7 @@ def _windowed(graph: Graph, step: Lowered) -> list[str] | None:
     # (1 channel, 1/4) 2.08x: generated where at least 3/4 of the products are the layer's.
     if 4 * in_c < 3 * padded:
         return None
-    bias = any(o.param == "bias_" for o in step.operands)
+    bias = step.has_bias
     lo, hi = fused_activation_range(op, y)
     window = layer_window(op, x, w, y)
     return windowed_body(window, out_c, -x.quantization.zero_point, y.quantization.zero_point, lo, hi, bias,
@@ -292,7 +292,7 @@ def _pointwise(graph: Graph, step: Lowered) -> list[str] | None:
     if in_c % 4 or out_c % 4 or in_c != x.shape[3] or out_c != y.shape[3] or 8 * in_c > MAX_PAIR_BYTES:
         return None
     pixels = x.shape[0] * x.shape[1] * x.shape[2]
-    bias = any(o.param == "bias_" for o in step.operands)
+    bias = step.has_bias
     lo, hi = fused_activation_range(op, y)
     right_shifts = _requantisation(step, in_c, bias)
     return pointwise_body(pixels, in_c, out_c, -x.quantization.zero_point, y.quantization.zero_point, lo, hi, bias,
@@ -302,8 +302,8 @@ def _pointwise(graph: Graph, step: Lowered) -> list[str] | None:
 def _requantisation(step: Lowered, fan_in: int, bias: bool) -> bool:
     """Whether the inlined mlf_dsp_requantize serves every channel: shifts of -1 or less, and every sum
     (fan_in products of at most 255 × 128, and the bias) below 2^30 in magnitude."""
-    largest = fan_in * 255 * 128 + (int(np.abs(_constant(step, "bias_").astype(np.int64)).max()) if bias else 0)
-    return all(int(v) <= -1 for v in _constant(step, "shift_")) and largest < 1 << 30
+    largest = fan_in * 255 * 128 + (int(np.abs(step.constant("bias_").astype(np.int64)).max()) if bias else 0)
+    return all(int(v) <= -1 for v in step.constant("shift_")) and largest < 1 << 30
 
 
 def _depthwise(graph: Graph, step: Lowered, rounding: str) -> list[str] | None:
@@ -319,7 +319,7 @@ def _depthwise(graph: Graph, step: Lowered, rounding: str) -> list[str] | None:
     _, k_h, k_w, _ = w.shape
     if out_c != channels or channels % 4 or w.shape[3] != channels:
         return None
-    bias = any(o.param == "bias_" for o in step.operands)
+    bias = step.has_bias
     lo, hi = fused_activation_range(op, y)
     window = layer_window(op, x, w, y)
     if 3 * window.inside_pixels() < out_h * out_w:
@@ -331,10 +331,6 @@ def _depthwise(graph: Graph, step: Lowered, rounding: str) -> list[str] | None:
 def _depthwise_or_patch(graph: Graph, step: Lowered, rounding: str) -> list[str] | None:
     """Depthwise layers of multiplier 1 (the depthwise kernel) or of one input channel (the patch kernel)."""
     return _depthwise(graph, step, rounding) or _patch(graph, step)
-
-
-def _constant(step: Lowered, param: str):
-    return next(o.constant for o in step.operands if o.param == param)
 
 
 def _offset_pair(offset: int) -> str:
@@ -541,7 +537,7 @@ def _fully_connected(graph: Graph, step: Lowered, rounding: str) -> list[str] | 
     """A fully connected layer of per-tensor weights whose units and depth are multiples of 4."""
     op = step.operator
     x, w, y = tensor_at(graph, op, 0), tensor_at(graph, op, 1), tensor_at(graph, op, 0, output=True)
-    weights = _constant(step, "filter_")
+    weights = step.constant("filter_")
     units, depth = weights.shape
     if units % 4 or depth % 4 or 3 * depth + CHUNK_CHANNELS > 4095:  # the rows at immediate offsets
         return None
@@ -549,7 +545,7 @@ def _fully_connected(graph: Graph, step: Lowered, rounding: str) -> list[str] | 
     multiplier, shift = q.fully_connected_multiplier(x.quantization.scale, w.quantization.scale, y.quantization.scale)
     requantize = REQUANTIZE_ONCE_FUNCTION if rounding == "tflite" else REQUANTIZE_FUNCTION
     lo, hi = fused_activation_range(op, y)
-    bias = any(o.param == "bias_" for o in step.operands)
+    bias = step.has_bias
     return fully_connected_body(batches, depth, units, -x.quantization.zero_point, y.quantization.zero_point, lo, hi,
                                 bias, f"{requantize}(acc{{j}}, {multiplier}, {shift})")
 

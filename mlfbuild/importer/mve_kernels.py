@@ -177,10 +177,6 @@ def generated(graph: Graph, step, rounding: str) -> list[str] | None:
     return None
 
 
-def _constant(step, param: str) -> np.ndarray:
-    return next(o.constant for o in step.operands if o.param == param)
-
-
 def _lane_order(values: np.ndarray) -> np.ndarray:
     """Per-channel values as the accumulators hold them: per eight channels, the even ones then the odd."""
     blocks = values.reshape(-1, LANES)
@@ -203,11 +199,9 @@ def _depthwise(graph: Graph, step) -> list[str] | None:
     _, k_h, k_w, _ = w.shape
     if out_c != channels or channels % LANES or w.shape[3] != channels:
         return None
-    filters = _constant(step, "filter_").reshape(k_h * k_w, channels).astype(np.int64)
+    filters = step.constant("filter_").reshape(k_h * k_w, channels).astype(np.int64)
     in_zero = int(x.quantization.zero_point)
-    bias = (_constant(step, "bias_").astype(np.int64) if any(o.param == "bias_" for o in step.operands)
-            else np.zeros(channels, dtype=np.int64))
-    folded = ((bias - in_zero * filters.sum(axis=0) + 2**31) % 2**32 - 2**31)  # modulo 2^32, as TFLite's sums
+    folded = _folded_bias(step, filters.T, in_zero)
     window = layer_window(op, x, w, y)
     stride, dilation, (pad_h, pad_w) = window.stride, window.dilation, window.padding
     lo, hi = fused_activation_range(op, y)
@@ -223,8 +217,8 @@ def _depthwise(graph: Graph, step) -> list[str] | None:
                 f"{indent}  MLF_MVE_IN_ORDER(even); MLF_MVE_IN_ORDER(odd); }}"]
 
     lines = [_table("folded_bias", _lane_order(folded)),
-             _table("multipliers", _lane_order(_constant(step, "multiplier_").astype(np.int64))),
-             _table("shifts", _lane_order(_constant(step, "shift_").astype(np.int64))),
+             _table("multipliers", _lane_order(step.constant("multiplier_").astype(np.int64))),
+             _table("shifts", _lane_order(step.constant("shift_").astype(np.int64))),
              f"  for (int32_t block = 0; block < {channels // LANES}; ++block) {{",
              f"    const int32_t c = block * {LANES};",
              f"    for (int32_t oy = 0; oy < {out_h}; ++oy) {{",
@@ -249,7 +243,7 @@ def _depthwise(graph: Graph, step) -> list[str] | None:
             lines += tap("value", str(ky * k_w + kx), "            ")
             lines += ["          }"]
     lines += ["        }"]
-    shifts = _constant(step, "shift_")
+    shifts = step.constant("shift_")
     requantize = f"{MVE_FUNCTION}_right" if int(shifts.max()) <= 0 else MVE_FUNCTION
     for half, name in ((0, "even"), (4, "odd")):
         lines += [f"        {name} = vaddq_n_s32({requantize}({name}, vldrwq_s32(multipliers + c + {half}), "
@@ -274,7 +268,7 @@ MAX_FEW_CHANNEL_WINDOW = 256
 def _folded_bias(step, filters: np.ndarray, in_zero: int) -> np.ndarray:
     """Per output channel, bias + input offset x the sum of its filter (`filters` one row a channel),
     modulo 2^32 as TFLite's int32 sums."""
-    bias = (_constant(step, "bias_").astype(np.int64) if any(o.param == "bias_" for o in step.operands)
+    bias = (step.constant("bias_").astype(np.int64) if step.has_bias
             else np.zeros(filters.shape[0], dtype=np.int64))
     return (bias - in_zero * filters.sum(axis=1) + 2**31) % 2**32 - 2**31
 
@@ -308,12 +302,12 @@ def _convolution(graph: Graph, step) -> list[str] | None:
     (k_h, k_w), (_, d_w) = window.kernel, window.dilation
     if in_c % VECTOR and (d_w != 1 or k_w * in_c > VECTOR or k_h * k_w * in_c > MAX_FEW_CHANNEL_WINDOW):
         return None
-    filters = _constant(step, "filter_").reshape(out_c, -1).astype(np.int64)
+    filters = step.constant("filter_").reshape(out_c, -1).astype(np.int64)
     in_zero = int(x.quantization.zero_point)
-    shifts = _constant(step, "shift_")
+    shifts = step.constant("shift_")
     requantize = f"{MVE_FUNCTION}_right" if int(shifts.max()) <= 0 else MVE_FUNCTION
     lines = [_table("folded_bias", _folded_bias(step, filters, in_zero)),
-             _table("multipliers", _pair_lanes(_constant(step, "multiplier_").astype(np.int64))),
+             _table("multipliers", _pair_lanes(step.constant("multiplier_").astype(np.int64))),
              _table("shifts", _pair_lanes(shifts.astype(np.int64)))]
     if in_c % VECTOR:  # the filters padded to whole vectors with zeros, as the windows are
         padded = np.zeros((out_c, -(-filters.shape[1] // VECTOR) * VECTOR), dtype=np.int64)

@@ -82,6 +82,14 @@ class Lowered:
     def output(self) -> int:
         return self.operator.outputs[0]
 
+    def constant(self, param: str):
+        """The constant operand `param` (a numpy array)."""
+        return next(o.constant for o in self.operands if o.param == param)
+
+    @property
+    def has_bias(self) -> bool:
+        return any(o.param == "bias_" for o in self.operands)
+
 
 def refuse(op: Operator, why: str) -> UnsupportedModelError:
     return UnsupportedModelError(f"operator {op.index} ({op.name}): {why}", op)
