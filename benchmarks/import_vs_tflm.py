@@ -60,7 +60,7 @@ def mlfbuild(*args: str) -> subprocess.CompletedProcess:
 
 
 def measure(model: Path, board: str, tree: Path, samples: int, folder: Path, rounding: str,
-            memory: str = "floor", kernels: str = "generated", opt: str = "-Os") -> dict:
+            memory: str = "floor", kernels: str = "generated", opt: str = "-Os", cycles_for: str | None = None) -> dict:
     mlf = folder.with_suffix(".tar")
     imported = mlfbuild("import", str(model), "-o", str(mlf), "--rounding", rounding, "--memory", memory,
                         "--kernels", kernels)
@@ -70,7 +70,8 @@ def measure(model: Path, board: str, tree: Path, samples: int, folder: Path, rou
     if built.returncode != 0:
         sys.exit(f"build of {model.name} for {board} failed: {built.stderr.strip()}")
     size = json.loads(mlfbuild("size", "--json", str(folder)).stdout)
-    run = mlfbuild("run", str(folder), "--profile", "--json", "--samples", str(samples))
+    chip = ("--cycles-for", cycles_for) if cycles_for and board in PUBLISHED else ()
+    run = mlfbuild("run", str(folder), "--profile", "--json", "--samples", str(samples), *chip)
     if not run.stdout.strip():
         sys.exit(f"run of {model.name} on {board} failed: {run.stderr.strip()}")
     result = json.loads(run.stdout)
@@ -132,6 +133,9 @@ def main() -> int:
                         help="mlfbuild import --memory (floor: the liveness floor; min: convolutions over their inputs)")
     parser.add_argument("--kernels", nargs="+", choices=("generated", "cmsis-nn"), default=["generated", "cmsis-nn"],
                         help="mlfbuild import --kernels, each measured (both: a table of their ratios follows)")
+    parser.add_argument("--cycles-for", metavar="BOARD",
+                        help="run --profile --cycles-for BOARD on the Cortex-M4F: add that chip's flash wait states "
+                             "and flash caches to the estimate (nucleo-l4r5zi: the board the published latencies ran on)")
     parser.add_argument("--opt", choices=("-Os", "-O2"), default="-Os",
                         help="the build's optimisation, CMSIS-NN's included (-Os: as the TFLM figures were measured; "
                              "-O2: as the OctoML submission built, Zephyr's CONFIG_SPEED_OPTIMIZATIONS)")
@@ -150,7 +154,7 @@ def main() -> int:
             for board in args.boards:
                 for kernels in args.kernels:
                     m = measure(path, board, args.cmsis_nn, args.samples, Path(work) / f"{name}-{board}-{kernels}",
-                                args.rounding, args.memory, kernels, args.opt)
+                                args.rounding, args.memory, kernels, args.opt, args.cycles_for)
                     measured[(name, board, kernels)] = m
                     flash, ram, insns = TFLM[(name, board)]
                     cycles = f"{m['cycles']:,} ({m['cycle_model']})" if m["cycles"] is not None else "no model"

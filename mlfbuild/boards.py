@@ -14,6 +14,8 @@ documented in boards/README.md (and boards/board.schema.json); in short:
     [flashing] method, address, reset, baud, chip_id, sectors, notes,
                uf2_family, pyocd_target, openocd_config, [flashing.mcuboot]
                                                                 (only kind = hardware)
+    [flash_timing] clock_hz, wait_states, read_bytes, instruction_cache_lines,
+               data_cache_lines, reads_per_line               (optional, kind = hardware)
 
 Every problem is reported as a one-line BoardError naming the file and the key.
 """
@@ -223,6 +225,31 @@ class Flashing:
 
 
 @dataclass(frozen=True)
+class FlashTiming:
+    """The chip's flash read path as `run --profile --cycles-for` models it (templates/profile/flashcost.c):
+    at `clock_hz` a flash read costs `wait_states` cycles more than the core's timing table says; the
+    flash accelerator's instruction and data caches hold that many lines of `reads_per_line` reads of
+    `read_bytes` each."""
+
+    clock_hz: int
+    wait_states: int
+    read_bytes: int
+    instruction_cache_lines: int
+    data_cache_lines: int
+    reads_per_line: int
+
+    def plugin_spec(self, flash: MemoryRegion) -> str:
+        """The profiling plugin's flash= argument, for firmware whose flash is `flash` where it runs."""
+        return (f"{flash.origin:x}:{flash.end:x}:{self.wait_states}:{self.read_bytes}:"
+                f"{self.instruction_cache_lines}:{self.data_cache_lines}:{self.reads_per_line}")
+
+    def to_json(self) -> dict:
+        return {"clock_hz": self.clock_hz, "wait_states": self.wait_states, "read_bytes": self.read_bytes,
+                "instruction_cache_lines": self.instruction_cache_lines, "data_cache_lines": self.data_cache_lines,
+                "reads_per_line": self.reads_per_line}
+
+
+@dataclass(frozen=True)
 class Board:
     name: str
     description: str
@@ -235,6 +262,7 @@ class Board:
     flashing: Flashing | None = None
     aliases: tuple[str, ...] = ()
     source: Path | None = field(default=None, compare=False)
+    flash_timing: FlashTiming | None = None
 
     @property
     def is_host(self) -> bool:
@@ -262,7 +290,7 @@ class Board:
         out: dict[str, Any] = {"name": self.name, "description": self.description, "kind": self.kind}
         if self.aliases:
             out["aliases"] = list(self.aliases)
-        for key in ("cpu", "memory", "console", "timer", "qemu", "flashing"):
+        for key in ("cpu", "memory", "console", "timer", "qemu", "flashing", "flash_timing"):
             value = getattr(self, key)
             if value is not None:
                 out[key] = value.to_json()
@@ -428,9 +456,15 @@ def _parse(path: Path, data: dict) -> Board:
         flashing = _flashing(_section(top, "flashing", kind), memory)
     else:
         top.forbid("flashing", f"for kind = {kind} (only kind = hardware)")
+    flash_timing = None
+    if kind == "hardware" and top.has("flash_timing"):
+        flash_timing = _flash_timing(_section(top, "flash_timing", kind))
+    else:
+        top.forbid("flash_timing", "for a QEMU or host board (only kind = hardware: a real chip's flash)")
     top.done()
     return Board(name=name, description=description, kind=kind, console=console, cpu=cpu,
-                 memory=memory, timer=timer, qemu=qemu, flashing=flashing, aliases=aliases, source=path)
+                 memory=memory, timer=timer, qemu=qemu, flashing=flashing, aliases=aliases, source=path,
+                 flash_timing=flash_timing)
 
 
 def _section(top: _Table, name: str, kind: str) -> _Table:
@@ -507,6 +541,17 @@ def _console(con: _Table, host: bool) -> Console:
         con.fail(con.key("base"), f"0x{base:08X} is not 4-byte aligned")
     con.done()
     return Console(uart, base, baud, clock_hz, tuple(writes))
+
+
+def _flash_timing(t: _Table) -> FlashTiming:
+    # The plugin's limits (flashcost.c: FC_MAX_LINES, FC_MAX_READS_PER_LINE).
+    timing = FlashTiming(clock_hz=t.integer("clock_hz", minimum=1), wait_states=t.integer("wait_states", maximum=64),
+                         read_bytes=t.integer("read_bytes", minimum=1, maximum=64),
+                         instruction_cache_lines=t.integer("instruction_cache_lines", maximum=64),
+                         data_cache_lines=t.integer("data_cache_lines", maximum=64),
+                         reads_per_line=t.integer("reads_per_line", minimum=1, maximum=8))
+    t.done()
+    return timing
 
 
 def _qemu(q: _Table) -> Qemu:

@@ -51,6 +51,10 @@ class RunCommand(Command):
         parser.add_argument("--junit", type=Path, help="write a JUnit XML report")
         parser.add_argument("--profile", action="store_true",
                             help="instructions and calls per operator function (QEMU)")
+        parser.add_argument("--cycles-for", metavar="BOARD",
+                            help="with --profile: add BOARD's flash wait states and flash caches to the cycle "
+                                 "estimate, as if the firmware ran from that chip's flash (boards with "
+                                 "[flash_timing], e.g. nucleo-l4r5zi; the same core as the build's)")
         add_build_arguments(parser)
 
     def run(self, args):
@@ -68,7 +72,8 @@ class RunCommand(Command):
                 return _run_app(args, build_dir)
             result = run_build(build_dir, port=args.port, baud=args.baud, inputs=args.input,
                                references=args.reference, atol=args.atol, rtol=args.rtol, repeat=args.repeat,
-                               timeout=args.timeout, seed=args.seed, profile=args.profile, samples=args.samples,
+                               timeout=args.timeout, seed=args.seed, profile=args.profile or bool(args.cycles_for),
+                               samples=args.samples, cycles_for=args.cycles_for,
                                progress=None if args.json else RepeatProgress())
         result.target = str(args.target if build_dir != args.target and not args.output else build_dir)
         if args.json:
@@ -113,8 +118,8 @@ def _run_app(args, build_dir: Path) -> int:
     """A build of the user's application: its console as it comes, its exit status as the verdict."""
     from ..run import run_app_build
 
-    if args.reference or args.input or args.profile or args.repeat != 1:
-        print("mlfbuild: warning: --reference, --input, --repeat and --profile do not apply to an application "
+    if args.reference or args.input or args.profile or args.cycles_for or args.repeat != 1:
+        print("mlfbuild: warning: --reference, --input, --repeat, --profile and --cycles-for do not apply to an application "
               "built with --app (it checks its own outputs)", file=sys.stderr)
     out = sys.stderr if args.json else sys.stdout
     echo = (lambda data: (out.buffer.write(data), out.flush())) if hasattr(out, "buffer") else None

@@ -266,7 +266,7 @@ def run_build(build_dir: Path, *, port: str | None = None, baud: int = 115200, i
               references: list[str] = (), atol: float | None = None, rtol: float | None = None, repeat: int = 1,
               timeout: float = 60.0, seed: int = 0, icount_shift: int = 0,
               transport: Transport | None = None, progress: Progress | None = None,
-              profile: bool = False, samples: int | None = None) -> RunResult:
+              profile: bool = False, samples: int | None = None, cycles_for: str | None = None) -> RunResult:
     """Run every sample of every model `repeat` times in one session and compare its outputs;
     `progress(model, done, total)` is called after each inference. `samples`: how many seeded random
     inputs (or the first of a file's). With `profile`, count instructions per operator (QEMU) into
@@ -292,7 +292,7 @@ def run_build(build_dir: Path, *, port: str | None = None, baud: int = 115200, i
         _check_sample_counts(model, refs.get(model["name"]), feeds[model["name"]], expected.get(model["name"]))
     finish_profile = None
     if profile:
-        transport, finish_profile = profiled_transport(build_dir, port=port, baud=baud)
+        transport, finish_profile = profiled_transport(build_dir, port=port, baud=baud, cycles_for=cycles_for)
     transport = transport or make_transport(build_dir, record, port=port, baud=baud, icount_shift=icount_shift)
     started = time.monotonic()
     transport.start()

@@ -9,7 +9,9 @@ operator that called it. The function map comes from the ELF's symbol table: the
 
 Cycles are an estimate, not a measurement: the plugin classifies every instruction (Thumb-2 decoding,
 templates/profile/thumbcost.c) and adds up each class's cost from the core's documented timings
-(docs/benchmarks.md, "Cycle estimate"). Cores without a model (M0, M3, M7, M33) get none.
+(docs/benchmarks.md, "Cycle estimate"). Cores without a model (M0, M3, M7, M33) get none. With
+`cycles_for`, a real board's flash read path (its [flash_timing]: wait states behind the flash
+accelerator's caches, templates/profile/flashcost.c) is added, as if the firmware ran from that chip's flash.
 
 On a flashed board or the host there are no instruction counts: the profile says so.
 """
@@ -25,11 +27,12 @@ from pathlib import Path
 
 from elftools.elf.elffile import ELFFile
 
+from ..boards import FlashTiming, MemoryRegion, list_boards, load_board
 from ..errors import RunError
 from ..resources import data_dir
 
 PLUGIN_SOURCE = ("profile", "opprofile.c")
-PLUGIN_INCLUDES = (("profile", "thumbcost.c"),)
+PLUGIN_INCLUDES = (("profile", "thumbcost.c"), ("profile", "flashcost.c"))
 
 # The board's core -> (the plugin's cycle model, its label). A core not here gets no cycle estimate:
 # the M4's table would be wrong for the M0's 2-stage pipeline, the M7's dual issue and the M33's
@@ -68,10 +71,12 @@ class ModelProfile:
     cycle_model: str | None = None  # the estimate's label, e.g. "Cortex-M4 TRM timings"
     executor_cycles: int = 0
     kernels: str | None = None  # an imported model's --kernels choice (None: not imported by mlfbuild)
+    # With --cycles-for: the flash reads per inference the chip's caches missed, {"instruction", "data"}.
+    flash_reads: dict | None = None
 
     def to_json(self) -> dict:
         return {"instructions": self.instructions, "cycles": self.cycles, "cycle_model": self.cycle_model,
-                "kernels": self.kernels,
+                "kernels": self.kernels, "flash_reads": self.flash_reads,
                 "profile": [row.to_json() for row in self.rows]}
 
 
@@ -97,9 +102,11 @@ def unavailable(board: str, why: str) -> Profile:
     return Profile(False, f"profile not available on {board}: {why}")
 
 
-def profiled_transport(build_dir: Path, *, port: str | None = None, baud: int = 115200):
+def profiled_transport(build_dir: Path, *, port: str | None = None, baud: int = 115200,
+                       cycles_for: str | None = None):
     """(transport, finish) for a profiled run of `build_dir`: QEMU with the plugin attached, else the
-    ordinary transport and a profile that says why there is none. finish(result) → Profile."""
+    ordinary transport and a profile that says why there is none. finish(result) → Profile.
+    `cycles_for` names a board whose flash read path the cycle estimate adds (FlashTiming)."""
     from .. import record as build_folder
     from .transports import make_transport
 
@@ -110,7 +117,41 @@ def profiled_transport(build_dir: Path, *, port: str | None = None, baud: int = 
         why = ("cycle counts on a board are not collected by this firmware" if port or record["board"]["kind"] != "host"
                else "instruction counts need QEMU")
         return transport, lambda result: unavailable(board, why)
-    return profile_transport(Path(build_dir), record, transport)
+    return profile_transport(Path(build_dir), record, transport, flash_timing_of(cycles_for, record))
+
+
+@dataclass(frozen=True)
+class ChipFlash:
+    """A real board's flash read path, added to the estimate of firmware run in QEMU."""
+
+    board: str
+    timing: FlashTiming
+
+    def label(self, core_label: str) -> str:
+        t = self.timing
+        return (f"{core_label} + {self.board} flash: {t.wait_states} wait states at {t.clock_hz / 1e6:g} MHz "
+                f"behind {t.instruction_cache_lines}/{t.data_cache_lines}-line caches")
+
+
+def flash_timing_of(board_name: str | None, record: dict) -> ChipFlash | None:
+    """The named board's flash timing, checked against the build's core (None: no board named)."""
+    if board_name is None:
+        return None
+    board = load_board(board_name)
+    if board.flash_timing is None:
+        raise RunError(f"--cycles-for {board_name}: the board file has no [flash_timing], so there is no flash "
+                       f"to model (boards with one: {', '.join(_timed_boards()) or 'none'})")
+    model, _ = cycle_model(record)
+    theirs, _ = CYCLE_MODELS.get(board.cpu.core.lower(), (None, None)) if board.cpu else (None, None)
+    if model is None or theirs != model:
+        raise RunError(f"--cycles-for {board_name}: its core ({board.cpu.core if board.cpu else 'none'}) is not the "
+                       f"build's ({record['board']['cpu']['core']}) or has no cycle estimate; build for a board "
+                       f"with the same core")
+    return ChipFlash(board.name, board.flash_timing)
+
+
+def _timed_boards() -> list[str]:
+    return [b.name for b in list_boards() if b.flash_timing is not None]
 
 
 def with_profile(run_json: dict, profile: Profile) -> dict:
@@ -121,13 +162,14 @@ def with_profile(run_json: dict, profile: Profile) -> dict:
         model["instructions"] = measured.instructions if measured else None
         model["cycles"] = measured.cycles if measured else None
         model["cycle_model"] = measured.cycle_model if measured else None
+        model["flash_reads"] = measured.flash_reads if measured else None
         model["profile"] = [row.to_json() for row in measured.rows] if measured else []
     if not profile.available:
         run_json["profile_note"] = profile.reason
     return run_json
 
 
-def profile_transport(build_dir: Path, record: dict, transport):
+def profile_transport(build_dir: Path, record: dict, transport, chip_flash: ChipFlash | None = None):
     """Attach the plugin to a QEMU transport; returns (transport, finish) where finish(result) reads
     the counts after the run (a Profile)."""
     workdir = Path(build_dir) / "profile"
@@ -140,11 +182,15 @@ def profile_transport(build_dir: Path, record: dict, transport):
     ranges_path.write_text("".join(f"{r.low:x} {r.high:x} {r.kind} {r.model}\n" for r in ranges))
     out_path.unlink(missing_ok=True)
     model, _ = cycle_model(record)
+    flash = ""
+    if chip_flash is not None:
+        region = record["board"]["memory"]["flash"]
+        flash = ",flash=" + chip_flash.timing.plugin_spec(MemoryRegion(region["origin"], region["length"]))
     transport.extra_args = tuple(transport.extra_args) + (
-        "-plugin", f"{library},ranges={ranges_path},out={out_path},model={model or 'none'}")
+        "-plugin", f"{library},ranges={ranges_path},out={out_path},model={model or 'none'}{flash}")
 
     def finish(result) -> Profile:
-        return read_counts(out_path, ranges, record, {m.name: len(m.ticks) for m in result.models})
+        return read_counts(out_path, ranges, record, {m.name: len(m.ticks) for m in result.models}, chip_flash)
 
     return transport, finish
 
@@ -283,24 +329,30 @@ def imported_kernels(model: dict) -> str | None:
     return imported.get("kernels", "cmsis-nn") if imported else None
 
 
-def read_counts(path: Path, ranges: list[_Range], record: dict, runs: dict[str, int]) -> Profile:
+def read_counts(path: Path, ranges: list[_Range], record: dict, runs: dict[str, int],
+                chip_flash: ChipFlash | None = None) -> Profile:
     if not path.is_file():
         raise RunError("the profiling plugin wrote no counts (did QEMU exit normally?)")
-    counts, model_totals, model_cycles = {}, {}, {}
+    counts, model_totals, model_cycles, flash_reads = {}, {}, {}, {}
     for line in path.read_text().splitlines():
         parts = line.split()
         if parts[0] == "model":
             model_totals[int(parts[1])], model_cycles[int(parts[1])] = int(parts[3]), int(parts[4])
+        elif parts[0] == "flash":
+            flash_reads[int(parts[1])] = {"instruction": int(parts[2]), "data": int(parts[3])}
         else:
             counts[int(parts[0])] = (int(parts[1]), int(parts[2]), int(parts[3]), int(parts[4]))
     _, label = cycle_model(record)
+    if label and chip_flash is not None:
+        label = chip_flash.label(label)
     profile = Profile(True, "")
     for index, model in enumerate(record["models"]):
         n = max(runs.get(model["name"], 1), 1)
         total = model_totals.get(index, 0) // n
         mine = _model_functions(ranges, counts, index)
         result = ModelProfile(model["name"], total, cycles=model_cycles.get(index, 0) // n if label else None,
-                              cycle_model=label, kernels=imported_kernels(model))
+                              cycle_model=label, kernels=imported_kernels(model),
+                              flash_reads=_per_inference(flash_reads.get(index), n))
         for i in sorted(mine, key=lambda i: counts[i][2]):
             calls, insns, _, cycles = counts[i]
             if ranges[i].kind == "E":
@@ -313,6 +365,10 @@ def read_counts(path: Path, ranges: list[_Range], record: dict, runs: dict[str, 
         _name_twins(result.rows)
         profile.models.append(result)
     return profile
+
+
+def _per_inference(reads: dict | None, n: int) -> dict | None:
+    return {kind: count // n for kind, count in reads.items()} if reads is not None else None
 
 
 def _name_twins(rows: list[ProfileRow]) -> None:

@@ -12,8 +12,14 @@
  * QEMU translates its block, and the block's cycles are summed then; a block ending in a conditional
  * branch adds the taken-branch penalty when the next block executed does not start where it falls
  * through (the plugin sees the next block's address anyway, so this costs nothing extra).
+ * flash=LO:HI:WS:READ_BYTES:CODE_LINES:DATA_LINES:READS_PER_LINE (`run --profile --cycles-for BOARD`) adds a
+ * chip's flash read path (flashcost.c) to the estimate: every instruction fetched and every load from
+ * [LO, HI) goes through that chip's instruction or data cache, and each read the caches miss costs
+ * N wait states, charged where it happens. Instruction fetches are counted per executed block (the
+ * read units its instructions span), loads through a memory callback on each instruction.
  * out=PATH receives one line per range at exit: "index calls instructions first-call cycles", then
- * "model M runs instructions cycles" per model (runs = calls of its executor).
+ * "model M runs instructions cycles" per model (runs = calls of its executor), then with a flash
+ * model "flash M instruction-reads data-reads" per model (the reads its caches missed).
  * Debian ships no qemu-plugin.h, so the few declarations used are written here from QEMU's
  * include/qemu/qemu-plugin.h (API version 1). Build: gcc -O2 -shared -fPIC -o libopprofile.so opprofile.c (thumbcost.c beside it) */
 #include <stdint.h>
@@ -21,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "flashcost.c"
 #include "thumbcost.c"
 
 typedef uint64_t qemu_plugin_id_t;
@@ -28,6 +35,8 @@ typedef struct qemu_info_t qemu_info_t;
 struct qemu_plugin_tb;
 struct qemu_plugin_insn;
 enum qemu_plugin_cb_flags { QEMU_PLUGIN_CB_NO_REGS };
+enum qemu_plugin_mem_rw { QEMU_PLUGIN_MEM_R = 1, QEMU_PLUGIN_MEM_W, QEMU_PLUGIN_MEM_RW };
+typedef uint32_t qemu_plugin_meminfo_t;
 
 extern size_t qemu_plugin_tb_n_insns(const struct qemu_plugin_tb* tb);
 extern uint64_t qemu_plugin_tb_vaddr(const struct qemu_plugin_tb* tb);
@@ -39,6 +48,12 @@ extern void qemu_plugin_register_vcpu_tb_trans_cb(qemu_plugin_id_t id,
                                                   void (*cb)(qemu_plugin_id_t, struct qemu_plugin_tb*));
 extern void qemu_plugin_register_vcpu_tb_exec_cb(struct qemu_plugin_tb* tb, void (*cb)(unsigned int, void*),
                                                  enum qemu_plugin_cb_flags flags, void* userdata);
+extern void qemu_plugin_register_vcpu_mem_cb(struct qemu_plugin_insn* insn,
+                                             void (*cb)(unsigned int, qemu_plugin_meminfo_t, uint64_t, void*),
+                                             enum qemu_plugin_cb_flags flags, enum qemu_plugin_mem_rw rw,
+                                             void* userdata);
+extern unsigned int qemu_plugin_mem_size_shift(qemu_plugin_meminfo_t info);
+extern _Bool qemu_plugin_mem_is_store(qemu_plugin_meminfo_t info);
 extern void qemu_plugin_register_atexit_cb(qemu_plugin_id_t id, void (*cb)(qemu_plugin_id_t, void*), void* userdata);
 
 __attribute__((visibility("default"))) int qemu_plugin_version = 1;
@@ -61,6 +76,15 @@ static int running_model = -1; /* the model whose code runs now; -1: none */
 static long current = -1;      /* the range charged for code outside every range */
 static char out_path[1024];
 
+/* The chip's flash read path (flashcost.c), when --cycles-for names one. */
+static struct {
+  int on;
+  uint64_t lo, hi; /* where the firmware's flash is in the machine QEMU runs */
+  unsigned wait_states;
+  struct fc_cache code, data;
+  uint64_t code_reads[MAX_MODELS], data_reads[MAX_MODELS];
+} flash;
+
 static long find(uint64_t address) {
   size_t lo = 0, hi = n_ranges;
   while (lo < hi) { /* sorted and disjoint */
@@ -79,6 +103,7 @@ struct block {
   int entry;                   /* it starts at its range's first address: a call */
   uint32_t insns, cycles;      /* cycles: the estimate with every conditional branch not taken */
   uint32_t taken_penalty;      /* added when its last instruction, a conditional branch, is taken */
+  uint32_t fetch_bytes;        /* its instructions' bytes, fetched from flash when it runs there */
 };
 
 /* The block that ran last, when it ended in a conditional branch, and whom it was charged to. */
@@ -94,10 +119,28 @@ static void charge_taken_branch(uint64_t start) {
   pending = NULL;
 }
 
+static void charge(uint64_t cycles) {
+  ranges[current].cycles += cycles;
+  model_cycles[running_model] += cycles;
+}
+
+/* A load: from flash, through the chip's data cache (code outside the models warms it too). */
+static void on_load(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64_t address, void* userdata) {
+  (void)vcpu;
+  (void)userdata;
+  if (address < flash.lo || address >= flash.hi || qemu_plugin_mem_is_store(info)) return;
+  unsigned reads = fc_access(&flash.data, address, 1u << qemu_plugin_mem_size_shift(info));
+  if (running_model < 0 || current < 0) return;
+  flash.data_reads[running_model] += reads;
+  charge(reads * flash.wait_states);
+}
+
 static void on_exec(unsigned int vcpu, void* userdata) {
   (void)vcpu;
   const struct block* block = userdata;
   charge_taken_branch(block->start);
+  /* Every block fetched from flash goes through the instruction cache, counted or not. */
+  unsigned reads = block->fetch_bytes ? fc_access(&flash.code, block->start, block->fetch_bytes) : 0;
   long index = block->range;
   if (index >= 0) {
     if (ranges[index].kind == 'I') {
@@ -113,6 +156,8 @@ static void on_exec(unsigned int vcpu, void* userdata) {
     }
   }
   if (running_model < 0 || current < 0) return;
+  flash.code_reads[running_model] += reads;
+  charge(reads * flash.wait_states);
   ranges[current].insns += block->insns;
   ranges[current].cycles += block->cycles;
   model_insns[running_model] += block->insns;
@@ -163,6 +208,15 @@ static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb* tb) {
   block->entry = block->range >= 0 && ranges[block->range].lo == block->start;
   block->insns = (uint32_t)n;
   if (cycle_model >= 0) estimate_cycles(tb, n, block);
+  if (flash.on && n && block->start >= flash.lo && block->start < flash.hi) {
+    struct qemu_plugin_insn* last = qemu_plugin_tb_get_insn(tb, n - 1);
+    block->fetch_bytes = (uint32_t)(qemu_plugin_insn_vaddr(last) + qemu_plugin_insn_size(last) - block->start);
+  }
+  if (flash.on) {
+    for (size_t i = 0; i < n; i++)
+      qemu_plugin_register_vcpu_mem_cb(qemu_plugin_tb_get_insn(tb, i), on_load, QEMU_PLUGIN_CB_NO_REGS,
+                                       QEMU_PLUGIN_MEM_RW, NULL); /* loads kept in on_load: with MEM_R, QEMU 7.2 reported stores */
+  }
   qemu_plugin_register_vcpu_tb_exec_cb(tb, on_exec, QEMU_PLUGIN_CB_NO_REGS, block);
 }
 
@@ -184,6 +238,9 @@ static void at_exit(qemu_plugin_id_t id, void* userdata) {
     if (runs)
       fprintf(out, "model %d %llu %llu %llu\n", m, (unsigned long long)runs, (unsigned long long)model_insns[m],
               (unsigned long long)model_cycles[m]);
+    if (runs && flash.on)
+      fprintf(out, "flash %d %llu %llu\n", m, (unsigned long long)flash.code_reads[m],
+              (unsigned long long)flash.data_reads[m]);
   }
   fclose(out);
 }
@@ -206,6 +263,24 @@ static int read_ranges(const char* path) {
   return 0;
 }
 
+/* "LO:HI:WS:READ_BYTES:CODE_LINES:DATA_LINES:READS_PER_LINE" (hex addresses, decimal figures). */
+static int read_flash(const char* spec) {
+  unsigned long long lo, hi;
+  unsigned ws, read_bytes, code_lines, data_lines, per_line;
+  if (sscanf(spec, "%llx:%llx:%u:%u:%u:%u:%u", &lo, &hi, &ws, &read_bytes, &code_lines, &data_lines, &per_line) != 7)
+    return -1;
+  if (hi <= lo || read_bytes == 0 || per_line == 0 || per_line > FC_MAX_READS_PER_LINE || code_lines > FC_MAX_LINES ||
+      data_lines > FC_MAX_LINES)
+    return -1;
+  flash.on = 1;
+  flash.lo = lo;
+  flash.hi = hi;
+  flash.wait_states = ws;
+  fc_init(&flash.code, code_lines, per_line, read_bytes);
+  fc_init(&flash.data, data_lines, per_line, read_bytes);
+  return 0;
+}
+
 __attribute__((visibility("default"))) int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t* info,
                                                                int argc, char** argv) {
   (void)info;
@@ -214,7 +289,9 @@ __attribute__((visibility("default"))) int qemu_plugin_install(qemu_plugin_id_t 
     if (strncmp(argv[i], "out=", 4) == 0) snprintf(out_path, sizeof out_path, "%s", argv[i] + 4);
     if (strcmp(argv[i], "model=m4") == 0) cycle_model = TC_MODEL_M4;
     if (strcmp(argv[i], "model=m55") == 0) cycle_model = TC_MODEL_M55;
+    if (strncmp(argv[i], "flash=", 6) == 0 && read_flash(argv[i] + 6) != 0) return -1;
   }
+  if (flash.on && cycle_model < 0) return -1; /* wait states on top of no estimate would mean nothing */
   if (n_ranges == 0 || out_path[0] == '\0') return -1;
   qemu_plugin_register_vcpu_tb_trans_cb(id, on_translate);
   qemu_plugin_register_atexit_cb(id, at_exit, NULL);
