@@ -152,10 +152,19 @@ def test_flash_reads_the_caches_miss_cost_their_wait_states(build_firmware, tmp_
 
 @pytest.mark.cross
 @pytest.mark.qemu
-def test_a_board_without_flash_timing_or_of_another_core_is_refused(build_firmware):
+def test_a_board_without_flash_timing_is_refused(build_firmware):
     out = build_firmware(REPO / "examples" / "tiny_aot.tar", "mps2-an386")
     missing = cli("run", str(out), "--cycles-for", "mps3-an547")
     assert missing.returncode != 0
     assert missing.stderr.strip().splitlines() == [
         "mlfbuild: error: --cycles-for mps3-an547: the board file has no [flash_timing], so there is no flash to "
         "model (boards with one: nucleo-l4r5zi)"]
+
+
+def test_a_build_for_another_core_is_refused_naming_the_boards_to_build_for(build_firmware):
+    out = build_firmware(REPO / "examples" / "tiny_aot.tar", "host")
+    refused = cli("run", str(out), "--cycles-for", "nucleo-l4r5zi")
+    assert refused.returncode == 6, refused.stderr
+    assert refused.stderr.strip().splitlines() == [
+        "mlfbuild: error: --cycles-for nucleo-l4r5zi: the build is for the host, not nucleo-l4r5zi's cortex-m4; "
+        "build for mps2-an386 or netduinoplus2"]

@@ -111,13 +111,14 @@ def profiled_transport(build_dir: Path, *, port: str | None = None, baud: int = 
     from .transports import make_transport
 
     record = build_folder.load(Path(build_dir)).data
+    chip_flash = flash_timing_of(cycles_for, record)  # checked even where no profile can be taken
     transport = make_transport(Path(build_dir), record, port=port, baud=baud)
     board = record["board"]["name"]
     if port or not hasattr(transport, "extra_args"):
         why = ("cycle counts on a board are not collected by this firmware" if port or record["board"]["kind"] != "host"
                else "instruction counts need QEMU")
         return transport, lambda result: unavailable(board, why)
-    return profile_transport(Path(build_dir), record, transport, flash_timing_of(cycles_for, record))
+    return profile_transport(Path(build_dir), record, transport, chip_flash)
 
 
 @dataclass(frozen=True)
@@ -144,9 +145,10 @@ def flash_timing_of(board_name: str | None, record: dict) -> ChipFlash | None:
     model, _ = cycle_model(record)
     theirs, _ = CYCLE_MODELS.get(board.cpu.core.lower(), (None, None)) if board.cpu else (None, None)
     if model is None or theirs != model:
-        raise RunError(f"--cycles-for {board_name}: its core ({board.cpu.core if board.cpu else 'none'}) is not the "
-                       f"build's ({record['board']['cpu']['core']}) or has no cycle estimate; build for a board "
-                       f"with the same core")
+        built_for = ((record.get("board") or {}).get("cpu") or {}).get("core", "the host")
+        twins = [b.name for b in list_boards() if b.is_emulated and b.cpu and b.cpu.core == board.cpu.core]
+        raise RunError(f"--cycles-for {board_name}: the build is for {built_for}, not {board_name}'s "
+                       f"{board.cpu.core}; build for {' or '.join(twins) or 'a QEMU board with that core'}")
     return ChipFlash(board.name, board.flash_timing)
 
 
