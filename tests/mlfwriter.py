@@ -237,6 +237,17 @@ int32_t tvmgen_{n}_run(struct tvmgen_{n}_inputs* inputs,struct tvmgen_{n}_output
             f"src/{n}.relay": self.relay().encode(),
         }
 
+    def files_with_operators(self, source: str, declarations: str, calls: str) -> dict[str, bytes]:
+        """The MLF tree with extra operator functions: `source` defines them beside the model's
+        operators (lib0), `declarations` declares them to the model's main (lib1), which runs `calls`
+        before its own work."""
+        self.behaviour = calls
+        files = self.files()
+        lib0, lib1 = (f"codegen/host/src/{self.name}_lib{n}.c" for n in (0, 1))
+        files[lib0] += source.encode()
+        files[lib1] = files[lib1].replace(b"#include <stdbool.h>\n", f"#include <stdbool.h>\n{declarations}".encode())
+        return files
+
     def v5_files(self) -> dict[str, bytes]:
         """The same model in TVM 0.8's flat metadata v5 layout."""
         files = self.files()

@@ -204,14 +204,10 @@ __attribute__((naked, noinline)) int32_t tiny_it_return(int32_t x) {
 def test_conditional_branches_are_charged_the_refill_only_when_taken(build_firmware, tmp_path):
     from mlfwriter import TinyModel, tar_tree
 
-    model = TinyModel()
-    model.behaviour = ("  { volatile int32_t sink = tiny_loop_once() + tiny_loop_thrice() + tiny_it_return(0)"
-                       " + tiny_it_return(1); (void)sink; }\n")
-    files = model.files()
-    lib0, lib1 = (f"codegen/host/src/{model.name}_lib{n}.c" for n in (0, 1))
-    files[lib0] = files[lib0] + LOOPS.encode()
-    files[lib1] = files[lib1].replace(b"#include <stdbool.h>\n", b"#include <stdbool.h>\nint32_t tiny_loop_once(void);\n"
-                                      b"int32_t tiny_loop_thrice(void);\nint32_t tiny_it_return(int32_t x);\n")
+    files = TinyModel().files_with_operators(
+        LOOPS, "int32_t tiny_loop_once(void);\nint32_t tiny_loop_thrice(void);\nint32_t tiny_it_return(int32_t x);\n",
+        "  { volatile int32_t sink = tiny_loop_once() + tiny_loop_thrice() + tiny_it_return(0) + tiny_it_return(1);"
+        " (void)sink; }\n")
     out = build_firmware(tar_tree(files, tmp_path / "loops.tar"), "mps2-an386")
     result = cli("run", str(out), "--profile", "--json")
     assert result.returncode == 0, result.stderr

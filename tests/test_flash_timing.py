@@ -127,13 +127,9 @@ WALK(walk_large, walk_large_table, 128)
 def test_flash_reads_the_caches_miss_cost_their_wait_states(build_firmware, tmp_path):
     from mlfwriter import TinyModel, tar_tree
 
-    model = TinyModel()
-    model.behaviour = "  { volatile uint32_t sink = walk_small() + walk_large(); (void)sink; }\n"
-    files = model.files()
-    lib0, lib1 = (f"codegen/host/src/{model.name}_lib{n}.c" for n in (0, 1))
-    files[lib0] = files[lib0] + WALKS.encode()
-    files[lib1] = files[lib1].replace(b"#include <stdbool.h>\n", b"#include <stdbool.h>\n#include <stdint.h>\n"
-                                      b"uint32_t walk_small(void);\nuint32_t walk_large(void);\n")
+    files = TinyModel().files_with_operators(
+        WALKS, "#include <stdint.h>\nuint32_t walk_small(void);\nuint32_t walk_large(void);\n",
+        "  { volatile uint32_t sink = walk_small() + walk_large(); (void)sink; }\n")
     out = build_firmware(tar_tree(files, tmp_path / "walks.tar"), "mps2-an386")
     plain = json.loads(cli("run", str(out), "--profile", "--json").stdout)["models"][0]
     timed = cli("run", str(out), "--cycles-for", "nucleo-l4r5zi", "--json")
