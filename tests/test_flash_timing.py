@@ -144,6 +144,10 @@ def test_flash_reads_the_caches_miss_cost_their_wait_states(build_firmware, tmp_
     small = added["walk_small"] - base["walk_small"]
     large = added["walk_large"] - base["walk_large"]
     assert large - small == 5 * (2 * 512 // 8 - 128 // 8), (small, large)
+    table = cli("run", str(out), "--cycles-for", "nucleo-l4r5zi").stdout
+    assert (f"flash reads the chip's caches missed, per inference: {reads['instruction']:,} of instructions, "
+            f"{reads['data']:,} of data") in table
+    assert f"{chip['cycles']:,} cycles (estimate: {chip['cycle_model']})" in table
 
 
 @pytest.mark.cross

@@ -439,4 +439,7 @@ def format_profile(profile: Profile) -> str:
             lines.append(f"  operators: {100 * covered / model.instructions:.2f} % of the inference")
             if estimated and model.instructions:
                 lines.append(f"  cycles per instruction (estimate): {model.cycles / model.instructions:.2f}")
+        if model.flash_reads is not None:
+            lines.append(f"  flash reads the chip's caches missed, per inference: "
+                         f"{model.flash_reads['instruction']:,} of instructions, {model.flash_reads['data']:,} of data")
     return "\n".join(lines)
