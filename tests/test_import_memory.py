@@ -177,6 +177,25 @@ def test_a_mobilenet_head_run_in_stripes_equals_litert(cmsis_nn, tmp_path):
     assert json.loads(run.stdout)["status"] == "pass" and "not proven" not in run.stderr
 
 
+@pytest.mark.cross
+def test_a_mobilenet_head_after_a_leading_transpose_runs_in_stripes_and_equals_litert(cmsis_nn, tmp_path):
+    """PyTorch's models start by transposing their NCHW image: the stripes start at the first
+    convolution, over the transposed image (TFLM's mobilenet_v2: 1,204,224 B of pool → 550,592 B)."""
+    channels_first = (STRIPED_HEAD_INPUT[0], STRIPED_HEAD_INPUT[3], *STRIPED_HEAD_INPUT[1:3])
+    # its expansion wide, as mobilenet_v2's: a layer's tensors, not the image twice (NCHW and NHWC), at the peak
+    wide = tuple((op, dict(draws, out_channels=48)) if draws.get("out_channels") == 16 else (op, draws)
+                 for op, draws in MOBILENET_HEAD[:-1])
+    ops = (("TRANSPOSE", {"perm": (0, 2, 3, 1)}), *wide, MOBILENET_HEAD[-1])
+    model = chain_model(np.random.default_rng(8), ops, input_shape=channels_first).write(tmp_path / "t.tflite")
+    least = import_tflite(model, tmp_path / "min.tar", memory="min")
+    striped = [step.note for step in least.steps if "stripes of rows" in step.note]
+    assert striped and striped[0].startswith("operators 1 (CONV_2D), 2 (DEPTHWISE_CONV_2D)"), striped
+    run = cli("run", str(tmp_path / "min.tar"), "-b", "host", "--cmsis-nn", str(cmsis_nn("v6.0.0")),
+              "-o", str(tmp_path / "b"), "--samples", "3", "--json")
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["status"] == "pass" and "not proven" not in run.stderr
+
+
 @pytest.mark.qemu
 @pytest.mark.cross
 def test_a_tflite_too_big_for_the_board_at_the_floor_is_planned_smallest_and_runs(models_dir, cmsis_nn, tmp_path):

@@ -38,7 +38,8 @@ class Stage:
 
 
 def stage_candidates(graph: Graph, calls: list[Lowered], io_names: dict[int, str]) -> list[Stage]:
-    """Every chain of two or more convolutions from the model's first call, each reading the one
+    """Every chain of two or more convolutions from the model's first convolution (what comes before
+    it, such as the TRANSPOSE of a PyTorch model's NCHW image, runs whole), each reading the one
     before it alone, in every stripe count that recomputes little enough."""
     chain = _leading_chain(graph, calls, io_names)
     found = []
@@ -58,7 +59,8 @@ def _leading_chain(graph: Graph, calls: list[Lowered], io_names: dict[int, str])
         for tensor in read + ([step.alias_of] if step.alias_of is not None else []):
             readers.setdefault(tensor, []).append(index)
     chain: list[int] = []
-    for index, step in enumerate(calls):
+    first = next((index for index, step in enumerate(calls) if step.rows is not None), len(calls))
+    for index, step in enumerate(calls[first:], first):
         if step.rows is None:
             break
         if chain:
