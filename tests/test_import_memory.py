@@ -196,6 +196,32 @@ def test_a_mobilenet_head_after_a_leading_transpose_runs_in_stripes_and_equals_l
     assert json.loads(run.stdout)["status"] == "pass" and "not proven" not in run.stderr
 
 
+@pytest.mark.exhaustive
+@pytest.mark.cross
+@pytest.mark.parametrize("seed", range(8))  # seeds 0, 2, 4, 5 and 7 run their first layers in stripes
+def test_random_heads_after_a_transpose_equal_litert_under_min(seed, cmsis_nn, tmp_path):
+    """Random NCHW images transposed, then a head of random strides, kernels and widths: whatever
+    stripe stage the plan picks computes what LiteRT's reference kernels compute, and its pool is proven."""
+    rng = np.random.default_rng(300 + seed)
+    height, width = int(rng.integers(24, 64)), int(rng.integers(8, 32))
+    ops = [("TRANSPOSE", {"perm": (0, 2, 3, 1)})]
+    for position in range(int(rng.integers(3, 6))):
+        stride = int(rng.integers(1, 3)) if position < 2 else 1
+        kernel = int(rng.choice([1, 3]))
+        common = dict(_SAME, stride_h=stride, stride_w=stride, kernel_h=kernel, kernel_w=kernel)
+        if position % 2:
+            ops.append(("DEPTHWISE_CONV_2D", dict(common, depth_multiplier=1)))
+        else:
+            ops.append(("CONV_2D", dict(common, out_channels=int(rng.integers(4, 40)))))
+    model = chain_model(rng, ops, input_shape=(1, 3, height, width)).write(tmp_path / "t.tflite")
+    mlf = tmp_path / "min.tar"
+    assert cli("import", str(model), "-o", str(mlf), "--memory", "min").returncode == 0
+    run = cli("run", str(mlf), "-b", "host", "--cmsis-nn", str(cmsis_nn("v6.0.0")), "-o", str(tmp_path / "b"),
+              "--samples", "3", "--json")
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["status"] == "pass" and "not proven" not in run.stderr
+
+
 @pytest.mark.qemu
 @pytest.mark.cross
 def test_a_tflite_too_big_for_the_board_at_the_floor_is_planned_smallest_and_runs(models_dir, cmsis_nn, tmp_path):
