@@ -52,7 +52,7 @@ class RunCommand(Command):
         parser.add_argument("--profile", action="store_true",
                             help="instructions and calls per operator function (QEMU)")
         parser.add_argument("--cycles-for", metavar="BOARD",
-                            help="with --profile: add BOARD's flash wait states and flash caches to the cycle "
+                            help="(implies --profile) add BOARD's flash wait states and flash caches to the cycle "
                                  "estimate, as if the firmware ran from that chip's flash (boards with "
                                  "[flash_timing], e.g. nucleo-l4r5zi; the same core as the build's)")
         add_build_arguments(parser)
