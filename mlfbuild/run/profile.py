@@ -143,7 +143,7 @@ def flash_timing_of(board_name: str | None, record: dict) -> ChipFlash | None:
         raise RunError(f"--cycles-for {board_name}: the board file has no [flash_timing], so there is no flash "
                        f"to model (boards with one: {', '.join(_timed_boards()) or 'none'})")
     model, _ = cycle_model(record)
-    theirs, _ = CYCLE_MODELS.get(board.cpu.core.lower(), (None, None)) if board.cpu else (None, None)
+    theirs, _ = CYCLE_MODELS.get(board.cpu.core.lower(), (None, None))  # [flash_timing]: a hardware board, a cpu
     if model is None or theirs != model:
         built_for = ((record.get("board") or {}).get("cpu") or {}).get("core", "the host")
         twins = [b.name for b in list_boards() if b.is_emulated and b.cpu and b.cpu.core == board.cpu.core]
